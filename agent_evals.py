@@ -1,0 +1,2293 @@
+"""agent-evals: the eval harness every LLM project ends up writing, written once.
+
+A suite is an adapter that calls your real prompt builder and parser, a scorer that
+turns a reply into declared metrics, and folders of cases. List the models and
+settings to compare in ``evals/.agent-eval.config.yml`` and get an honest leaderboard:
+score per metric, errors, time, tokens, cost, and the cheapest contender within two
+points of the top.
+
+    $ cd examples/toy_suite && agent-evals compare --local
+
+A suite's ``evals/eval_helper.py``::
+
+    from pathlib import Path
+    from agent_evals import Adapter, Metric, Reply, Score, Scorer, configure
+
+    class MyAdapter(Adapter):
+        def call(self, case, model):
+            completion = model.complete(user=case.input, json=True)
+            return Reply(output=my_parser(completion.text), raw=completion.text,
+                         usage=completion.usage)
+
+    class MyScorer(Scorer):
+        def metrics(self):
+            return [Metric("exact", "1 when the answer is right.", primary=True)]
+
+        def call(self, case, reply, context):
+            right = float(reply.output == case.expected)
+            return Score(value=right, metrics={"exact": right})
+
+    configure(suite="mine", root=Path(__file__).parent,
+              adapter=MyAdapter(), scorer=MyScorer())
+
+The failure rules: ``Reply(error=...)`` is the model's failure and scores 0; an
+exception from the adapter or the provider is an error, counted and never scored; a
+metric of ``None`` does not apply and is skipped in its mean; a contender whose
+request type the suite does not declare is refused by name, never scored.
+
+Standard library only; PyYAML reads the config file. Public names: ``__all__``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import difflib
+import importlib
+import importlib.util
+import json
+import math
+import os
+import re
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+__version__ = "0.1.0"
+
+__all__ = [
+    # values
+    "Case",
+    "Completion",
+    "Contender",
+    "Metric",
+    "Reply",
+    "RunResult",
+    "Score",
+    "Usage",
+    # what a suite subclasses or calls
+    "Adapter",
+    "Model",
+    "Provider",
+    "SchemaValidator",
+    "Scorer",
+    "Tracker",
+    "configure",
+    # built in
+    "EchoAdapter",
+    "FakeModel",
+    "FakeProvider",
+    "LocalTracker",
+    "OpenRouter",
+    "TypeSafe",
+    # errors
+    "ConfigError",
+    "EvalError",
+    "MissingDependency",
+    "ProviderError",
+    "SuiteError",
+    # the command line
+    "main",
+]
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+
+_EXIT_CODES = (
+    (EXIT_OK, "the command did its job (errors inside a run are reported, not fatal)"),
+    (EXIT_FAILED, "verify found problems, or a gate the user asked for failed"),
+    (EXIT_USAGE, "usage or configuration error, before any model is called"),
+    (EXIT_INTERRUPTED, "interrupted (Ctrl-C); what finished is kept"),
+)
+
+CONFIG_NAME = ".agent-eval.config.yml"
+HELPER_NAME = "eval_helper.py"
+DEFAULT_CASES = "datasets/*/cases/**/input.txt"
+DEFAULT_PARALLELISM = 4
+BEST_VALUE_MARGIN = 0.02  # "within two points of the top", on a 0..1 scale
+
+# Reasoning efforts a lineup may name. "default" sends none, leaving the model's own.
+EFFORTS = ("default", "none", "minimal", "low", "medium", "high", "xhigh", "max")
+
+
+# ═══════════════════════════════════════════════════════════════════════════════
+# Errors: one root, a leaf per kind of failure the user sees
+# ═══════════════════════════════════════════════════════════════════════════════
+
+
+class EvalError(Exception):
+    """A failure the user sees as one line; ``exit_code`` is what the CLI returns."""
+
+    exit_code = EXIT_USAGE
+
+
+class ConfigError(EvalError):
+    """The suite, its config file or a flag is wrong; nothing was called."""
+
+
+class MissingDependency(EvalError):
+    """An optional package is not installed; the message names its pip extra."""
+
+
+class ProviderError(EvalError):
+    """A provider could not get an answer: counted as an error, never scored."""
+
+    exit_code = EXIT_FAILED
+
+
+class SuiteError(EvalError):
+    """The suite's own code (helper, adapter, scorer) failed where it must not."""
+
+
+def _hint(name: str, known: Iterable[str]) -> str:
+    """' (did you mean "x"?)' for the nearest known name, or ''."""
+    close = difflib.get_close_matches(str(name), [str(k) for k in known], n=1, cutoff=0.6)
+    return f' (did you mean "{close[0]}"?)' if close else ""
+
+
+# module -> (distribution, pip extra or None when it is a core dependency)
+_OPTIONAL = {
+    "yaml": ("PyYAML", None),
+}
+
+
+def _import_optional(module: str, purpose: str) -> Any:
+    """Import an optional package on the path that needs it, or name how to get it."""
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        dist, extra = _OPTIONAL.get(module, (module, None))
+        how = f"pip install 'agent-evals[{extra}]'" if extra else f"pip install {dist}"
+        raise MissingDependency(f"{purpose} needs the {dist} package: {how}") from None
+
+
+def _display(path: Path | str) -> str:
+    """A path as the user would type it: relative to the working directory when inside."""
+    path = Path(path)
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
+
+
+# ═══════════════════════════════════════════════════════════════════════════════
+# Values: frozen records, converted to JSON only at the edges
+# ═══════════════════════════════════════════════════════════════════════════════
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """Tokens and dollars one or more completions spent."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            self.input_tokens + other.input_tokens,
+            self.output_tokens + other.output_tokens,
+            self.cost_usd + other.cost_usd,
+        )
+
+    @classmethod
+    def coerce(cls, value: Usage | Mapping[str, Any] | None) -> Usage | None:
+        """Accept a ``Usage``, a mapping of its fields (as the original's hashes), or None."""
+        if value is None or isinstance(value, Usage):
+            return value
+        if isinstance(value, Mapping):
+            return cls(
+                int(value.get("input_tokens") or 0),
+                int(value.get("output_tokens") or 0),
+                float(value.get("cost_usd") or 0.0),
+            )
+        raise TypeError(f"usage must be a Usage or a mapping, not {type(value).__name__}")
+
+
+@dataclass(frozen=True, slots=True)
+class Case:
+    """One input with its expected answer. ``id`` is ``variant/NNN`` (or the variant)."""
+
+    id: str
+    dataset: str = ""
+    variant: str = ""
+    input: str = ""
+    expected: Any = None
+    path: Path | None = None
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def key(self) -> str:
+        """``dataset/id``: unique across the suite."""
+        return f"{self.dataset}/{self.id}"
+
+
+@dataclass(frozen=True, slots=True)
+class Completion:
+    """What a provider returned for one request."""
+
+    text: str
+    usage: Usage = field(default_factory=Usage)
+    raw: Any = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "usage", Usage.coerce(self.usage) or Usage())
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """The adapter's answer. ``error``: the model failed (scored 0); raise for transport."""
+
+    output: Any = None
+    raw: Any = None
+    usage: Usage | None = None
+    error: str | None = None
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "usage", Usage.coerce(self.usage))
+
+
+@dataclass(frozen=True, slots=True)
+class Metric:
+    """A number the scorer reports per case; its mean skips ``None``."""
+
+    name: str
+    description: str = ""
+    aggregate: str = "mean"
+    primary: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Score:
+    """``value`` in 0..1; ``metrics`` maps each declared name to a float or None."""
+
+    value: float = 0.0
+    metrics: Mapping[str, float | None] = field(default_factory=dict)
+    outcomes: Mapping[str, Any] = field(default_factory=dict)
+    diagnostics: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Contender:
+    """A model with its settings. ``provider``: None for ``vendors:``, a name for ``direct:``."""
+
+    model: str
+    effort: str | None = None
+    temperature: float | None = None
+    max_tokens: int | None = None
+    provider: str | None = None
+
+    @property
+    def label(self) -> str:
+        """``model effort=e temp=t``, as the warnings and the best-value line show it."""
+        parts = [self.model if self.provider is None else f"{self.model} (direct)"]
+        parts.append(f"effort={self.effort or 'default'}")
+        if self.temperature is not None:
+            parts.append(f"temp={_fmt_temp(self.temperature)}")
+        return " ".join(parts)
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclass(frozen=True, slots=True)
+class RunResult:
+    """One case run by one experiment. ``error``: it raised, so it has no score."""
+
+    experiment: Any
+    case: Case
+    reply: Reply | None = None
+    score: Score | None = None
+    duration: float = 0.0
+    error: str | None = None
+    usage: Usage = field(default_factory=Usage)
+    traceback: str | None = None
+
+
+# ═══════════════════════════════════════════════════════════════════════════════
+# Schema validation: the shapes an expected.json may take
+# ═══════════════════════════════════════════════════════════════════════════════
+
+
+class SchemaValidator:
+    """Checks a mapping against ``{name: {"type":, "enum":, "nullable":}}``.
+
+    >>> v = SchemaValidator({"legs": {"type": "integer"}, "sound": {"type": "string", "nullable": True}})
+    >>> v.problems({"legs": 4, "sound": None})
+    []
+    >>> v.problems({"legs": "four"})
+    ['legs: expected an integer, got "four"', 'sound: missing']
+    """
+
+    TYPES = ("boolean", "integer", "number", "string", "enum", "multi_enum")
+
+    def __init__(self, schema: Mapping[str, Mapping[str, Any]]) -> None:
+        for name, spec in schema.items():
+            kind = spec.get("type")
+            if kind not in self.TYPES:
+                raise ConfigError(
+                    f"schema field {name}: unknown type {kind!r}{_hint(kind, self.TYPES)}; "
+                    f"known: {', '.join(self.TYPES)}"
+                )
+            if kind in ("enum", "multi_enum") and not spec.get("enum"):
+                raise ConfigError(f"schema field {name}: type {kind} needs a non-empty enum list")
+        self.schema = schema
+
+    def problems(self, value: Any) -> list[str]:
+        """Readable problems, one a string; empty when ``value`` fits."""
+        if not isinstance(value, Mapping):
+            return [f"expected an object, got {type(value).__name__}"]
+        out = [f"{key}: not in the schema{_hint(key, self.schema)}" for key in value if key not in self.schema]
+        for name, spec in self.schema.items():
+            if name not in value:
+                out.append(f"{name}: missing")
+            elif value[name] is None:
+                if not spec.get("nullable"):
+                    out.append(f"{name}: null, but the field is not nullable")
+            else:
+                problem = self._field_problem(spec, value[name])
+                if problem:
+                    out.append(f"{name}: {problem}")
+        return out
+
+    @staticmethod
+    def _field_problem(spec: Mapping[str, Any], item: Any) -> str | None:
+        kind = spec["type"]
+        shown = json.dumps(item, default=str)
+        if kind == "boolean" and not isinstance(item, bool):
+            return f"expected a boolean, got {shown}"
+        if kind == "integer" and (isinstance(item, bool) or not isinstance(item, int)):
+            return f"expected an integer, got {shown}"
+        if kind == "number" and (isinstance(item, bool) or not isinstance(item, int | float)):
+            return f"expected a number, got {shown}"
+        if kind == "string" and not isinstance(item, str):
+            return f"expected a string, got {shown}"
+        allowed = spec.get("enum") or ()
+        if kind == "enum" and item not in allowed:
+            return f"{shown} is not one of {', '.join(map(str, allowed))}"
+        if kind == "multi_enum":
+            if not isinstance(item, list):
+                return f"expected a list, got {shown}"
+            wrong = [x for x in item if x not in allowed]
+            if wrong:
+                return f"{json.dumps(wrong)} not among {', '.join(map(str, allowed))}"
+        return None
+
+
+# ═══════════════════════════════════════════════════════════════════════════════
+# Providers and models: one API each, and the model handle an adapter calls
+# ═══════════════════════════════════════════════════════════════════════════════
+
+
+class Provider:
+    """Wraps one API: the request type it answers, the keys it needs, and ``complete``.
+
+    A provider serving ``vendors:`` ids declares which with ``prefix`` (None claims
+    every id); a ``direct`` one is reached only through a ``direct:`` key equal to its
+    ``name``. ``efforts`` lists the reasoning efforts it takes (None: any). A transport
+    failure raises: the run counts it as an error, not as a wrong answer.
+    """
+
+    name: str = "provider"
+    request_type: str = "prompt"
+    request_type_description: str = "a chat completion: system and user text in, text out"
+    prefix: str | None = None
+    env_keys: Sequence[str] = ()
+    efforts: Sequence[str] | None = None
+    direct: bool = False
+
+    def catalog(self) -> list[str] | None:
+        """The model ids it serves, when known offline; None when it cannot tell."""
+        return None
+
+    def complete(self, model: Model, *, system: str | None = None, user: str, json: bool = True) -> Completion:
+        raise NotImplementedError(f"provider {self.name} does not implement complete()")
+
+    def serves(self, model_id: str) -> bool:
+        return self.prefix is None or model_id.startswith(self.prefix)
+
+    def model_name(self, model_id: str) -> str:
+        """The id as the API spells it: without the provider's own prefix."""
+        for prefix in (self.prefix, f"{self.name}/" if self.direct else None):
+            if prefix and model_id.startswith(prefix):
+                return model_id[len(prefix) :]
+        return model_id
+
+
+class Model:
+    """The handle an adapter calls: one contender's model and settings.
+
+    ``effort``, ``temperature`` and ``max_tokens`` carry the contender's settings; None
+    means "send nothing". Every completion's usage is added to ``usage``.
+    """
+
+    def __init__(
+        self,
+        id: str,
+        provider: Provider,
+        *,
+        effort: str | None = None,
+        temperature: float | None = None,
+        max_tokens: int | None = None,
+    ) -> None:
+        self.id = id
+        self.provider = provider
+        self.effort = None if effort in (None, "default") else effort
+        self.temperature = temperature
+        self.max_tokens = max_tokens
+        self.usage = Usage()
+        self.calls = 0
+        self._lock = threading.Lock()
+
+    @property
+    def name(self) -> str:
+        """The id without the provider's prefix: ``fake/echo`` -> ``echo``."""
+        return self.provider.model_name(self.id)
+
+    @property
+    def settings(self) -> dict[str, Any]:
+        return {"effort": self.effort, "temperature": self.temperature, "max_tokens": self.max_tokens}
+
+    def complete(self, system: str | None = None, user: str = "", json: bool = True) -> Completion:
+        completion = self.provider.complete(self, system=system, user=user, json=json)
+        if not isinstance(completion, Completion):
+            raise ProviderError(f"provider {self.provider.name} returned {type(completion).__name__}, not a Completion")
+        with self._lock:
+            self.usage = self.usage + completion.usage
+            self.calls += 1
+        return completion
+
+    def __repr__(self) -> str:
+        return f"Model({self.id!r}, provider={self.provider.name!r}, settings={self.settings!r})"
+
+
+class OpenRouter(Provider):
+    """The default provider: every ``vendors:`` id, over OpenRouter's chat API.
+
+    Any OpenAI-compatible server stands in when ``OPENROUTER_BASE_URL`` points at it.
+    """
+
+    name = "openrouter"
+    env_keys = ("OPENROUTER_API_KEY",)
+    efforts = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
+    base_url = "https://openrouter.ai/api/v1"
+    timeout = 600.0  # reasoning models can think for minutes
+
+    def complete(self, model: Model, *, system: str | None = None, user: str, json: bool = True) -> Completion:
+        import urllib.error
+        import urllib.request
+
+        messages = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": user}]
+        body: dict[str, Any] = {"model": model.name, "messages": messages}
+        if model.temperature is not None:
+            body["temperature"] = model.temperature
+        if model.max_tokens is not None:
+            body["max_tokens"] = model.max_tokens
+        if model.effort is not None:
+            body["reasoning"] = {"effort": model.effort}
+        if json:
+            body["response_format"] = {"type": "json_object"}
+        base = os.environ.get("OPENROUTER_BASE_URL", self.base_url).rstrip("/")
+        request = urllib.request.Request(
+            f"{base}/chat/completions",
+            data=_json_dumps(body).encode(),
+            headers={
+                "Authorization": f"Bearer {os.environ.get('OPENROUTER_API_KEY', '')}",
+                "Content-Type": "application/json",
+                "HTTP-Referer": "https://github.com/agent-evals/agent-evals-python",
+                "X-OpenRouter-Title": "agent-evals",
+                "X-Title": "agent-evals",
+            },
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout) as response:
+                status, payload = response.status, response.read()
+        except urllib.error.HTTPError as e:
+            status, payload = e.code, e.read()
+        except OSError as e:
+            raise ProviderError(f"openrouter: {model.id}: {e.__class__.__name__}: {e}") from None
+        return self._parse(model, status, payload)
+
+    @staticmethod
+    def _parse(model: Model, status: int, payload: bytes) -> Completion:
+        try:
+            data = json.loads(payload)
+        except ValueError:
+            raise ProviderError(
+                f"openrouter: {model.id}: HTTP {status}, the body is not JSON: {payload[:200]!r}"
+            ) from None
+        error = data.get("error") if isinstance(data, dict) else None
+        choices = data.get("choices") if isinstance(data, dict) else None
+        if status >= 400 or error:
+            message = error.get("message") if isinstance(error, dict) else error
+            raise ProviderError(f"openrouter: {model.id}: HTTP {status}: {message or 'no error text'}")
+        if not choices:
+            raise ProviderError(f"openrouter: {model.id}: HTTP {status}: the response has no choices")
+        choice = choices[0]
+        if choice.get("finish_reason") == "error" or choice.get("error"):
+            message = (choice.get("error") or {}).get("message", "finish_reason error")
+            raise ProviderError(f"openrouter: {model.id}: HTTP {status}: {message}")
+        usage = data.get("usage") or {}
+        return Completion(
+            text=(choice.get("message") or {}).get("content") or "",
+            usage=Usage(
+                int(usage.get("prompt_tokens") or 0),
+                int(usage.get("completion_tokens") or 0),
+                float(usage.get("cost") or 0.0),
+            ),
+            raw=data,
+        )
+
+
+class TypeSafe(Provider):
+    """TypeSafe's own API (``direct: typesafe:``): model list, key and pricing so far."""
+
+    name = "typesafe"
+    request_type = "typesafe"
+    request_type_description = "TypeSafe's typed request: noul, choice, score"
+    env_keys = ("TYPESAFE_API_KEY",)
+    efforts = ("low", "medium", "high")
+    direct = True
+    # USD per million tokens (input, output)
+    PRICES: ClassVar[dict[str, tuple[float, float]]] = {
+        "typesafe/jev-latest": (0.40, 1.60),
+        "typesafe/jev-mini": (0.10, 0.40),
+    }
+
+    def catalog(self) -> list[str]:
+        return sorted(self.PRICES)
+
+    def complete(self, model: Model, *, system: str | None = None, user: str, json: bool = True) -> Completion:
+        raise ProviderError(
+            "no typesafe consumer yet: the typed request shape will be defined by the first "
+            "suite that declares request_types: [typesafe]"
+        )
+
+
+def _approx_tokens(text: str | None) -> int:
+    """About four characters a token: plausible counts for fake models."""
+    return max(1, math.ceil(len(text) / 4)) if text else 0
+
+
+def _first_json_object(text: str) -> Any:
+    """The first JSON object in ``text``; ValueError when there is none."""
+    decoder = json.JSONDecoder()
+    start = text.find("{")
+    while start != -1:
+        try:
+            return decoder.raw_decode(text, start)[0]
+        except ValueError:
+            start = text.find("{", start + 1)
+    raise ValueError("no JSON object in the reply")
+
+
+def _fake_broken(system: str | None, user: str) -> str:
+    raise ProviderError("fake/broken: connection refused (a fake transport failure)")
+
+
+# What each fake model answers, given (system, user).
+_FAKE_MODELS: dict[str, Callable[[str | None, str], str]] = {
+    "echo": lambda system, user: user,
+    "parrot": lambda system, user: _json_dumps(_first_json_object(user)),
+    "mute": lambda system, user: "",
+    "broken": _fake_broken,
+}
+
+
+class FakeProvider(Provider):
+    """Serves ``fake/<name>`` with no network: echo, parrot, mute and broken.
+
+    ``echo`` answers the user text, ``parrot`` the first JSON object in it, ``mute``
+    nothing, and ``broken`` raises a transport error. Each completion costs $0.001.
+    """
+
+    name = "fake"
+    prefix = "fake/"
+    request_type_description = "a chat completion (fake models, no network)"
+    COST_USD = 0.001
+
+    def __init__(self, models: Mapping[str, Callable[[str | None, str], str]] | None = None) -> None:
+        self.models = {**_FAKE_MODELS, **(models or {})}
+
+    def catalog(self) -> list[str]:
+        return sorted(f"fake/{name}" for name in self.models)
+
+    def complete(self, model: Model, *, system: str | None = None, user: str, json: bool = True) -> Completion:
+        answer = self.models.get(model.name)
+        if answer is None:
+            raise ProviderError(f"{model.id}: no such fake model; known: {', '.join(self.catalog())}")
+        text = answer(system, user)
+        usage = Usage(_approx_tokens(system) + _approx_tokens(user), _approx_tokens(text), self.COST_USD)
+        return Completion(text=text, usage=usage, raw={"model": model.id, "text": text})
+
+
+class FakeModel(Model):
+    """A fake model for testing an adapter alone: ``FakeModel("echo").complete(user=...)``."""
+
+    def __init__(self, name: str = "echo", **settings: Any) -> None:
+        model_id = name if name.startswith("fake/") else f"fake/{name}"
+        super().__init__(model_id, FakeProvider(), **settings)
+
+
+# ═══════════════════════════════════════════════════════════════════════════════
+# What a suite writes: the adapter, the scorer, and (optionally) a tracker
+# ═══════════════════════════════════════════════════════════════════════════════
+
+
+class Adapter:
+    """Runs one case against a model and returns a ``Reply``. It never scores."""
+
+    def prepare(self, dataset: str) -> None:
+        """Once per dataset, before its experiments, outside the threads."""
+
+    def call(self, case: Case, model: Model) -> Reply:
+        raise NotImplementedError(f"{type(self).__name__}.call(case, model) is not written yet")
+
+    def context(self, case: Case) -> Mapping[str, Any]:
+        """What the scorer needs beyond the case."""
+        return {}
+
+    def verify(self, dataset: str) -> list[str]:
+        """Offline problems with a dataset, for ``agent-evals verify``."""
+        return []
+
+    def metadata(self) -> Mapping[str, Any]:
+        """Recorded in every log: prompt version, parser version, ..."""
+        return {}
+
+
+class Scorer:
+    """Turns a case and a reply into a ``Score``. Pure and deterministic: it calls nothing."""
+
+    def metrics(self) -> list[Metric]:
+        return [Metric("score", "The scorer's value for the case.", primary=True)]
+
+    def call(self, case: Case, reply: Reply, context: Mapping[str, Any]) -> Score:
+        raise NotImplementedError(f"{type(self).__name__}.call(case, reply, context) is not written yet")
+
+    def verify(self, case: Case, context: Mapping[str, Any]) -> list[str]:
+        """Offline problems with a case's expected answer."""
+        return []
+
+    def summary(self, case: Case) -> str:
+        """One short line about the case, shown by ``agent-evals cases``."""
+        return ""
+
+
+class EchoAdapter(Adapter):
+    """Sends the case input as the user message and parses the first JSON object back."""
+
+    system: str | None = None
+
+    def call(self, case: Case, model: Model) -> Reply:
+        completion = model.complete(system=self.system, user=case.input, json=True)
+        try:
+            output = _first_json_object(completion.text)
+        except ValueError as e:
+            return Reply(error=str(e), raw=completion.text, usage=completion.usage)
+        return Reply(output=output, raw=completion.text, usage=completion.usage)
+
+
+@dataclass(frozen=True, slots=True)
+class Summary:
+    """One experiment's totals: what ``Tracker.finish`` receives."""
+
+    cases: int
+    scored: int
+    errors: int
+    score: float | None
+    means: Mapping[str, float | None]
+    usage: Usage
+    duration: float
+
+    def to_json(self) -> dict[str, Any]:
+        out = dataclasses.asdict(self)
+        out["means"] = dict(self.means)
+        return out
+
+
+class Tracker:
+    """Where results go besides the terminal: ``start``, ``record``, ``finish``.
+
+    ``context`` holds ``suite``, ``project``, ``project_id`` and ``options`` (the
+    tracker's own section of the config file). ``env_key`` selects it when it is the
+    only key set; ``packages`` are checked before any model is called.
+    """
+
+    name: ClassVar[str] = "tracker"
+    env_key: ClassVar[str | None] = None
+    packages: ClassVar[Sequence[str]] = ()
+
+    def __init__(self, context: Mapping[str, Any] | None = None) -> None:
+        self.context = dict(context or {})
+
+    def enabled(self) -> bool:
+        return True
+
+    def start(self, experiment: Experiment) -> None:
+        """Once, before the experiment's first case."""
+
+    def record(self, result: RunResult) -> None:
+        """Once per finished case, in case order, under a lock."""
+
+    def finish(self, experiment: Experiment, summary: Summary) -> Mapping[str, Any]:
+        """Once, with the summary; ``{"url": ...}`` names a page to open, or None."""
+        return {"url": None}
+
+
+# ═══════════════════════════════════════════════════════════════════════════════
+# Configuration: what configure() collects from the helper and plugins
+# ═══════════════════════════════════════════════════════════════════════════════
+
+
+@dataclass(slots=True)
+class _Configuration:
+    suite: str | None = None
+    root: Path | None = None
+    cases: str | None = None
+    adapter: Any = None
+    scorer: Any = None
+    env_files: list[str] = field(default_factory=list)
+    before_run: Callable[[], Any] | None = None
+    providers: list[Provider] = field(default_factory=list)
+    trackers: list[type[Tracker]] = field(default_factory=list)
+
+
+_LISTS = ("env_files", "providers", "trackers")
+_configuration = _Configuration()
+
+
+def configure(**settings: Any) -> None:
+    """Register the suite: ``suite``, ``root``, ``cases``, ``adapter``, ``scorer``,
+    ``env_files``, ``before_run``, ``providers``, ``trackers``.
+
+    Calls merge: lists extend and other keys replace, so a module named by ``require:``
+    can add a provider or a tracker to what the helper set.
+    """
+    known = [f.name for f in dataclasses.fields(_Configuration)]
+    for key, value in settings.items():
+        if key not in known:
+            raise ConfigError(f"configure(): unknown setting {key!r}{_hint(key, known)}; known: {', '.join(known)}")
+        if key in _LISTS:
+            items = [value] if isinstance(value, str | Provider | type) else list(value)
+            getattr(_configuration, key).extend(items)
+        elif key == "root":
+            _configuration.root = Path(value)
+        else:
+            setattr(_configuration, key, value)
+
+
+def _reset_configuration() -> None:
+    global _configuration
+    _configuration = _Configuration()
+
+
+# ═══════════════════════════════════════════════════════════════════════════════
+# Discovery and the config file: finding the suite and reading its lineup
+# ═══════════════════════════════════════════════════════════════════════════════
+
+
+@dataclass(slots=True)
+class _Defaults:
+    effort: list[str] = field(default_factory=lambda: ["default"])
+    temperature: list[float | None] = field(default_factory=lambda: [None])
+    max_tokens: int | None = None
+    parallelism: int = DEFAULT_PARALLELISM
+
+
+@dataclass(slots=True)
+class _Config:
+    """The parsed ``.agent-eval.config.yml``."""
+
+    path: Path
+    request_types: list[str]
+    project: str | None = None
+    defaults: _Defaults = field(default_factory=_Defaults)
+    vendors: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    direct: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    tracker: str | None = None
+    sections: dict[str, dict[str, Any]] = field(default_factory=dict)
+    cases: str | None = None
+
+
+_TOP_KEYS = (
+    "project",
+    "request_types",
+    "defaults",
+    "vendors",
+    "direct",
+    "tracker",
+    "require",
+    "adapter",
+    "scorer",
+    "cases",
+)
+_DEFAULT_KEYS = ("effort", "temperature", "max_tokens", "parallelism")
+_ENTRY_KEYS = ("model", "effort", "temperature", "max_tokens")
+
+
+def _find_suite(helper: str | None, config: str | None) -> tuple[Path | None, Path, Path]:
+    """(helper file or None, config file, the evals/ folder) from flags, env, or upward search."""
+    helper = helper or os.environ.get("AGENT_EVALS_HELPER") or None
+    if helper:
+        path = Path(helper).expanduser()
+        if not path.is_file():
+            raise ConfigError(
+                f"--helper {helper}: no such file; point it at evals/{HELPER_NAME} or evals/{CONFIG_NAME}"
+            )
+        path = path.resolve()
+        evals = path.parent
+        if path.suffix in (".yml", ".yaml"):
+            helper_path = evals / HELPER_NAME
+            return (helper_path if helper_path.is_file() else None), Path(config or path), evals
+        return path, Path(config) if config else evals / CONFIG_NAME, evals
+    here = Path.cwd().resolve()
+    for folder in (here, *here.parents):
+        evals = folder / "evals"
+        helper_path, config_path = evals / HELPER_NAME, evals / CONFIG_NAME
+        if helper_path.is_file() or config_path.is_file():
+            return (helper_path if helper_path.is_file() else None), Path(config) if config else config_path, evals
+    raise ConfigError(
+        f"no suite is configured: create evals/{HELPER_NAME} (calling agent_evals.configure with an "
+        f"adapter and a scorer) or evals/{CONFIG_NAME} (with adapter: and scorer: keys) in your "
+        f"project, or pass --helper PATH; searched upward from {here}"
+    )
+
+
+def _load_helper(path: Path) -> None:
+    """Run the helper as a module, with its project root (the parent of evals/) importable."""
+    root = str(path.parent.parent)
+    if root not in sys.path:
+        sys.path.insert(0, root)
+    spec = importlib.util.spec_from_file_location("_agent_evals_helper", path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(module)
+    except EvalError:
+        raise
+    except Exception as e:
+        raise SuiteError(f"{_display(path)}{_where(e, path)} raised {type(e).__name__}: {e}") from e
+
+
+def _where(error: BaseException, path: Path) -> str:
+    """':LINE' of the deepest frame inside ``path``, or ''."""
+    line = None
+    for frame in traceback.extract_tb(error.__traceback__):
+        if Path(frame.filename).resolve() == path.resolve():
+            line = frame.lineno
+    return f":{line}" if line else ""
+
+
+def _read_config_file(path: Path) -> dict[str, Any]:
+    where = _display(path)
+    if not path.is_file():
+        raise ConfigError(
+            f"{where}: not found; the config file names the request types and the lineup "
+            f"(request_types: [prompt], vendors: ...)"
+        )
+    yaml = _import_optional("yaml", f"reading {where}")
+    try:
+        text = path.read_text(encoding="utf-8")
+        data = yaml.safe_load(text)
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{where}: not UTF-8 text ({e.reason} at byte {e.start})") from None
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)
+        at = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+        problem = getattr(e, "problem", None) or str(e)
+        raise ConfigError(f"{where}: {at}invalid YAML: {problem}") from None
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(
+            f"{where}: expected a mapping of keys (request_types:, vendors:, ...), got {type(data).__name__}"
+        )
+    return data
+
+
+def _as_list(value: Any, where: str, key: str, kind: type | tuple[type, ...] = str) -> list[Any]:
+    items = value if isinstance(value, list) else [value]
+    for item in items:
+        if not isinstance(item, kind) or (isinstance(item, bool) and kind is not bool):
+            names = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
+            raise ConfigError(f"{where}: {key}: expected {names} or a list of them, got {item!r}")
+    return items
+
+
+def _check_efforts(values: list[str], where: str, key: str) -> list[str]:
+    for value in values:
+        if value not in EFFORTS:
+            raise ConfigError(
+                f"{where}: {key}: unknown effort {value!r}{_hint(value, EFFORTS)}; known: {', '.join(EFFORTS)}"
+            )
+    return values
+
+
+def _check_temperatures(values: list[Any], where: str, key: str) -> list[float | None]:
+    out: list[float | None] = []
+    for value in values:
+        if value is None:
+            out.append(None)
+            continue
+        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 2:
+            raise ConfigError(f"{where}: {key}: temperature must be a number from 0 to 2, got {value!r}")
+        out.append(float(value))
+    return out
+
+
+def _check_positive(value: Any, where: str, key: str, *, zero: bool = False) -> int:
+    low = 0 if zero else 1
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise ConfigError(f"{where}: {key}: expected a whole number from {low} up, got {value!r}")
+    return value
+
+
+def _check_keys(data: Mapping[str, Any], known: Sequence[str], where: str, prefix: str = "") -> None:
+    for key in data:
+        if key not in known:
+            raise ConfigError(f"{where}: unknown key {prefix}{key}{_hint(key, known)}; known: {', '.join(known)}")
+
+
+def _parse_config(
+    data: dict[str, Any], path: Path, request_types: Mapping[str, str], tracker_names: Sequence[str]
+) -> _Config:
+    where = _display(path)
+    _check_keys(data, [*_TOP_KEYS, *tracker_names], where)
+    types = data.get("request_types")
+    if not types:
+        raise ConfigError(
+            f"{where}: request_types is required: name what the suite's adapter sends, "
+            f"e.g. request_types: [prompt]; known: {', '.join(request_types)}"
+        )
+    types = _as_list(types, where, "request_types")
+    for kind in types:
+        if kind not in request_types:
+            raise ConfigError(
+                f"{where}: request_types: unknown type {kind!r}{_hint(kind, request_types)}; "
+                f"known: {', '.join(request_types)}"
+            )
+    config = _Config(path=path, request_types=types)
+    for key in ("project", "tracker", "cases"):
+        if key in data and data[key] is not None:
+            if not isinstance(data[key], str):
+                raise ConfigError(f"{where}: {key}: expected a string, got {data[key]!r}")
+            setattr(config, key, data[key])
+    defaults = data.get("defaults") or {}
+    if not isinstance(defaults, dict):
+        raise ConfigError(f"{where}: defaults: expected a mapping (effort:, temperature:, ...), got {defaults!r}")
+    _check_keys(defaults, _DEFAULT_KEYS, where, "defaults.")
+    if "effort" in defaults:
+        config.defaults.effort = _check_efforts(
+            _as_list(defaults["effort"], where, "defaults.effort"), where, "defaults.effort"
+        )
+    if "temperature" in defaults:
+        config.defaults.temperature = _check_temperatures(
+            _as_list(defaults["temperature"], where, "defaults.temperature", object), where, "defaults.temperature"
+        )
+    if defaults.get("max_tokens") is not None:
+        config.defaults.max_tokens = _check_positive(defaults["max_tokens"], where, "defaults.max_tokens")
+    if "parallelism" in defaults:
+        config.defaults.parallelism = _check_positive(defaults["parallelism"], where, "defaults.parallelism")
+    for section in ("vendors", "direct"):
+        value = data.get(section) or {}
+        if not isinstance(value, dict):
+            raise ConfigError(
+                f"{where}: {section}: expected a mapping of name to a list of models, got {type(value).__name__}"
+            )
+        parsed = {}
+        for name, entries in value.items():
+            if not isinstance(entries, list):
+                raise ConfigError(
+                    f"{where}: {section}.{name}: expected a list of entries (- model: NAME), got {entries!r}"
+                )
+            parsed[str(name)] = [_parse_entry(e, where, f"{section}.{name}[{i}]") for i, e in enumerate(entries)]
+        setattr(config, section, parsed)
+    for name in tracker_names:
+        if name in data:
+            if not isinstance(data[name], dict):
+                raise ConfigError(f"{where}: {name}: expected a mapping of the tracker's options, got {data[name]!r}")
+            config.sections[name] = data[name]
+    return config
+
+
+def _parse_entry(entry: Any, where: str, key: str) -> dict[str, Any]:
+    if isinstance(entry, str):
+        entry = {"model": entry}
+    if not isinstance(entry, dict):
+        raise ConfigError(f"{where}: {key}: expected a mapping with model:, got {entry!r}")
+    _check_keys(entry, _ENTRY_KEYS, where, f"{key}.")
+    model = entry.get("model")
+    if not isinstance(model, str) or not model.strip():
+        raise ConfigError(f"{where}: {key}.model: expected a model name, got {model!r}")
+    out: dict[str, Any] = {"model": model.strip()}
+    if "effort" in entry:
+        out["effort"] = _check_efforts(_as_list(entry["effort"], where, f"{key}.effort"), where, f"{key}.effort")
+    if "temperature" in entry:
+        out["temperature"] = _check_temperatures(
+            _as_list(entry["temperature"], where, f"{key}.temperature", object), where, f"{key}.temperature"
+        )
+    if entry.get("max_tokens") is not None:
+        out["max_tokens"] = _check_positive(entry["max_tokens"], where, f"{key}.max_tokens")
+    return out
+
+
+def _resolve_object(spec: str, key: str, where: str) -> Any:
+    """``package.module:Name`` (or dotted ``package.module.Name``) -> the object."""
+    if not isinstance(spec, str) or not spec.strip():
+        raise ConfigError(f"{where}: {key}: expected package.module:Class, got {spec!r}")
+    module_name, sep, attr = spec.partition(":")
+    if not sep:
+        module_name, _, attr = spec.rpartition(".")
+    if not module_name or not attr:
+        raise ConfigError(f"{where}: {key}: {spec} is not of the form package.module:Class")
+    module = _import_module(module_name, key, spec, where)
+    try:
+        return getattr(module, attr)
+    except AttributeError:
+        names = [n for n in vars(module) if not n.startswith("_")]
+        raise ConfigError(f"{where}: {key}: {spec}: module {module_name} has no {attr}{_hint(attr, names)}") from None
+
+
+def _import_module(name: str, key: str, value: str, where: str) -> Any:
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as e:
+        raise ConfigError(
+            f"{where}: {key}: {value} could not be imported ({e}); is it installed, or its folder on PYTHONPATH?"
+        ) from None
+    except EvalError:
+        raise
+    except Exception as e:
+        raise SuiteError(f"{where}: {key}: importing {name} raised {type(e).__name__}: {e}") from e
+
+
+@dataclass(slots=True)
+class _Suite:
+    """Everything discovery found: the suite's objects, its root and its lineup file."""
+
+    name: str
+    root: Path
+    project_root: Path
+    cases_glob: str
+    adapter: Any
+    scorer: Any
+    config: _Config
+    providers: list[Provider]
+    trackers: dict[str, type[Tracker]]
+    env_files: list[str]
+    before_run: Callable[[], Any] | None
+    metrics: list[Metric]
+
+    @property
+    def primary(self) -> Metric:
+        return next((m for m in self.metrics if m.primary), self.metrics[0])
+
+    def request_types(self) -> dict[str, str]:
+        return _request_types(self.providers)
+
+
+def _request_types(providers: Iterable[Provider]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for provider in providers:
+        out.setdefault(provider.request_type, provider.request_type_description)
+    return out
+
+
+def _builtin_providers() -> list[Provider]:
+    return [TypeSafe(), OpenRouter()]
+
+
+def _load_suite(helper_flag: str | None, config_flag: str | None) -> _Suite:
+    helper, config_path, evals = _find_suite(helper_flag, config_flag)
+    _reset_configuration()
+    if helper:
+        _load_helper(helper)
+    project_root = evals.parent
+    if str(project_root) not in sys.path:
+        sys.path.insert(0, str(project_root))
+    data = _read_config_file(config_path)
+    where = _display(config_path)
+    requires = data.get("require") or []
+    for name in _as_list(requires, where, "require"):
+        _import_module(name, "require", name, where)
+    conf = _configuration
+    for key in ("adapter", "scorer"):
+        if getattr(conf, key) is None and data.get(key):
+            cls = _resolve_object(data[key], key, where)
+            try:
+                setattr(conf, key, cls() if isinstance(cls, type) else cls)
+            except Exception as e:
+                raise SuiteError(f"{where}: {key}: {data[key]}() raised {type(e).__name__}: {e}") from e
+    if conf.adapter is None or conf.scorer is None:
+        missing = " and ".join(k for k in ("adapter", "scorer") if getattr(conf, k) is None)
+        source = _display(helper) if helper else f"evals/{HELPER_NAME}"
+        raise ConfigError(
+            f"no suite is configured: no {missing}; register them in {source} with "
+            f"configure(adapter=..., scorer=...) or name them with adapter: and scorer: in {where}"
+        )
+    providers = [*reversed(conf.providers), *_builtin_providers()]
+    trackers = {cls.name: cls for cls in [LocalTracker, *conf.trackers]}
+    config = _parse_config(data, config_path, _request_types(providers), [n for n in trackers if n != "local"])
+    metrics = _scorer_metrics(conf.scorer)
+    root = conf.root or evals
+    return _Suite(
+        name=conf.suite or project_root.name,
+        root=root,
+        project_root=project_root,
+        cases_glob=conf.cases or config.cases or DEFAULT_CASES,
+        adapter=conf.adapter,
+        scorer=conf.scorer,
+        config=config,
+        providers=providers,
+        trackers=trackers,
+        env_files=list(conf.env_files),
+        before_run=conf.before_run,
+        metrics=metrics,
+    )
+
+
+def _scorer_metrics(scorer: Any) -> list[Metric]:
+    name = type(scorer).__name__
+    try:
+        metrics = list(scorer.metrics())
+    except Exception as e:
+        raise SuiteError(f"scorer {name}.metrics() raised {type(e).__name__}: {e}") from e
+    if not metrics or not all(isinstance(m, Metric) for m in metrics):
+        raise SuiteError(f"scorer {name}.metrics() must return a non-empty list of Metric")
+    names = [m.name for m in metrics]
+    if len(set(names)) != len(names):
+        raise SuiteError(f"scorer {name}.metrics() declares a name twice: {', '.join(names)}")
+    for m in metrics:
+        if m.aggregate != "mean":
+            raise SuiteError(f"scorer {name}: metric {m.name}: aggregate {m.aggregate!r} is not supported; use 'mean'")
+    return metrics
+
+
+# ═══════════════════════════════════════════════════════════════════════════════
+# Cases: the folders under datasets/, and the selection -d and -c make
+# ═══════════════════════════════════════════════════════════════════════════════
+
+
+@dataclass(slots=True)
+class _Loaded:
+    cases: list[Case]
+    problems: list[tuple[str, str]]  # (case key, "path: problem") for verify to report
+
+
+def _load_cases(suite: _Suite) -> _Loaded:
+    paths = sorted(p for p in suite.root.glob(suite.cases_glob) if p.is_file())
+    if not paths:
+        raise ConfigError(
+            f"no cases match {suite.cases_glob} under {_display(suite.root)}: add "
+            f"datasets/<dataset>/cases/<variant>/[NNN/]input.txt, or change configure(cases=...)"
+        )
+    cases: list[Case] = []
+    problems: list[tuple[str, str]] = []
+    seen: set[str] = set()
+    for path in paths:
+        found: list[str] = []
+        case = _read_case(suite.root, path, found)
+        if case.key in seen:
+            found.append(f"{_display(path)}: case {case.key} is listed twice; rename its folder")
+        seen.add(case.key)
+        cases.append(case)
+        problems += [(case.key, problem) for problem in found]
+    return _Loaded(cases, problems)
+
+
+def _read_case(root: Path, path: Path, problems: list[str]) -> Case:
+    folder = path.parent
+    parts = folder.relative_to(root).parts
+    dataset = parts[parts.index("datasets") + 1] if "datasets" in parts[:-1] else parts[0] if parts else "default"
+    if folder.name.isdigit():
+        variant, case_id = folder.parent.name, f"{folder.parent.name}/{folder.name}"
+    else:
+        variant, case_id = folder.name, folder.name
+    raw = path.read_bytes()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        problems.append(f"{_display(path)}: not UTF-8 text ({e.reason} at byte {e.start}); save it as UTF-8")
+        text = raw.decode("utf-8", errors="replace")
+    if not text.strip():
+        problems.append(f"{_display(path)}: empty input")
+    expected = _read_json(folder / "expected.json", problems, required=True)
+    metadata = _read_json(folder / "metadata.json", problems, required=False)
+    if metadata is not None and not isinstance(metadata, dict):
+        problems.append(f"{_display(folder / 'metadata.json')}: expected an object, got {type(metadata).__name__}")
+        metadata = None
+    return Case(
+        id=case_id,
+        dataset=dataset,
+        variant=variant,
+        input=text,
+        expected=expected,
+        path=folder,
+        metadata=metadata or {},
+    )
+
+
+def _read_json(path: Path, problems: list[str], *, required: bool) -> Any:
+    if not path.is_file():
+        if required:
+            problems.append(f"{_display(path)}: missing")
+        return None
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as e:
+        problems.append(f"{_display(path)}: not UTF-8 text ({e.reason} at byte {e.start})")
+    except json.JSONDecodeError as e:
+        problems.append(f"{_display(path)}: line {e.lineno}, column {e.colno}: invalid JSON: {e.msg}")
+    return None
+
+
+def _split(values: Sequence[str] | None) -> list[str]:
+    """Flag values given repeated or comma-separated, in order, without repeats."""
+    out: list[str] = []
+    for value in values or ():
+        for item in value.split(","):
+            item = item.strip()
+            if item and item not in out:
+                out.append(item)
+    return out
+
+
+def _select_cases(cases: list[Case], datasets: list[str], selectors: list[str]) -> list[Case]:
+    known = sorted({c.dataset for c in cases})
+    for name in datasets:
+        if name not in known:
+            raise ConfigError(f"-d {name}: no such dataset{_hint(name, known)}; known: {', '.join(known)}")
+    if datasets:
+        cases = [c for c in cases if c.dataset in datasets]
+    if selectors:
+        ids = sorted({c.id for c in cases} | {c.variant for c in cases})
+        for sel in selectors:
+            if not any(_matches(c, sel) for c in cases):
+                raise ConfigError(
+                    f"-c {sel}: no case or variant matches{_hint(sel, ids)}; use -c VARIANT or -c VARIANT/NNN"
+                )
+        cases = [c for c in cases if any(_matches(c, sel) for sel in selectors)]
+    return cases
+
+
+def _matches(case: Case, selector: str) -> bool:
+    return selector in (case.id, case.variant, case.key) or case.key.startswith(f"{selector}/")
+
+
+# ═══════════════════════════════════════════════════════════════════════════════
+# The lineup: contenders from vendors: and direct:, and what the suite refuses
+# ═══════════════════════════════════════════════════════════════════════════════
+
+
+@dataclass(slots=True)
+class _Overrides:
+    """What flags set; each beats the config file, which beats the defaults."""
+
+    efforts: list[str] | None = None
+    temperatures: list[float] | None = None
+    max_tokens: int | None = None
+    parallelism: int | None = None
+
+
+@dataclass(slots=True)
+class _Lineup:
+    contenders: list[tuple[Contender, Provider]]
+    refused: list[str]
+
+
+def _build_lineup(suite: _Suite, overrides: _Overrides, models: list[str]) -> _Lineup:
+    config, where = suite.config, _display(suite.config.path)
+    planned: list[tuple[Contender, Provider]] = []
+    for vendor, entries in config.vendors.items():
+        for entry in entries:
+            model_id = f"{vendor}/{entry['model']}"
+            provider = next(p for p in suite.providers if not p.direct and p.serves(model_id))
+            planned += _expand(entry, model_id, provider, None, config.defaults, overrides)
+    direct = {p.name: p for p in suite.providers if p.direct}
+    for name, entries in config.direct.items():
+        if name not in direct:
+            raise ConfigError(
+                f"{where}: direct: unknown provider {name!r}{_hint(name, direct)}; known: {', '.join(direct) or 'none'}"
+            )
+        for entry in entries:
+            model_id = f"{name}/{entry['model']}"
+            planned += _expand(entry, model_id, direct[name], name, config.defaults, overrides)
+    if models:
+        known = sorted({c.model for c, _ in planned})
+        for model in models:
+            if model not in known:
+                raise ConfigError(
+                    f"-m {model}: not in the lineup{_hint(model, known)}; add it under vendors: or direct: "
+                    f"in {where} (the lineup has: {', '.join(known)})"
+                )
+        planned = [(c, p) for c, p in planned if c.model in models]
+    unique: dict[Contender, Provider] = {}
+    for contender, provider in planned:
+        unique.setdefault(contender, provider)
+    lineup = _Lineup([], [])
+    for contender, provider in unique.items():
+        if provider.request_type not in config.request_types:
+            lineup.refused.append(
+                f"{contender.model} refused: needs {provider.request_type}; "
+                f"this suite produces {', '.join(config.request_types)}"
+            )
+        else:
+            lineup.contenders.append((contender, provider))
+    return lineup
+
+
+def _expand(
+    entry: dict[str, Any],
+    model_id: str,
+    provider: Provider,
+    direct: str | None,
+    defaults: _Defaults,
+    overrides: _Overrides,
+) -> list[tuple[Contender, Provider]]:
+    """One contender per effort × temperature; flags beat the entry, which beats defaults."""
+    efforts = overrides.efforts or entry.get("effort") or defaults.effort
+    temperatures = overrides.temperatures or entry.get("temperature") or defaults.temperature
+    max_tokens = overrides.max_tokens or entry.get("max_tokens") or defaults.max_tokens
+    out = []
+    for effort in efforts:
+        if effort != "default" and provider.efforts is not None and effort not in provider.efforts:
+            accepted = ", ".join(["default", *provider.efforts])
+            raise ConfigError(
+                f"{model_id}: effort {effort!r} is not accepted by provider {provider.name} (accepts: {accepted})"
+            )
+        for temperature in temperatures:
+            out.append((Contender(model_id, effort, temperature, max_tokens, direct), provider))
+    return out
+
+
+def _catalog_problems(lineup: _Lineup) -> list[str]:
+    """Lineup ids that a provider's offline catalog does not know."""
+    problems = []
+    for model_id, provider in {c.model: p for c, p in lineup.contenders}.items():
+        try:
+            catalog = provider.catalog()
+        except Exception as e:
+            problems.append(f"{model_id}: provider {provider.name}'s catalog failed: {type(e).__name__}: {e}")
+            continue
+        if catalog is not None and model_id not in catalog:
+            problems.append(f"{model_id}: provider {provider.name} has no such model{_hint(model_id, catalog)}")
+    return problems
+
+
+# ═══════════════════════════════════════════════════════════════════════════════
+# The runner: one experiment per contender × dataset, on the tool's own threads
+# ═══════════════════════════════════════════════════════════════════════════════
+
+
+class Experiment:
+    """One contender over one dataset's cases; results stay in case order."""
+
+    def __init__(
+        self, contender: Contender, provider: Provider, dataset: str, cases: list[Case], parallelism: int
+    ) -> None:
+        self.contender = contender
+        self.provider = provider
+        self.dataset = dataset
+        self.cases = cases
+        self.parallelism = parallelism
+        self.results: list[RunResult] = []
+        self.duration = 0.0
+        self.started_at = ""
+        self.name = _safe_name(
+            f"{dataset}--{contender.model}--{contender.effort or 'default'}--t{_fmt_temp(contender.temperature)}"
+        )
+
+    @property
+    def model(self) -> Model:
+        c = self.contender
+        return Model(c.model, self.provider, effort=c.effort, temperature=c.temperature, max_tokens=c.max_tokens)
+
+
+def _safe_name(text: str) -> str:
+    """A file-name-safe rendering of any model id or label (no ``/``, no spaces)."""
+    return re.sub(r"[^A-Za-z0-9._=-]+", "-", text).strip("-.") or "experiment"
+
+
+def _run_case(suite: _Suite, experiment: Experiment, case: Case, metric_names: frozenset[str]) -> RunResult:
+    """Run and score one case. An exception is an error; a ``Reply.error`` is a 0."""
+    model = experiment.model
+    started = time.perf_counter()
+    reply = score = None
+    error = trace = None
+    try:
+        reply = suite.adapter.call(case, model)
+        if not isinstance(reply, Reply):
+            raise SuiteError(
+                f"adapter {type(suite.adapter).__name__}.call returned {type(reply).__name__}, not a Reply"
+            )
+        if reply.error is not None:
+            score = Score(value=0.0, metrics={name: 0.0 for name in metric_names})
+        else:
+            context = suite.adapter.context(case)
+            score = suite.scorer.call(case, reply, context)
+            _check_score(suite.scorer, case, score, metric_names)
+    except Exception as e:
+        error = f"{type(e).__name__}: {e}"
+        trace = "".join(traceback.format_exception(type(e), e, e.__traceback__, limit=-4))
+        score = None
+    usage = model.usage if model.calls else (reply.usage if reply and reply.usage else Usage())
+    return RunResult(experiment, case, reply, score, time.perf_counter() - started, error, usage, trace)
+
+
+def _check_score(scorer: Any, case: Case, score: Any, metric_names: frozenset[str]) -> None:
+    name = type(scorer).__name__
+    if not isinstance(score, Score):
+        raise SuiteError(f"scorer {name} returned {type(score).__name__} for {case.key}, not a Score")
+    if not isinstance(score.value, int | float) or not 0.0 <= score.value <= 1.0:
+        raise SuiteError(f"scorer {name} gave {case.key} the value {score.value!r}, outside 0..1")
+    undeclared = set(score.metrics) - metric_names
+    if undeclared:
+        raise SuiteError(f"scorer {name} reported undeclared metric {', '.join(sorted(undeclared))} for {case.key}")
+    for metric, value in score.metrics.items():
+        if value is not None and (not isinstance(value, int | float) or not 0.0 <= value <= 1.0):
+            raise SuiteError(f"scorer {name} gave {case.key} {metric}={value!r}, outside 0..1")
+
+
+def _run_experiment(suite: _Suite, experiment: Experiment, trackers: list[Tracker], lock: threading.Lock) -> Summary:
+    from concurrent.futures import ThreadPoolExecutor
+
+    names = frozenset(m.name for m in suite.metrics)
+    experiment.started_at = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    for tracker in trackers:
+        with lock:
+            tracker.start(experiment)
+    started = time.perf_counter()
+    workers = max(1, min(experiment.parallelism, len(experiment.cases)))
+    with ThreadPoolExecutor(workers, thread_name_prefix="case") as pool:
+        # map yields in case order, so trackers record in order whatever finishes first
+        for result in pool.map(lambda c: _run_case(suite, experiment, c, names), experiment.cases):
+            experiment.results.append(result)
+            for tracker in trackers:
+                with lock:
+                    tracker.record(result)
+    experiment.duration = time.perf_counter() - started
+    summary = _summarize(experiment.results, suite.metrics, experiment.duration)
+    for tracker in trackers:
+        with lock:
+            tracker.finish(experiment, summary)
+    return summary
+
+
+def _summarize(results: Sequence[RunResult], metrics: Sequence[Metric], duration: float) -> Summary:
+    scored = [r.score for r in results if r.score is not None]
+    means = {m.name: _mean([s.metrics.get(m.name) for s in scored]) for m in metrics}
+    usage = sum((r.usage for r in results), Usage())
+    return Summary(
+        cases=len(results),
+        scored=len(scored),
+        errors=sum(r.error is not None for r in results),
+        score=_mean([s.value for s in scored]),
+        means=means,
+        usage=usage,
+        duration=duration,
+    )
+
+
+def _mean(values: Iterable[float | None]) -> float | None:
+    kept = [float(v) for v in values if v is not None]
+    return sum(kept) / len(kept) if kept else None
+
+
+def _run_all(suite: _Suite, experiments: list[Experiment], concurrency: int, trackers: list[Tracker]) -> None:
+    """Datasets one after another (prepare runs outside the threads); each dataset's
+    experiments ``concurrency`` at a time (0: all together)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    lock = threading.Lock()
+    by_dataset: dict[str, list[Experiment]] = {}
+    for experiment in experiments:
+        by_dataset.setdefault(experiment.dataset, []).append(experiment)
+    for dataset, group in by_dataset.items():
+        try:
+            suite.adapter.prepare(dataset)
+        except Exception as e:
+            raise SuiteError(
+                f"adapter {type(suite.adapter).__name__}.prepare({dataset!r}) raised {type(e).__name__}: {e}"
+            ) from e
+        workers = len(group) if concurrency == 0 else min(concurrency, len(group))
+        with ThreadPoolExecutor(max(1, workers), thread_name_prefix="experiment") as pool:
+            list(pool.map(lambda x: _run_experiment(suite, x, trackers, lock), group))
+
+
+# ═══════════════════════════════════════════════════════════════════════════════
+# Trackers: the local JSON log always; others chosen by flag, config or environment
+# ═══════════════════════════════════════════════════════════════════════════════
+
+
+def _json_dumps(value: Any, **kwargs: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, default=_json_default, **kwargs)
+
+
+def _json_default(value: Any) -> Any:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.asdict(value)
+    if isinstance(value, Path):
+        return str(value)
+    if isinstance(value, set | frozenset | tuple):
+        return list(value)
+    return repr(value)
+
+
+def _result_row(result: RunResult) -> dict[str, Any]:
+    score, reply, case = result.score, result.reply, result.case
+    return {
+        "case": case.id,
+        "dataset": case.dataset,
+        "variant": case.variant,
+        "score": score.value if score else None,
+        "metrics": dict(score.metrics) if score else {},
+        "outcomes": dict(score.outcomes) if score else {},
+        "diagnostics": dict(score.diagnostics) if score else {},
+        "error": result.error,
+        "traceback": result.traceback,
+        "reply_error": reply.error if reply else None,
+        "output": reply.output if reply else None,
+        "raw": reply.raw if reply else None,
+        "usage": dataclasses.asdict(result.usage),
+        "duration": round(result.duration, 6),
+    }
+
+
+class LocalTracker(Tracker):
+    """Always on: writes ``log/agent-evals/<experiment>.<stamp>.json`` per experiment."""
+
+    name = "local"
+
+    def finish(self, experiment: Experiment, summary: Summary) -> Mapping[str, Any]:
+        folder = Path(self.context["log_dir"])
+        folder.mkdir(parents=True, exist_ok=True)
+        c = experiment.contender
+        document = {
+            "agent_evals": __version__,
+            "suite": self.context.get("suite"),
+            "project": self.context.get("project"),
+            "command": self.context.get("command"),
+            "stamp": self.context.get("stamp"),
+            "experiment": experiment.name,
+            "dataset": experiment.dataset,
+            "contender": c.to_json(),
+            "provider": experiment.provider.name,
+            "settings": {
+                "effort": c.effort,
+                "temperature": c.temperature,
+                "max_tokens": c.max_tokens,
+                "parallelism": experiment.parallelism,
+            },
+            "adapter": self.context.get("adapter_metadata") or {},
+            "started_at": experiment.started_at,
+            "summary": summary.to_json(),
+            "rows": [_result_row(r) for r in experiment.results],
+        }
+        path = folder / f"{experiment.name}.{self.context.get('stamp')}.json"
+        tmp = path.with_suffix(".json.tmp")
+        tmp.write_text(_json_dumps(document, indent=2) + "\n", encoding="utf-8")
+        os.replace(tmp, path)
+        experiment.log_path = path  # type: ignore[attr-defined]
+        return {"url": None, "path": str(path)}
+
+
+def _choose_tracker(suite: _Suite, flag: str | None, local: bool, notes: list[str]) -> type[Tracker] | None:
+    """The one remote tracker: --tracker, then tracker:, then the only key set."""
+    remotes = {n: t for n, t in suite.trackers.items() if n != "local"}
+    names = ", ".join(["none", *remotes]) if remotes else "none"
+    where = _display(suite.config.path)
+    if local or flag == "none":
+        notes.append("tracker: none beside the local log (--local or --tracker none)")
+        return None
+    for source, name in (("--tracker", flag), (f"{where}: tracker:", suite.config.tracker)):
+        if name:
+            if name == "none":
+                notes.append(f"tracker: none ({source} none)")
+                return None
+            if name not in remotes:
+                raise ConfigError(f"{source} {name}: unknown tracker{_hint(name, remotes)}; known: {names}")
+            notes.append(f"tracker: {name} (chosen by {source})")
+            return _check_tracker(remotes[name])
+    keyed = [t for t in remotes.values() if t.env_key and os.environ.get(t.env_key)]
+    if len(keyed) > 1:
+        keys = " and ".join(t.env_key or "" for t in keyed)
+        raise ConfigError(f"{keys} are both set: choose a tracker with --tracker NAME or tracker: in {where}")
+    if keyed:
+        notes.append(f"tracker: {keyed[0].name} (its key {keyed[0].env_key} is the only one set)")
+        return _check_tracker(keyed[0])
+    notes.append("tracker: none beside the local log (no tracker key is set)")
+    return None
+
+
+def _check_tracker(tracker: type[Tracker]) -> type[Tracker]:
+    missing = [p for p in tracker.packages if importlib.util.find_spec(p) is None]
+    problems = []
+    if missing:
+        problems.append(f"package {', '.join(missing)} is not installed (pip install {' '.join(missing)})")
+    if tracker.env_key and not os.environ.get(tracker.env_key):
+        problems.append(f"{tracker.env_key} is not set")
+    if problems:
+        raise ConfigError(f"tracker {tracker.name}: {'; '.join(problems)}")
+    return tracker
+
+
+# ═══════════════════════════════════════════════════════════════════════════════
+# Rendering: pure functions from results to text
+# ═══════════════════════════════════════════════════════════════════════════════
+
+# Table styles: (top, header rule, bottom) as (left, fill, joint, right), and the bar.
+_STYLES = {
+    "box": (("┌", "─", "┬", "┐"), ("├", "─", "┼", "┤"), ("└", "─", "┴", "┘"), "│"),
+    "ascii": (("+", "-", "+", "+"), ("+", "-", "+", "+"), ("+", "-", "+", "+"), "|"),
+}
+
+
+def _table(headers: Sequence[str], rows: Sequence[Sequence[str]], right: Sequence[bool], style: str = "box") -> str:
+    """A bordered table; ``right`` marks the columns aligned right (numbers)."""
+    top, rule, bottom, bar = _STYLES[style]
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
+
+    def line(edge: tuple[str, str, str, str]) -> str:
+        left, fill, joint, end = edge
+        return left + joint.join(fill * (w + 2) for w in widths) + end
+
+    def cells(values: Sequence[str]) -> str:
+        padded = (v.rjust(w) if r else v.ljust(w) for v, w, r in zip(values, widths, right, strict=True))
+        return bar + bar.join(f" {p} " for p in padded) + bar
+
+    return "\n".join([line(top), cells(headers), line(rule), *(cells(r) for r in rows), line(bottom)])
+
+
+def _fmt_pct(value: float | None) -> str:
+    return "-" if value is None else f"{value * 100:.1f}%"
+
+
+def _fmt_temp(value: float | None) -> str:
+    return "-" if value is None else repr(float(value))
+
+
+def _fmt_cost(value: float) -> str:
+    return f"${value:.4f}"
+
+
+def _fmt_time(seconds: float) -> str:
+    return f"{seconds:.2f}s" if seconds < 100 else f"{seconds:.0f}s"
+
+
+@dataclass(frozen=True, slots=True)
+class _Row:
+    """One line of a leaderboard: an experiment, or a contender across datasets."""
+
+    dataset: str
+    contender: Contender
+    means: Mapping[str, float | None]
+    errors: int
+    duration: float
+    usage: Usage
+    weights: Mapping[str, int]  # how many values each mean is over
+
+
+def _rows(experiments: Sequence[Experiment], metrics: Sequence[Metric]) -> list[_Row]:
+    out = []
+    for x in experiments:
+        summary = _summarize(x.results, metrics, x.duration)
+        weights = {
+            m.name: sum(1 for r in x.results if r.score is not None and r.score.metrics.get(m.name) is not None)
+            for m in metrics
+        }
+        out.append(_Row(x.dataset, x.contender, summary.means, summary.errors, x.duration, summary.usage, weights))
+    return out
+
+
+def _row_cells(row: _Row, metrics: Sequence[Metric]) -> list[str]:
+    c = row.contender
+    return [
+        c.model,
+        c.effort or "default",
+        _fmt_temp(c.temperature),
+        *(_fmt_pct(row.means.get(m.name)) for m in metrics),
+        str(row.errors),
+        _fmt_time(row.duration),
+        str(row.usage.input_tokens),
+        str(row.usage.output_tokens),
+        _fmt_cost(row.usage.cost_usd),
+    ]
+
+
+def _results_table(rows: Sequence[_Row], metrics: Sequence[Metric], style: str) -> str:
+    headers = [
+        "dataset",
+        "model",
+        "effort",
+        "temp",
+        *(m.name for m in metrics),
+        "errors",
+        "time",
+        "tok_in",
+        "tok_out",
+        "cost",
+    ]
+    right = [False, False, False, True, *(True for _ in metrics), True, True, True, True, True]
+    return _table(headers, [[r.dataset, *_row_cells(r, metrics)] for r in rows], right, style)
+
+
+def _best_value(rows: Sequence[_Row], primary: Metric) -> _Row | None:
+    """The cheapest row within two points of the top primary score (ties: higher score)."""
+    scored = [r for r in rows if r.means.get(primary.name) is not None]
+    if not scored:
+        return None
+    top = max(r.means[primary.name] or 0.0 for r in scored)
+    near = [r for r in scored if (r.means[primary.name] or 0.0) >= top - BEST_VALUE_MARGIN - 1e-12]
+    return min(near, key=lambda r: (r.usage.cost_usd, -(r.means[primary.name] or 0.0)))
+
+
+def _best_value_lines(rows: Sequence[_Row], primary: Metric) -> list[str]:
+    lines = []
+    for dataset in dict.fromkeys(r.dataset for r in rows):
+        group = [r for r in rows if r.dataset == dataset]
+        best = _best_value(group, primary)
+        if best is None:
+            lines.append(f"best value [{dataset}]: none ({primary.name} was not scored)")
+            continue
+        c = best.contender
+        temps = {r.contender.temperature for r in group if r.contender.model == c.model}
+        temp = f" temp={_fmt_temp(c.temperature)}" if len(temps) > 1 else ""
+        lines.append(
+            f"best value [{dataset}] ({c.model} effort={c.effort or 'default'}{temp}): "
+            f"{_fmt_pct(best.means[primary.name])} at {_fmt_cost(best.usage.cost_usd)}"
+        )
+    return lines
+
+
+def _glossary(metrics: Sequence[Metric]) -> str:
+    primary = next((m for m in metrics if m.primary), metrics[0])
+    entries = [
+        ("dataset", "the folder under datasets/"),
+        ("model", "the contender's model id; (direct) ones use the vendor's own API"),
+        ("effort", "reasoning effort sent; default sends none"),
+        ("temp", "temperature sent; - sends none"),
+        *(
+            (m.name, ("(primary) " if m is primary else "") + (m.description or "declared by the scorer"))
+            for m in metrics
+        ),
+        ("errors", "cases that raised (network, provider or suite code): not scored, left out of the means"),
+        ("time", "wall-clock time of the experiment"),
+        ("tok_in", "input tokens spent"),
+        ("tok_out", "output tokens spent"),
+        ("cost", "dollars spent"),
+    ]
+    width = max(len(name) for name, _ in entries)
+    lines = ["glossary:", *(f"  {name.ljust(width)}  {text}" for name, text in entries)]
+    lines.append("  metrics are means over scored cases; a metric of None (does not apply) is skipped")
+    return "\n".join(lines)
+
+
+def _overall(rows: Sequence[_Row], metrics: Sequence[Metric], primary: Metric) -> list[_Row]:
+    """One row per contender across datasets: case-weighted means, summed totals."""
+    groups: dict[Contender, list[_Row]] = {}
+    for row in rows:
+        groups.setdefault(row.contender, []).append(row)
+    out = []
+    for contender, group in groups.items():
+        means, weights = {}, {}
+        for m in metrics:
+            total = sum(r.weights[m.name] for r in group)
+            weights[m.name] = total
+            means[m.name] = sum((r.means[m.name] or 0.0) * r.weights[m.name] for r in group) / total if total else None
+        out.append(
+            _Row(
+                "all",
+                contender,
+                means,
+                sum(r.errors for r in group),
+                sum(r.duration for r in group),
+                sum((r.usage for r in group), Usage()),
+                weights,
+            )
+        )
+    out.sort(key=lambda r: (-(r.means[primary.name] if r.means[primary.name] is not None else -1.0), r.usage.cost_usd))
+    return out
+
+
+def _leaderboard_table(rows: Sequence[_Row], metrics: Sequence[Metric], style: str) -> str:
+    headers = [
+        "#",
+        "model",
+        "effort",
+        "temp",
+        *(m.name for m in metrics),
+        "errors",
+        "time",
+        "tok_in",
+        "tok_out",
+        "cost",
+    ]
+    right = [True, False, False, True, *(True for _ in metrics), True, True, True, True, True]
+    return _table(headers, [[str(i), *_row_cells(r, metrics)] for i, r in enumerate(rows, 1)], right, style)
+
+
+def _render_report(experiments: Sequence[Experiment], metrics: Sequence[Metric], style: str) -> str:
+    """Everything ``compare`` prints: the table, best values, glossary, leaderboard."""
+    primary = next((m for m in metrics if m.primary), metrics[0])
+    rows = _rows(experiments, metrics)
+    overall = _overall(rows, metrics, primary)
+    return "\n".join(
+        [
+            _results_table(rows, metrics, style),
+            *_best_value_lines(rows, primary),
+            "",
+            _glossary(metrics),
+            "",
+            f"leaderboard: all datasets, case-weighted, ranked by {primary.name} then cost",
+            _leaderboard_table(overall, metrics, style),
+        ]
+    )
+
+
+def _clip(text: str, width: int = 70) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _render_breakdown(experiment: Experiment, metrics: Sequence[Metric], style: str) -> str:
+    """``run``'s per-case table for one experiment."""
+    c = experiment.contender
+    headers = ["case", "score", *(m.name for m in metrics), "time", "cost", "note"]
+    right = [False, True, *(True for _ in metrics), True, True, False]
+    rows = []
+    for r in experiment.results:
+        if r.error:
+            note = f"error: {r.error}"
+        elif r.reply and r.reply.error:
+            note = f"model failed: {r.reply.error}"
+        elif r.score and r.score.diagnostics:
+            note = _json_dumps(dict(r.score.diagnostics))
+        else:
+            note = ""
+        rows.append(
+            [
+                r.case.id,
+                "-" if r.score is None else _fmt_pct(r.score.value),
+                *("-" if r.score is None else _fmt_pct(r.score.metrics.get(m.name)) for m in metrics),
+                _fmt_time(r.duration),
+                _fmt_cost(r.usage.cost_usd),
+                _clip(note),
+            ]
+        )
+    title = f"{experiment.dataset} · {c.label}"
+    return f"{title}\n{_table(headers, rows, right, style)}"
+
+
+def _render_cases(cases: Sequence[Case], scorer: Any, style: str) -> str:
+    rows = []
+    for case in cases:
+        try:
+            summary = str(scorer.summary(case) or "")
+        except Exception as e:
+            summary = f"summary raised {type(e).__name__}: {e}"
+        difficulty = str(case.metadata.get("difficulty", case.variant))
+        rows.append([case.dataset, case.id, difficulty, _clip(summary, 60), str(len(case.input.split()))])
+    return _table(["dataset", "id", "difficulty", "summary", "words"], rows, [False, False, False, False, True], style)
+
+
+def _render_matrix(experiments: Sequence[Experiment], style: str) -> str:
+    headers = ["dataset", "model", "provider", "effort", "temp", "max_tokens", "cases", "parallelism"]
+    rows = [
+        [
+            x.dataset,
+            x.contender.model,
+            x.provider.name,
+            x.contender.effort or "default",
+            _fmt_temp(x.contender.temperature),
+            str(x.contender.max_tokens or "-"),
+            str(len(x.cases)),
+            str(x.parallelism),
+        ]
+        for x in experiments
+    ]
+    calls = sum(len(x.cases) for x in experiments)
+    table = _table(headers, rows, [False, False, False, False, True, True, True, True], style)
+    return f"{table}\n{len(experiments)} experiments, {calls} cases; nothing was called (dry run)"
+
+
+# ═══════════════════════════════════════════════════════════════════════════════
+# Terminal I/O: streams, table style, and env files
+# ═══════════════════════════════════════════════════════════════════════════════
+
+
+def _style_for(stream: Any) -> str:
+    """Box drawing where the stream can encode it; ASCII elsewhere."""
+    encoding = getattr(stream, "encoding", None) or "ascii"
+    try:
+        "┌─┬┐│├┼┤└┴┘…·".encode(encoding)
+    except (UnicodeEncodeError, LookupError):
+        return "ascii"
+    return "box"
+
+
+def _warn(message: str) -> None:
+    print(f"warning: {message}", file=sys.stderr)
+
+
+_ENV_LINE = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(.*?)\s*$")
+
+
+def _load_env_file(path: Path) -> int:
+    """Load ``KEY=value`` lines without overriding what is exported; returns how many set."""
+    count = 0
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        match = _ENV_LINE.match(line)
+        if not match:
+            raise ConfigError(f"{_display(path)}:{number}: expected KEY=value")
+        key, value = match.groups()
+        if value[:1] in ("'", '"') and value.endswith(value[0]) and len(value) > 1:
+            value = value[1:-1]
+        else:
+            value = value.split(" #", 1)[0].rstrip()
+        if key not in os.environ:
+            os.environ[key] = value
+            count += 1
+    return count
+
+
+# ═══════════════════════════════════════════════════════════════════════════════
+# The command line
+# ═══════════════════════════════════════════════════════════════════════════════
+
+
+class _UsageError(Exception):
+    pass
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> Any:  # one line, no usage dump
+        raise _UsageError(f"{message} (see {self.prog} --help)")
+
+
+def _effort_list(value: str) -> list[str]:
+    items = _split([value])
+    for item in items:
+        if item not in EFFORTS:
+            raise argparse.ArgumentTypeError(
+                f"unknown effort {item!r}{_hint(item, EFFORTS)}; known: {', '.join(EFFORTS)}"
+            )
+    return items
+
+
+def _temperature_list(value: str) -> list[float]:
+    out = []
+    for item in _split([value]):
+        try:
+            number = float(item)
+        except ValueError:
+            number = -1.0
+        if not 0.0 <= number <= 2.0:
+            raise argparse.ArgumentTypeError(f"temperature must be a number from 0 to 2, got {item!r}")
+        out.append(number)
+    return out
+
+
+def _whole(low: int) -> Callable[[str], int]:
+    def parse(value: str) -> int:
+        try:
+            number = int(value)
+        except ValueError:
+            number = low - 1
+        if number < low:
+            raise argparse.ArgumentTypeError(f"expected a whole number from {low} up, got {value!r}")
+        return number
+
+    return parse
+
+
+def _epilog() -> str:
+    types = _request_types(_builtin_providers())
+    width = max(map(len, types))
+    lines = ["request types (a suite names what its adapter sends in request_types:):"]
+    lines += [f"  {name.ljust(width)}  {text}" for name, text in types.items()]
+    lines += ["", "exit codes:"]
+    lines += [f"  {code:<3}  {text}" for code, text in _EXIT_CODES]
+    lines += ["", "The suite: evals/eval_helper.py or evals/.agent-eval.config.yml, searched upward from here."]
+    return "\n".join(lines)
+
+
+def _parser() -> _Parser:
+    parser = _Parser(
+        prog="agent-evals",
+        description="Compare models and settings on your own suite: an honest leaderboard.",
+        epilog=_epilog(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"agent-evals {__version__}")
+    common = _Parser(add_help=False)
+    common.add_argument(
+        "--helper", metavar="PATH", help="the suite's eval_helper.py or config file (or AGENT_EVALS_HELPER)"
+    )
+    common.add_argument("-C", "--config", metavar="FILE", help=f"the lineup file instead of evals/{CONFIG_NAME}")
+    common.add_argument(
+        "-d", "--dataset", action="append", metavar="NAME", help="only these datasets (repeat or comma-separate)"
+    )
+    common.add_argument("-c", "--case", action="append", metavar="ID", help="only this variant or variant/NNN case")
+    common.add_argument("-v", "--verbose", action="store_true", help="notes on STDERR: the suite, the tracker and why")
+    common.add_argument("--debug", action="store_true", help="show tracebacks")
+    running = _Parser(add_help=False)
+    running.add_argument(
+        "-m", "--models", action="append", metavar="ID", help="only these lineup models (repeat or comma-separate)"
+    )
+    running.add_argument(
+        "-e",
+        "--effort",
+        type=_effort_list,
+        metavar="EFFORT",
+        help=f"reasoning effort, or a comma list: {', '.join(EFFORTS)}",
+    )
+    running.add_argument(
+        "-t", "--temperature", type=_temperature_list, metavar="T", help="temperature 0..2, or a comma list"
+    )
+    running.add_argument("--max-tokens", type=_whole(1), metavar="N", help="output token limit")
+    running.add_argument(
+        "-p",
+        "--parallelism",
+        type=_whole(1),
+        metavar="N",
+        help=f"cases in flight per experiment (default: defaults.parallelism, else {DEFAULT_PARALLELISM})",
+    )
+    running.add_argument(
+        "-j",
+        "--concurrency",
+        type=_whole(0),
+        metavar="N",
+        help="experiments at once (default: CPU count; 0: all together)",
+    )
+    running.add_argument("--project", metavar="NAME", help="the tracker's project name")
+    running.add_argument("--tracker", metavar="NAME", help="the remote tracker beside the local log (none: no remote)")
+    running.add_argument("--local", action="store_true", help="no remote tracker; the local log only")
+    running.add_argument("--no-open", action="store_true", help="do not open the tracker's page when the run finishes")
+    running.add_argument("-n", "--dry-run", action="store_true", help="show the experiment matrix; call nothing")
+    running.add_argument(
+        "-o",
+        "--output",
+        nargs="?",
+        const=True,
+        metavar="FILE",
+        help="write the per-case breakdowns to FILE (default: log/<command>.<stamp>.txt)",
+    )
+    running.add_argument("-l", dest="reserved_l", action="store_true", help="reserved for logging; not yet implemented")
+    running.add_argument("-L", dest="reserved_L", action="store_true", help="reserved for logging; not yet implemented")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub.add_parser("cases", parents=[common], help="list the cases; calls nothing")
+    sub.add_parser("verify", parents=[common], help="offline checks: inputs, expected.json, adapter, scorer")
+    sub.add_parser("run", parents=[common, running], help="run models over every dataset, with the per-case breakdown")
+    sub.add_parser("compare", parents=[common, running], help="everything the lineup lists; leaderboard only")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The ``agent-evals`` command; returns the exit code."""
+    args = None
+    try:
+        args = _parser().parse_args(argv)
+        if not args.command:
+            _parser().print_help(sys.stderr)
+            return EXIT_USAGE
+        return _COMMANDS[args.command](args)
+    except _UsageError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    except EvalError as e:
+        if args is not None and getattr(args, "debug", False):
+            traceback.print_exc()
+        print(f"error: {e}", file=sys.stderr)
+        return e.exit_code
+    except SystemExit as e:  # --help and --version
+        return e.code if isinstance(e.code, int) else EXIT_OK
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        # the reader went away (| head): end quietly
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_OK
+
+
+def _prepare(args: argparse.Namespace) -> tuple[_Suite, list[Case], _Loaded]:
+    suite = _load_suite(args.helper, args.config)
+    if args.verbose:
+        print(
+            f"note: suite {suite.name} at {_display(suite.root)}; lineup {_display(suite.config.path)}", file=sys.stderr
+        )
+    loaded = _load_cases(suite)
+    cases = _select_cases(loaded.cases, _split(args.dataset), _split(args.case))
+    return suite, cases, loaded
+
+
+def _cmd_cases(args: argparse.Namespace) -> int:
+    suite, cases, _ = _prepare(args)
+    for refusal in _build_lineup(suite, _Overrides(), []).refused:
+        _warn(refusal)
+    print(_render_cases(cases, suite.scorer, _style_for(sys.stdout)))
+    return EXIT_OK
+
+
+def _cmd_verify(args: argparse.Namespace) -> int:
+    suite, cases, loaded = _prepare(args)
+    lineup = _build_lineup(suite, _Overrides(), [])
+    for refusal in lineup.refused:
+        _warn(refusal)
+    selected = {c.key for c in cases}
+    problems = [problem for key, problem in loaded.problems if key in selected]
+    problems += _catalog_problems(lineup)
+    for dataset in dict.fromkeys(c.dataset for c in cases):
+        group = [c for c in cases if c.dataset == dataset]
+        problems += _suite_problems(suite, dataset, group)
+    for problem in problems:
+        print(problem)
+    datasets = len({c.dataset for c in cases})
+    if problems:
+        print(f"{len(problems)} problem{'s' if len(problems) != 1 else ''} in {len(cases)} cases, {datasets} datasets")
+        return EXIT_FAILED
+    print(f"ok: {len(cases)} cases, {datasets} datasets, {len(lineup.contenders)} contenders")
+    return EXIT_OK
+
+
+def _suite_problems(suite: _Suite, dataset: str, cases: list[Case]) -> list[str]:
+    """What adapter.verify(dataset) and scorer.verify(case, context) report."""
+    adapter, scorer = suite.adapter, suite.scorer
+    problems = []
+    try:
+        adapter.prepare(dataset)
+        problems += [f"{dataset}: {p}" for p in adapter.verify(dataset) or ()]
+    except Exception as e:
+        return [f"{dataset}: adapter {type(adapter).__name__} raised {type(e).__name__}: {e}"]
+    for case in cases:
+        if case.expected is None:
+            continue  # already reported as missing or unparsable
+        try:
+            found = scorer.verify(case, adapter.context(case)) or ()
+        except Exception as e:
+            found = [f"scorer {type(scorer).__name__}.verify raised {type(e).__name__}: {e}"]
+        problems += [f"{_display(case.path / 'expected.json' if case.path else case.key)}: {p}" for p in found]
+    return problems
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    if args.reserved_l or args.reserved_L:
+        raise ConfigError("-l and -L are reserved for logging and not yet implemented")
+    suite, cases, loaded = _prepare(args)
+    overrides = _Overrides(args.effort, args.temperature, args.max_tokens, args.parallelism)
+    lineup = _build_lineup(suite, overrides, _split(args.models))
+    for refusal in lineup.refused:
+        _warn(refusal)
+    if not lineup.contenders:
+        raise ConfigError(
+            f"nothing to run: every contender was refused or left out by -m ({_display(suite.config.path)})"
+        )
+    unknown = _catalog_problems(lineup)
+    if unknown:
+        raise ConfigError(unknown[0])
+    selected = {c.key for c in cases}
+    for key, problem in loaded.problems:
+        if key in selected:
+            _warn(f"{problem} (agent-evals verify lists every problem)")
+    parallelism = args.parallelism or suite.config.defaults.parallelism
+    experiments = [
+        Experiment(contender, provider, dataset, [c for c in cases if c.dataset == dataset], parallelism)
+        for dataset in sorted({c.dataset for c in cases})
+        for contender, provider in lineup.contenders
+    ]
+    out = sys.stdout
+    style = _style_for(out)
+    if args.dry_run:
+        print(_render_matrix(experiments, style), file=out)
+        return EXIT_OK
+    notes: list[str] = []
+    for name in suite.env_files:
+        path = Path(name) if Path(name).is_absolute() else suite.root / name
+        if path.is_file():
+            notes.append(f"env: {_display(path)} set {_load_env_file(path)} variables")
+    needed = {key for _, p in lineup.contenders for key in p.env_keys}
+    missing = sorted(k for k in needed if not os.environ.get(k))
+    if missing:
+        who = sorted({c.model for c, p in lineup.contenders if set(p.env_keys) & set(missing)})
+        raise ConfigError(
+            f"{', '.join(missing)} is not set (needed by {', '.join(who)}): export it or add it to an env file"
+        )
+    remote = _choose_tracker(suite, args.tracker, args.local, notes)
+    if args.verbose:
+        for note in notes:
+            print(f"note: {note}", file=sys.stderr)
+    if suite.before_run:
+        try:
+            suite.before_run()
+        except Exception as e:
+            raise SuiteError(f"before_run raised {type(e).__name__}: {e}") from e
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    log_dir = suite.project_root / "log" / "agent-evals"
+    context = {
+        "suite": suite.name,
+        "project": args.project or suite.config.project,
+        "project_id": os.environ.get("BRAINTRUST_PROJECT_ID"),
+        "command": args.command,
+        "stamp": stamp,
+        "log_dir": log_dir,
+        "adapter_metadata": _adapter_metadata(suite.adapter),
+    }
+    trackers: list[Tracker] = [LocalTracker({**context, "options": {}})]
+    if remote:
+        trackers.append(remote({**context, "options": suite.config.sections.get(remote.name, {})}))
+    trackers = [t for t in trackers if t.enabled()]
+    concurrency = os.cpu_count() or 1 if args.concurrency is None else args.concurrency
+    _run_all(suite, experiments, concurrency, trackers)
+    if args.command == "run" or args.output:
+        breakdown = "\n\n".join(_render_breakdown(x, suite.metrics, style) for x in experiments)
+        if args.output:
+            target = (
+                Path(args.output)
+                if isinstance(args.output, str)
+                else suite.project_root / "log" / f"{args.command}.{stamp}.txt"
+            )
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(_render_breakdown_plain(experiments, suite.metrics), encoding="utf-8")
+            print(f"breakdowns: {_display(target)}", file=sys.stderr)
+        else:
+            print(breakdown + "\n", file=out)
+    print(_render_report(experiments, suite.metrics, style), file=out)
+    print(f"logs: {_display(log_dir)}", file=sys.stderr)
+    return EXIT_OK
+
+
+def _render_breakdown_plain(experiments: Sequence[Experiment], metrics: Sequence[Metric]) -> str:
+    return "\n\n".join(_render_breakdown(x, metrics, "box") for x in experiments) + "\n"
+
+
+def _adapter_metadata(adapter: Any) -> Mapping[str, Any]:
+    try:
+        return dict(adapter.metadata() or {})
+    except Exception as e:
+        raise SuiteError(f"adapter {type(adapter).__name__}.metadata() raised {type(e).__name__}: {e}") from e
+
+
+_COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "cases": _cmd_cases,
+    "verify": _cmd_verify,
+    "run": _cmd_run,
+    "compare": _cmd_run,
+}
+
+
+if __name__ == "__main__":
+    # A helper's `import agent_evals` must find this very module, not a second copy.
+    sys.modules.setdefault("agent_evals", sys.modules[__name__])
+    raise SystemExit(main())
