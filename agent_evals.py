@@ -1207,7 +1207,13 @@ def _load_cases(suite: _Suite) -> _Loaded:
 def _read_case(root: Path, path: Path, problems: list[str]) -> Case:
     folder = path.parent
     parts = folder.relative_to(root).parts
-    dataset = parts[parts.index("datasets") + 1] if "datasets" in parts[:-1] else parts[0] if parts else "default"
+    # the folder after datasets/; for another layout, the one before cases/, else the first
+    if "datasets" in parts[:-1]:
+        dataset = parts[parts.index("datasets") + 1]
+    elif "cases" in parts[1:]:
+        dataset = parts[parts.index("cases", 1) - 1]
+    else:
+        dataset = parts[0] if len(parts) > 1 else "default"
     if folder.name.isdigit():
         variant, case_id = folder.parent.name, f"{folder.parent.name}/{folder.name}"
     else:
@@ -1424,11 +1430,12 @@ def _run_case(suite: _Suite, experiment: Experiment, case: Case, metric_names: f
     reply = score = None
     error = trace = None
     try:
-        reply = suite.adapter.call(case, model)
-        if not isinstance(reply, Reply):
+        answer = suite.adapter.call(case, model)
+        if not isinstance(answer, Reply):
             raise SuiteError(
-                f"adapter {type(suite.adapter).__name__}.call returned {type(reply).__name__}, not a Reply"
+                f"adapter {type(suite.adapter).__name__}.call returned {type(answer).__name__}, not a Reply"
             )
+        reply = answer
         if reply.error is not None:
             score = Score(value=0.0, metrics={name: 0.0 for name in metric_names})
         else:

@@ -1,0 +1,124 @@
+"""Shared fixtures: real suite folders under tmp_path and the real CLI, in process."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+import pytest
+
+import agent_evals
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# A helper with an exact-match scorer; the fake provider answers from the input.
+HELPER = """
+from pathlib import Path
+import agent_evals as ae
+
+class Adapter(ae.EchoAdapter):
+    pass
+
+class Scorer(ae.Scorer):
+    def metrics(self):
+        return [ae.Metric("exact", "1 when the answer is right.", primary=True),
+                ae.Metric("maybe", "Only for variant a.")]
+
+    def call(self, case, reply, context):
+        right = float(reply.output == case.expected)
+        return ae.Score(value=right, metrics={"exact": right, "maybe": right if case.variant == "a" else None},
+                        diagnostics={} if right else {"got": reply.output})
+
+    def summary(self, case):
+        return f"{len(case.expected or {})} fields"
+
+ae.configure(suite="t", root=Path(__file__).parent, adapter=Adapter(), scorer=Scorer(),
+             providers=[ae.FakeProvider(__FAKES__)])
+"""
+
+CONFIG = """
+request_types: [prompt]
+vendors:
+  fake:
+    - model: echo
+"""
+
+
+def case_files(dataset: str, case_id: str, answer: Mapping, *, expected: Mapping | None = None) -> dict[str, str]:
+    """input.txt carrying ``answer`` as JSON, and expected.json (``answer`` unless given)."""
+    folder = f"evals/datasets/{dataset}/cases/{case_id}"
+    return {
+        f"{folder}/input.txt": f"Question for {case_id}.\nAnswer: {json.dumps(answer)}\n",
+        f"{folder}/expected.json": json.dumps(answer if expected is None else expected),
+    }
+
+
+def write(root: Path, files: Mapping[str, str | bytes]) -> Path:
+    for rel, content in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            path.write_text(content, encoding="utf-8")
+    return root
+
+
+@pytest.fixture
+def make_suite(tmp_path: Path) -> Callable[..., Path]:
+    """A suite under tmp_path/project: helper, config, and two cases per variant a and b."""
+
+    def make(
+        *,
+        helper: str | None = HELPER,
+        config: str | None = CONFIG,
+        fakes: str = "None",
+        cases: Mapping[str, str | bytes] | None = None,
+        extra: Mapping[str, str | bytes] | None = None,
+    ) -> Path:
+        root = tmp_path / "project"
+        files: dict[str, str | bytes] = {}
+        if helper is not None:
+            files["evals/eval_helper.py"] = helper.replace("__FAKES__", fakes)
+        if config is not None:
+            files["evals/.agent-eval.config.yml"] = config
+        if cases is None:
+            cases = {}
+            for variant in ("a", "b"):
+                for n in (1, 2):
+                    cases |= case_files("ds", f"{variant}/{n:03d}", {"v": f"{variant}{n}"})
+        files |= cases
+        files |= extra or {}
+        return write(root, files)
+
+    return make
+
+
+@pytest.fixture
+def cli(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> Callable[..., tuple[int, str, str]]:
+    """Run ``agent-evals ARGS`` in process from ``cwd``; returns (code, stdout, stderr)."""
+
+    def run(*argv: str, cwd: Path | None = None) -> tuple[int, str, str]:
+        if cwd is not None:
+            monkeypatch.chdir(cwd)
+        capsys.readouterr()
+        code = agent_evals.main(list(argv))
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    return run
+
+
+@pytest.fixture(autouse=True)
+def _isolate(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test starts with no suite configured, no keys, and its own sys.path."""
+    for key in ("AGENT_EVALS_HELPER", "OPENROUTER_API_KEY", "OPENROUTER_BASE_URL", "TYPESAFE_API_KEY", "NO_COLOR"):
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    agent_evals._reset_configuration()
+
+
+def read_logs(project: Path) -> list[dict]:
+    return [json.loads(p.read_text()) for p in sorted((project / "log" / "agent-evals").glob("*.json"))]

@@ -1,0 +1,153 @@
+"""Cases on disk: layout, ids, metadata, selection with -d and -c, and verify."""
+
+from __future__ import annotations
+
+import json
+
+from conftest import case_files
+
+
+def test_layout_ids_and_metadata(make_suite, cli) -> None:
+    cases = {
+        **case_files("animals", "clear/001", {"a": 1}),
+        **case_files("animals", "single", {"a": 2}),
+        **case_files("colors", "vague/010", {"a": 3}),
+        "evals/datasets/colors/cases/vague/010/metadata.json": json.dumps({"difficulty": "hard", "source": "x"}),
+    }
+    project = make_suite(cases=cases)
+    code, out, err = cli("cases", cwd=project)
+    assert code == 0, err
+    rows = [[c.strip() for c in line.split("│")[1:-1]] for line in out.splitlines() if line.startswith("│ ")]
+    assert rows == [
+        ["dataset", "id", "difficulty", "summary", "words"],
+        ["animals", "clear/001", "clear", "1 fields", "6"],
+        ["animals", "single", "single", "1 fields", "6"],
+        ["colors", "vague/010", "hard", "1 fields", "6"],
+    ]
+
+
+def test_selection_by_dataset_and_case(make_suite, cli) -> None:
+    cases = {**case_files("animals", "clear/001", {"a": 1}), **case_files("animals", "clear/002", {"a": 1})}
+    cases |= {**case_files("animals", "vague/001", {"a": 1}), **case_files("colors", "clear/001", {"a": 1})}
+    project = make_suite(cases=cases)
+
+    def ids(*argv: str) -> list[str]:
+        code, out, err = cli("cases", *argv, cwd=project)
+        assert code == 0, err
+        return [line.split("│")[2].strip() for line in out.splitlines()[3:-1]]
+
+    assert ids("-d", "animals") == ["clear/001", "clear/002", "vague/001"]
+    assert ids("-d", "animals", "-c", "clear") == ["clear/001", "clear/002"]
+    assert ids("-c", "clear/002") == ["clear/002"]
+    assert ids("-c", "vague/001,colors/clear/001") == ["vague/001", "clear/001"]
+    assert ids("-d", "colors,animals", "-c", "vague") == ["vague/001"]
+    code, _, err = cli("cases", "-d", "animal")
+    assert code == 2 and 'error: -d animal: no such dataset (did you mean "animals"?); known: animals, colors' in err
+    code, _, err = cli("cases", "-c", "clear/003")
+    assert code == 2 and "-c clear/003: no case or variant matches" in err
+
+
+def test_glob_matching_nothing(make_suite, cli) -> None:
+    project = make_suite(cases={"evals/datasets/README": "nothing"})
+    code, _, err = cli("cases", cwd=project)
+    assert code == 2 and "no cases match datasets/*/cases/**/input.txt under evals" in err
+
+
+def test_custom_glob_from_the_config(make_suite, cli) -> None:
+    project = make_suite(
+        config="request_types: [prompt]\ncases: 'suites/*/cases/**/input.txt'\nvendors:\n  fake:\n    - model: echo\n",
+        cases={"evals/suites/x/cases/v/001/input.txt": 'A {"a": 1}', "evals/suites/x/cases/v/001/expected.json": '{"a": 1}'},
+    )
+    code, out, err = cli("cases", cwd=project)
+    assert code == 0, err
+    assert "│ x       │ v/001 │" in out
+
+
+def test_verify_reports_every_problem_with_its_path(make_suite, cli) -> None:
+    cases = {
+        **case_files("ds", "a/001", {"v": 1}),
+        "evals/datasets/ds/cases/a/002/input.txt": "   \n",
+        "evals/datasets/ds/cases/a/002/expected.json": '{"v": 2}',
+        "evals/datasets/ds/cases/a/003/input.txt": "text",
+        "evals/datasets/ds/cases/a/004/input.txt": "text",
+        "evals/datasets/ds/cases/a/004/expected.json": '{"v": ',
+        "evals/datasets/ds/cases/a/005/input.txt": b"caf\xe9\n",
+        "evals/datasets/ds/cases/a/005/expected.json": '{"v": 5}',
+        "evals/datasets/ds/cases/a/006/input.txt": "text",
+        "evals/datasets/ds/cases/a/006/expected.json": '{"v": 6}',
+        "evals/datasets/ds/cases/a/006/metadata.json": "[1]",
+        "evals/datasets/ds/cases/a/007/input.txt": "text",
+        "evals/datasets/ds/cases/a/007/expected.json": b'{"v": "\xff"}',
+    }
+    project = make_suite(cases=cases)
+    code, out, err = cli("verify", cwd=project)
+    assert code == 1, err
+    base = "evals/datasets/ds/cases/a"
+    assert out.splitlines() == [
+        f"{base}/002/input.txt: empty input",
+        f"{base}/003/expected.json: missing",
+        f"{base}/004/expected.json: line 1, column 7: invalid JSON: Expecting value",
+        f"{base}/005/input.txt: not UTF-8 text (invalid continuation byte at byte 3); save it as UTF-8",
+        f"{base}/006/metadata.json: expected an object, got list",
+        f"{base}/007/expected.json: not UTF-8 text (invalid start byte at byte 7)",
+        "6 problems in 7 cases, 1 datasets",
+    ]
+    code, out, _ = cli("verify", "-c", "a/001")
+    assert code == 0 and out.strip() == "ok: 1 cases, 1 datasets, 1 contenders"
+
+
+def test_verify_runs_the_adapter_and_scorer_checks(make_suite, cli) -> None:
+    helper = """
+import agent_evals as ae
+SCHEMA = {"v": {"type": "integer"}}
+class A(ae.EchoAdapter):
+    def prepare(self, dataset):
+        self.dataset = dataset
+    def context(self, case):
+        return {"schema": SCHEMA}
+    def verify(self, dataset):
+        return ["the prompt has no examples"] if dataset == "ds" else []
+class S(ae.Scorer):
+    def verify(self, case, context):
+        if case.id == "b/002":
+            raise ValueError("cannot read")
+        return ae.SchemaValidator(context["schema"]).problems(case.expected)
+ae.configure(adapter=A(), scorer=S(), providers=[ae.FakeProvider()])
+"""
+    cases = {**case_files("ds", "a/001", {"v": 1}), **case_files("ds", "b/001", {"v": "x"}), **case_files("ds", "b/002", {"v": 2})}
+    project = make_suite(helper=helper, cases=cases, config="request_types: [prompt]\nvendors:\n  fake:\n    - model: eco\n")
+    code, out, _ = cli("verify", cwd=project)
+    assert code == 1
+    assert out.splitlines() == [
+        'fake/eco: provider fake has no such model (did you mean "fake/echo"?)',
+        "ds: the prompt has no examples",
+        'evals/datasets/ds/cases/b/001/expected.json: v: expected an integer, got "x"',
+        "evals/datasets/ds/cases/b/002/expected.json: scorer S.verify raised ValueError: cannot read",
+        "4 problems in 3 cases, 1 datasets",
+    ]
+
+
+def test_verify_reports_a_failing_adapter_per_dataset(make_suite, cli) -> None:
+    helper = """
+import agent_evals as ae
+class A(ae.EchoAdapter):
+    def verify(self, dataset):
+        raise RuntimeError("schema file missing")
+ae.configure(adapter=A(), scorer=ae.Scorer(), providers=[ae.FakeProvider()])
+"""
+    project = make_suite(helper=helper)
+    code, out, _ = cli("verify", cwd=project)
+    assert code == 1 and "ds: adapter A raised RuntimeError: schema file missing" in out
+
+
+def test_summary_that_raises_is_shown_not_fatal(make_suite, cli) -> None:
+    helper = """
+import agent_evals as ae
+class S(ae.Scorer):
+    def summary(self, case):
+        return {}["x"]
+ae.configure(adapter=ae.EchoAdapter(), scorer=S(), providers=[ae.FakeProvider()])
+"""
+    project = make_suite(helper=helper)
+    code, out, _ = cli("cases", cwd=project)
+    assert code == 0 and "summary raised KeyError: 'x'" in out

@@ -1,0 +1,163 @@
+"""Finding the suite: upward search, --helper, AGENT_EVALS_HELPER, config-only suites."""
+
+from __future__ import annotations
+
+from conftest import CONFIG, write
+
+PLUGIN = """
+import agent_evals as ae
+
+class Adapter(ae.EchoAdapter):
+    pass
+
+class Scorer(ae.Scorer):
+    def metrics(self):
+        return [ae.Metric("exact", "right", primary=True)]
+
+    def call(self, case, reply, context):
+        return ae.Score(value=float(reply.output == case.expected), metrics={"exact": float(reply.output == case.expected)})
+
+ae.configure(providers=[ae.FakeProvider()])
+"""
+
+
+def test_found_upward_from_a_subfolder(make_suite, cli) -> None:
+    project = make_suite()
+    deep = project / "src" / "deep"
+    deep.mkdir(parents=True)
+    code, out, err = cli("cases", cwd=deep)
+    assert code == 0, err
+    assert "│ ds      │ a/001 │ a          │ 1 fields │" in out
+
+
+def test_no_suite_says_what_to_create(tmp_path, cli) -> None:
+    code, out, err = cli("cases", cwd=tmp_path)
+    assert code == 2 and out == ""
+    assert err.startswith("error: no suite is configured: create evals/eval_helper.py")
+    assert "evals/.agent-eval.config.yml" in err and "--helper PATH" in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_helper_flag_and_environment_variable(make_suite, cli, tmp_path, monkeypatch) -> None:
+    project = make_suite()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    code, out, _ = cli("cases", "--helper", str(project / "evals" / "eval_helper.py"), cwd=elsewhere)
+    assert code == 0 and "a/001" in out
+    monkeypatch.setenv("AGENT_EVALS_HELPER", str(project / "evals" / "eval_helper.py"))
+    code, out, _ = cli("cases")
+    assert code == 0 and "b/002" in out
+    code, _, err = cli("cases", "--helper", str(elsewhere / "missing.py"))
+    assert code == 2 and "--helper" in err and "no such file" in err
+
+
+def test_helper_flag_may_name_the_config_file(make_suite, cli, tmp_path) -> None:
+    project = make_suite()
+    code, out, _ = cli("cases", "--helper", str(project / "evals" / ".agent-eval.config.yml"), cwd=tmp_path)
+    assert code == 0 and "a/002" in out
+
+
+def test_config_only_suite_with_require(make_suite, cli, tmp_path) -> None:
+    project = make_suite(
+        helper=None,
+        config="require: plug_cfg_only.evals\nadapter: plug_cfg_only.evals:Adapter\nscorer: plug_cfg_only.evals.Scorer\n"
+        + CONFIG,
+    )
+    write(tmp_path / "lib", {"plug_cfg_only/__init__.py": "", "plug_cfg_only/evals.py": PLUGIN})
+    # without the plugin on the path: exit 2 naming the require: value
+    code, _, err = cli("cases", cwd=project)
+    assert code == 2
+    assert "require: plug_cfg_only.evals could not be imported" in err and "PYTHONPATH" in err
+    import sys
+
+    sys.path.insert(0, str(tmp_path / "lib"))
+    code, out, err = cli("compare", "--local", cwd=project)
+    assert code == 0, err
+    assert "│ ds      │ fake/echo │ default │    - │ 100.0% │" in out
+
+
+def test_config_keys_fill_what_the_helper_left_unset(make_suite, cli, tmp_path) -> None:
+    helper = "import agent_evals as ae\nfrom plug_fill.evals import Scorer\nae.configure(scorer=Scorer())\n"
+    config = "require: [plug_fill.evals]\nadapter: plug_fill.evals:Adapter\nscorer: plug_fill.evals:Nope\n" + CONFIG
+    project = make_suite(helper=helper, config=config)
+    write(project, {"plug_fill/__init__.py": "", "plug_fill/evals.py": PLUGIN})
+    code, out, err = cli("compare", "--local", cwd=project)
+    # scorer: names a missing class, but the helper already set one, so the key is never read
+    assert code == 0, err
+    assert "100.0%" in out
+
+
+def test_unknown_adapter_name_and_bad_spec(make_suite, cli) -> None:
+    project = make_suite(helper=None, config="require: plug_bad.evals\nadapter: plug_bad.evals:Adaptr\nscorer: plug_bad.evals:Scorer\n" + CONFIG)
+    write(project, {"plug_bad/__init__.py": "", "plug_bad/evals.py": PLUGIN})
+    code, _, err = cli("cases", cwd=project)
+    assert code == 2
+    assert 'adapter: plug_bad.evals:Adaptr: module plug_bad.evals has no Adaptr (did you mean "Adapter"?)' in err
+    (project / "evals" / ".agent-eval.config.yml").write_text("adapter: nodots\nscorer: x:Y\n" + CONFIG)
+    code, _, err = cli("cases")
+    assert code == 2 and "adapter: nodots is not of the form package.module:Class" in err
+
+
+def test_no_adapter_or_scorer_names_file_and_keys(make_suite, cli) -> None:
+    project = make_suite(helper="import agent_evals\n")
+    code, _, err = cli("cases", cwd=project)
+    assert code == 2
+    assert "no suite is configured: no adapter and scorer" in err
+    assert "configure(adapter=..., scorer=...)" in err and "adapter: and scorer:" in err
+
+
+def test_helper_that_raises_is_one_line_with_file_and_line(make_suite, cli) -> None:
+    project = make_suite(helper="import agent_evals\n\nraise RuntimeError('boom')\n")
+    code, _, err = cli("cases", cwd=project)
+    assert code == 2
+    assert err.strip() == "error: evals/eval_helper.py:3 raised RuntimeError: boom"
+    code, _, err = cli("cases", "--debug")
+    assert code == 2 and "Traceback" in err
+
+
+def test_plugin_that_raises_on_import_or_construction(make_suite, cli) -> None:
+    project = make_suite(helper=None, config="require: plug_raise\nadapter: plug_ctor:A\nscorer: plug_ctor:A\n" + CONFIG)
+    write(project, {"plug_raise.py": "raise ValueError('bad plugin')\n", "plug_ctor.py": "class A:\n    def __init__(self):\n        raise OSError('no')\n"})
+    code, _, err = cli("cases", cwd=project)
+    assert code == 2 and "require: importing plug_raise raised ValueError: bad plugin" in err
+    (project / "evals" / ".agent-eval.config.yml").write_text("adapter: plug_ctor:A\nscorer: plug_ctor:A\n" + CONFIG)
+    code, _, err = cli("cases")
+    assert code == 2 and "adapter: plug_ctor:A() raised OSError: no" in err
+
+
+def test_missing_config_file(make_suite, cli) -> None:
+    project = make_suite(config=None)
+    code, _, err = cli("cases", cwd=project)
+    assert code == 2 and "evals/.agent-eval.config.yml: not found" in err and "request_types" in err
+
+
+def test_config_flag_uses_another_lineup(make_suite, cli) -> None:
+    project = make_suite()
+    write(project, {"other.yml": "request_types: [prompt]\nvendors:\n  fake:\n    - model: parrot\n"})
+    code, out, err = cli("compare", "-n", "-C", "other.yml", cwd=project)
+    assert code == 0, err
+    assert "fake/parrot" in out and "fake/echo" not in out
+
+
+def test_scorer_metrics_are_checked(make_suite, cli) -> None:
+    for body, message in [
+        ("return []", "must return a non-empty list of Metric"),
+        ("return [ae.Metric('a'), ae.Metric('a')]", "declares a name twice"),
+        ("return [ae.Metric('a', aggregate='median')]", "aggregate 'median' is not supported"),
+        ("raise KeyError('x')", "metrics() raised KeyError"),
+    ]:
+        helper = (
+            "import agent_evals as ae\nclass S(ae.Scorer):\n    def metrics(self):\n        "
+            + body
+            + "\nae.configure(adapter=ae.EchoAdapter(), scorer=S())\n"
+        )
+        project = make_suite(helper=helper)
+        code, _, err = cli("cases", cwd=project)
+        assert code == 2 and message in err, err
+
+
+def test_verbose_names_the_suite(make_suite, cli) -> None:
+    project = make_suite()
+    code, _, err = cli("cases", "-v", cwd=project)
+    assert code == 0 and "note: suite t at evals; lineup evals/.agent-eval.config.yml" in err
+
