@@ -153,9 +153,7 @@ def _hint(name: str, known: Iterable[str]) -> str:
 
 
 # module -> (distribution, pip extra or None when it is a core dependency)
-_OPTIONAL = {
-    "yaml": ("PyYAML", None),
-}
+_OPTIONAL = {"yaml": ("PyYAML", None)}
 
 
 def _import_optional(module: str, purpose: str) -> Any:
@@ -2108,7 +2106,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not args.command:
             _parser().print_help(sys.stderr)
             return EXIT_USAGE
-        return _COMMANDS[args.command](args)
+        code = _COMMANDS[args.command](args)
+        sys.stdout.flush()  # a closed pipe shows here, inside the handler below
+        return code
     except _UsageError as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_USAGE

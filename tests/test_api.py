@@ -33,7 +33,10 @@ def test_public_signatures_are_pinned() -> None:
     assert list(inspect.signature(ae.Adapter.call).parameters) == ["self", "case", "model"]
     assert list(inspect.signature(ae.Scorer.call).parameters) == ["self", "case", "reply", "context"]
     assert list(inspect.signature(ae.Model.complete).parameters) == ["self", "system", "user", "json"]
-    fields = {cls.__name__: [f.name for f in dataclasses.fields(cls)] for cls in (ae.Case, ae.Reply, ae.Metric, ae.Score, ae.Contender)}
+    fields = {
+        cls.__name__: [f.name for f in dataclasses.fields(cls)]
+        for cls in (ae.Case, ae.Reply, ae.Metric, ae.Score, ae.Contender)
+    }
     assert fields == {
         "Case": ["id", "dataset", "variant", "input", "expected", "path", "metadata"],
         "Reply": ["output", "raw", "usage", "error", "metadata"],

@@ -56,7 +56,10 @@ def test_glob_matching_nothing(make_suite, cli) -> None:
 def test_custom_glob_from_the_config(make_suite, cli) -> None:
     project = make_suite(
         config="request_types: [prompt]\ncases: 'suites/*/cases/**/input.txt'\nvendors:\n  fake:\n    - model: echo\n",
-        cases={"evals/suites/x/cases/v/001/input.txt": 'A {"a": 1}', "evals/suites/x/cases/v/001/expected.json": '{"a": 1}'},
+        cases={
+            "evals/suites/x/cases/v/001/input.txt": 'A {"a": 1}',
+            "evals/suites/x/cases/v/001/expected.json": '{"a": 1}',
+        },
     )
     code, out, err = cli("cases", cwd=project)
     assert code == 0, err
@@ -114,8 +117,14 @@ class S(ae.Scorer):
         return ae.SchemaValidator(context["schema"]).problems(case.expected)
 ae.configure(adapter=A(), scorer=S(), providers=[ae.FakeProvider()])
 """
-    cases = {**case_files("ds", "a/001", {"v": 1}), **case_files("ds", "b/001", {"v": "x"}), **case_files("ds", "b/002", {"v": 2})}
-    project = make_suite(helper=helper, cases=cases, config="request_types: [prompt]\nvendors:\n  fake:\n    - model: eco\n")
+    cases = {
+        **case_files("ds", "a/001", {"v": 1}),
+        **case_files("ds", "b/001", {"v": "x"}),
+        **case_files("ds", "b/002", {"v": 2}),
+    }
+    project = make_suite(
+        helper=helper, cases=cases, config="request_types: [prompt]\nvendors:\n  fake:\n    - model: eco\n"
+    )
     code, out, _ = cli("verify", cwd=project)
     assert code == 1
     assert out.splitlines() == [

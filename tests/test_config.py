@@ -45,7 +45,9 @@ def test_lists_multiply_and_defaults_fill(make_suite, cli) -> None:
 
 def test_flags_beat_the_file(make_suite, cli) -> None:
     project = make_suite(config=LINEUP)
-    code, out, err = cli("run", "-n", "-e", "medium", "-t", "1.5", "--max-tokens", "9", "-p", "2", "-m", "fake/echo", cwd=project)
+    code, out, err = cli(
+        "run", "-n", "-e", "medium", "-t", "1.5", "--max-tokens", "9", "-p", "2", "-m", "fake/echo", cwd=project
+    )
     assert code == 0, err
     assert matrix_rows(out) == [["ds", "fake/echo", "fake", "medium", "1.5", "9", "4", "2"]]
     code, out, _ = cli("run", "-n", "-e", "low,high", "-m", "fake/parrot")
@@ -58,21 +60,60 @@ def test_flags_beat_the_file(make_suite, cli) -> None:
         ("request_types: [prompt]\nvendros: {}\n", 'unknown key vendros (did you mean "vendors"?)'),
         ("vendors: {}\n", "request_types is required"),
         ("request_types: []\n", "request_types is required"),
-        ("request_types: [promt]\n", "request_types: unknown type 'promt' (did you mean \"prompt\"?); known: prompt, typesafe"),
-        ("request_types: [prompt]\ndirect:\n  typesaf:\n    - model: x\n", "direct: unknown provider 'typesaf' (did you mean \"typesafe\"?); known: typesafe"),
-        ("request_types: [prompt]\nvendors:\n  - fake\n", "vendors: expected a mapping of name to a list of models, got list"),
+        (
+            "request_types: [promt]\n",
+            "request_types: unknown type 'promt' (did you mean \"prompt\"?); known: prompt, typesafe",
+        ),
+        (
+            "request_types: [prompt]\ndirect:\n  typesaf:\n    - model: x\n",
+            "direct: unknown provider 'typesaf' (did you mean \"typesafe\"?); known: typesafe",
+        ),
+        (
+            "request_types: [prompt]\nvendors:\n  - fake\n",
+            "vendors: expected a mapping of name to a list of models, got list",
+        ),
         ("request_types: [prompt]\nvendors:\n  fake: echo\n", "vendors.fake: expected a list of entries"),
-        ("request_types: [prompt]\nvendors:\n  fake:\n    - modle: echo\n", 'unknown key vendors.fake[0].modle (did you mean "model"?)'),
-        ("request_types: [prompt]\nvendors:\n  fake:\n    - effort: low\n", "vendors.fake[0].model: expected a model name, got None"),
-        ("request_types: [prompt]\nvendors:\n  fake:\n    - 3\n", "vendors.fake[0]: expected a mapping with model:, got 3"),
-        ("request_types: [prompt]\nvendors:\n  fake:\n    - model: echo\n      effort: hgh\n", "vendors.fake[0].effort: unknown effort 'hgh' (did you mean \"high\"?)"),
-        ("request_types: [prompt]\nvendors:\n  fake:\n    - model: echo\n      temperature: 3\n", "temperature must be a number from 0 to 2, got 3"),
-        ("request_types: [prompt]\nvendors:\n  fake:\n    - model: echo\n      max_tokens: -1\n", "max_tokens: expected a whole number from 1 up, got -1"),
-        ("request_types: [prompt]\ndefaults:\n  paralelism: 2\n", 'unknown key defaults.parallelism'.replace("parallelism", "paralelism")),
+        (
+            "request_types: [prompt]\nvendors:\n  fake:\n    - modle: echo\n",
+            'unknown key vendors.fake[0].modle (did you mean "model"?)',
+        ),
+        (
+            "request_types: [prompt]\nvendors:\n  fake:\n    - effort: low\n",
+            "vendors.fake[0].model: expected a model name, got None",
+        ),
+        (
+            "request_types: [prompt]\nvendors:\n  fake:\n    - 3\n",
+            "vendors.fake[0]: expected a mapping with model:, got 3",
+        ),
+        (
+            "request_types: [prompt]\nvendors:\n  fake:\n    - model: echo\n      effort: hgh\n",
+            "vendors.fake[0].effort: unknown effort 'hgh' (did you mean \"high\"?)",
+        ),
+        (
+            "request_types: [prompt]\nvendors:\n  fake:\n    - model: echo\n      temperature: 3\n",
+            "temperature must be a number from 0 to 2, got 3",
+        ),
+        (
+            "request_types: [prompt]\nvendors:\n  fake:\n    - model: echo\n      max_tokens: -1\n",
+            "max_tokens: expected a whole number from 1 up, got -1",
+        ),
+        (
+            "request_types: [prompt]\ndefaults:\n  paralelism: 2\n",
+            "unknown key defaults.parallelism".replace("parallelism", "paralelism"),
+        ),
         ("request_types: [prompt]\ndefaults: [1]\n", "defaults: expected a mapping"),
-        ("request_types: [prompt]\ndefaults:\n  parallelism: true\n", "defaults.parallelism: expected a whole number from 1 up, got True"),
-        ("request_types: [prompt]\ndefaults:\n  temperature: hot\n", "defaults.temperature: temperature must be a number"),
-        ("request_types: [prompt]\ndefaults:\n  effort: [low, 3]\n", "defaults.effort: expected str or a list of them, got 3"),
+        (
+            "request_types: [prompt]\ndefaults:\n  parallelism: true\n",
+            "defaults.parallelism: expected a whole number from 1 up, got True",
+        ),
+        (
+            "request_types: [prompt]\ndefaults:\n  temperature: hot\n",
+            "defaults.temperature: temperature must be a number",
+        ),
+        (
+            "request_types: [prompt]\ndefaults:\n  effort: [low, 3]\n",
+            "defaults.effort: expected str or a list of them, got 3",
+        ),
         ("request_types: [prompt]\nproject: [a]\n", "project: expected a string, got ['a']"),
         ("- just\n- a list\n", "expected a mapping of keys"),
         ("request_types: [prompt\nvendors: {}\n", "line 2, column 8: invalid YAML"),
@@ -110,7 +151,9 @@ def test_refusal_is_a_warning_and_never_a_row(make_suite, cli) -> None:
 
 
 def test_suite_declaring_typesafe_admits_it_and_fails_on_the_missing_key(make_suite, cli) -> None:
-    project = make_suite(config="request_types: [typesafe]\ndirect:\n  typesafe:\n    - model: jev-latest\n      effort: low\n")
+    project = make_suite(
+        config="request_types: [typesafe]\ndirect:\n  typesafe:\n    - model: jev-latest\n      effort: low\n"
+    )
     code, out, err = cli("compare", "-n", cwd=project)
     assert code == 0 and "typesafe/jev-latest │ typesafe │ low" in out
     code, _, err = cli("compare", "--local")
@@ -119,17 +162,24 @@ def test_suite_declaring_typesafe_admits_it_and_fails_on_the_missing_key(make_su
 
 
 def test_effort_a_provider_does_not_take_is_refused_by_name(make_suite, cli) -> None:
-    project = make_suite(config="request_types: [typesafe]\ndirect:\n  typesafe:\n    - model: jev-latest\n      effort: xhigh\n")
+    project = make_suite(
+        config="request_types: [typesafe]\ndirect:\n  typesafe:\n    - model: jev-latest\n      effort: xhigh\n"
+    )
     code, _, err = cli("compare", "-n", cwd=project)
     assert code == 2
-    assert "typesafe/jev-latest: effort 'xhigh' is not accepted by provider typesafe (accepts: default, low, medium, high)" in err
+    assert (
+        "typesafe/jev-latest: effort 'xhigh' is not accepted by provider typesafe (accepts: default, low, medium, high)"
+        in err
+    )
 
 
 def test_unknown_model_flag_and_unknown_catalog_model(make_suite, cli) -> None:
     project = make_suite()
     code, _, err = cli("run", "-m", "fake/ech", cwd=project)
     assert code == 2 and '-m fake/ech: not in the lineup (did you mean "fake/echo"?)' in err
-    (project / "evals" / ".agent-eval.config.yml").write_text("request_types: [prompt]\nvendors:\n  fake:\n    - model: eco\n")
+    (project / "evals" / ".agent-eval.config.yml").write_text(
+        "request_types: [prompt]\nvendors:\n  fake:\n    - model: eco\n"
+    )
     code, _, err = cli("compare", "--local")
     assert code == 2 and 'fake/eco: provider fake has no such model (did you mean "fake/echo"?)' in err
 
@@ -143,7 +193,10 @@ def test_everything_refused_is_a_usage_error(make_suite, cli) -> None:
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["compare", "-e", "hgh"], "argument -e/--effort: unknown effort 'hgh' (did you mean 'high'?)".replace("'high'", '"high"')),
+        (
+            ["compare", "-e", "hgh"],
+            "argument -e/--effort: unknown effort 'hgh' (did you mean 'high'?)".replace("'high'", '"high"'),
+        ),
         (["compare", "-t", "warm"], "temperature must be a number from 0 to 2, got 'warm'"),
         (["compare", "-p", "0"], "argument -p/--parallelism: expected a whole number from 1 up, got '0'"),
         (["compare", "-j", "-1"], "argument -j/--concurrency: expected a whole number from 0 up"),

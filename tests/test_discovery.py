@@ -88,7 +88,10 @@ def test_config_keys_fill_what_the_helper_left_unset(make_suite, cli, tmp_path) 
 
 
 def test_unknown_adapter_name_and_bad_spec(make_suite, cli) -> None:
-    project = make_suite(helper=None, config="require: plug_bad.evals\nadapter: plug_bad.evals:Adaptr\nscorer: plug_bad.evals:Scorer\n" + CONFIG)
+    project = make_suite(
+        helper=None,
+        config="require: plug_bad.evals\nadapter: plug_bad.evals:Adaptr\nscorer: plug_bad.evals:Scorer\n" + CONFIG,
+    )
     write(project, {"plug_bad/__init__.py": "", "plug_bad/evals.py": PLUGIN})
     code, _, err = cli("cases", cwd=project)
     assert code == 2
@@ -116,8 +119,16 @@ def test_helper_that_raises_is_one_line_with_file_and_line(make_suite, cli) -> N
 
 
 def test_plugin_that_raises_on_import_or_construction(make_suite, cli) -> None:
-    project = make_suite(helper=None, config="require: plug_raise\nadapter: plug_ctor:A\nscorer: plug_ctor:A\n" + CONFIG)
-    write(project, {"plug_raise.py": "raise ValueError('bad plugin')\n", "plug_ctor.py": "class A:\n    def __init__(self):\n        raise OSError('no')\n"})
+    project = make_suite(
+        helper=None, config="require: plug_raise\nadapter: plug_ctor:A\nscorer: plug_ctor:A\n" + CONFIG
+    )
+    write(
+        project,
+        {
+            "plug_raise.py": "raise ValueError('bad plugin')\n",
+            "plug_ctor.py": "class A:\n    def __init__(self):\n        raise OSError('no')\n",
+        },
+    )
     code, _, err = cli("cases", cwd=project)
     assert code == 2 and "require: importing plug_raise raised ValueError: bad plugin" in err
     (project / "evals" / ".agent-eval.config.yml").write_text("adapter: plug_ctor:A\nscorer: plug_ctor:A\n" + CONFIG)
@@ -160,4 +171,3 @@ def test_verbose_names_the_suite(make_suite, cli) -> None:
     project = make_suite()
     code, _, err = cli("cases", "-v", cwd=project)
     assert code == 0 and "note: suite t at evals; lineup evals/.agent-eval.config.yml" in err
-

@@ -57,13 +57,13 @@ def test_failure_rules_wrong_zero_error_uncounted_none_skipped(make_suite, cli) 
 
 def test_results_stay_in_case_order_whatever_finishes_first(make_suite, cli) -> None:
     # case n sleeps less the later it comes, so completion order is reversed
-    fakes = (
-        "{'slow': lambda system, user: (__import__('time').sleep(0.02 * (9 - int(user.split()[2][2:5]))), user)[1]}"
-    )
+    fakes = "{'slow': lambda system, user: (__import__('time').sleep(0.02 * (9 - int(user.split()[2][2:5]))), user)[1]}"
     cases = {}
     for n in range(1, 9):
         cases |= case_files("ds", f"a/{n:03d}", {"v": n})
-    project = make_suite(config="request_types: [prompt]\nvendors:\n  fake:\n    - model: slow\n", cases=cases, fakes=fakes)
+    project = make_suite(
+        config="request_types: [prompt]\nvendors:\n  fake:\n    - model: slow\n", cases=cases, fakes=fakes
+    )
     code, out, err = cli("run", "--local", "-p", "8", cwd=project)
     assert code == 0, err
     (log,) = read_logs(project)
@@ -155,16 +155,22 @@ class T(S):
     ]
     assert "error: KeyError: 'parser bug'" in out
     (project / "evals" / "eval_helper.py").write_text(
-        helper.replace("ae.configure(adapter=A(), scorer=S()", extra_scorer + "ae.configure(adapter=ae.EchoAdapter(), scorer=T()")
+        helper.replace(
+            "ae.configure(adapter=A(), scorer=S()", extra_scorer + "ae.configure(adapter=ae.EchoAdapter(), scorer=T()"
+        )
     )
     code, _, err = cli("compare", "--local", "-c", "a/001")
     assert code == 0, err
     errors = {log["rows"][0]["error"] for log in read_logs(project)}
     assert "SuiteError: scorer T gave ds/a/001 m=2, outside 0..1" in errors
 
+
 def test_prepare_or_before_run_or_metadata_failing_is_one_line(make_suite, cli) -> None:
     for hook, message in [
-        ("def prepare(self, dataset):\n        raise OSError('no schema')", "adapter A.prepare('ds') raised OSError: no schema"),
+        (
+            "def prepare(self, dataset):\n        raise OSError('no schema')",
+            "adapter A.prepare('ds') raised OSError: no schema",
+        ),
         ("def metadata(self):\n        raise OSError('x')", "adapter A.metadata() raised OSError: x"),
     ]:
         helper = f"import agent_evals as ae\nclass A(ae.EchoAdapter):\n    {hook}\nae.configure(adapter=A(), scorer=ae.Scorer(), providers=[ae.FakeProvider()])\n"
@@ -186,7 +192,13 @@ def test_local_log_is_complete_and_safely_named(make_suite, cli) -> None:
     assert path.name.startswith("ds--fake-echo--high--t0.5.") and "/" not in path.name
     log = json.loads(path.read_text())
     assert log["suite"] == "t" and log["project"] == "proj" and log["command"] == "compare"
-    assert log["contender"] == {"model": "fake/echo", "effort": "high", "temperature": 0.5, "max_tokens": None, "provider": None}
+    assert log["contender"] == {
+        "model": "fake/echo",
+        "effort": "high",
+        "temperature": 0.5,
+        "max_tokens": None,
+        "provider": None,
+    }
     assert log["provider"] == "fake"
     assert log["summary"]["means"] == {"exact": 1.0, "maybe": 1.0}
     assert log["summary"]["cases"] == 4 and log["summary"]["errors"] == 0

@@ -1,0 +1,115 @@
+"""Real local stand-ins for the outside world, on 127.0.0.1 only."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+@dataclass
+class Received:
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: Any
+
+
+@dataclass
+class Answer:
+    status: int = 200
+    body: Any = None  # dict/list -> JSON; bytes/str as they are
+    headers: dict[str, str] = field(default_factory=dict)
+    delay: float = 0.0
+
+
+def chat_answer(
+    content: str, *, prompt_tokens: int = 10, completion_tokens: int = 5, cost: float | None = 0.0002, **extra: Any
+) -> Answer:
+    usage: dict[str, Any] = {
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": completion_tokens,
+        "total_tokens": prompt_tokens + completion_tokens,
+    }
+    if cost is not None:
+        usage["cost"] = cost
+    body = {
+        "id": "gen-1",
+        "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": content}}],
+        "usage": usage,
+    }
+    body.update(extra)
+    return Answer(200, body)
+
+
+class OpenAICompatible:
+    """An OpenAI-compatible chat server; ``respond(request) -> Answer`` decides each reply.
+
+    By default it echoes the last user message back as the assistant's content.
+    """
+
+    def __init__(self, respond: Callable[[Received], Answer] | None = None) -> None:
+        self.respond = respond or (lambda r: chat_answer(r.body["messages"][-1]["content"]))
+        self.requests: list[Received] = []
+        self.connections = 0
+        self._lock = threading.Lock()
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def setup(self) -> None:
+                super().setup()
+                with server._lock:
+                    server.connections += 1
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def _handle(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                raw = self.rfile.read(length) if length else b""
+                try:
+                    body = json.loads(raw) if raw else None
+                except ValueError:
+                    body = raw
+                received = Received(self.command, self.path, {k.lower(): v for k, v in self.headers.items()}, body)
+                with server._lock:
+                    server.requests.append(received)
+                answer = server.respond(received)
+                if answer.delay:
+                    threading.Event().wait(answer.delay)
+                payload = (
+                    answer.body
+                    if isinstance(answer.body, bytes)
+                    else (answer.body.encode() if isinstance(answer.body, str) else json.dumps(answer.body).encode())
+                )
+                try:
+                    self.send_response(answer.status)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(payload)))
+                    for key, value in answer.headers.items():
+                        self.send_header(key, value)
+                    self.end_headers()
+                    self.wfile.write(payload)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+
+            do_POST = _handle
+            do_GET = _handle
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        self._thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    def __enter__(self) -> OpenAICompatible:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()

@@ -1,0 +1,175 @@
+"""The real CLI as a subprocess: the examples, the vendored single file, --help, exit codes."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT
+
+TOY = ROOT / "examples" / "toy_suite"
+CONFIG_ONLY = ROOT / "examples" / "config_only_suite"
+REFUSAL = "typesafe/jev-latest refused: needs typesafe; this suite produces prompt"
+
+EXPECTED_ROWS = [
+    "│ animals │ fake/echo   │ default │  0.1 │         100.0% │      100.0% │    100.0% │      0 │",
+    "│ animals │ fake/echo   │ low     │  0.1 │         100.0% │      100.0% │    100.0% │      0 │",
+    "│ animals │ fake/parrot │ default │  0.1 │         100.0% │      100.0% │    100.0% │      0 │",
+    "│ colors  │ fake/echo   │ default │  0.1 │         100.0% │      100.0% │    100.0% │      0 │",
+    "│ colors  │ fake/echo   │ low     │  0.1 │         100.0% │      100.0% │    100.0% │      0 │",
+    "│ colors  │ fake/parrot │ default │  0.1 │         100.0% │      100.0% │    100.0% │      0 │",
+]
+
+
+def agent_evals(
+    *argv: str, cwd: Path, env: dict[str, str] | None = None, script: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    """The CLI as a user runs it: ``python agent_evals.py ...`` (or the given copy)."""
+    full_env = {**os.environ, "PYTHONIOENCODING": "utf-8", **(env or {})}
+    full_env.pop("PYTHONPATH", None)
+    full_env.update(env or {})
+    command = [sys.executable, str(script or ROOT / "agent_evals.py"), *argv]
+    return subprocess.run(command, cwd=cwd, env=full_env, capture_output=True, text=True, timeout=60)
+
+
+@pytest.fixture
+def toy(tmp_path: Path) -> Path:
+    """A copy of both example suites, so their logs land in tmp_path."""
+    shutil.copytree(TOY, tmp_path / "toy_suite", ignore=shutil.ignore_patterns("log", "__pycache__"))
+    shutil.copytree(CONFIG_ONLY, tmp_path / "config_only_suite", ignore=shutil.ignore_patterns("log", "__pycache__"))
+    return tmp_path / "toy_suite"
+
+
+def check_toy_table(out: str) -> None:
+    rows = [line[: len(EXPECTED_ROWS[0])] for line in out.splitlines() if line.startswith(("│ animals", "│ colors"))]
+    assert rows == EXPECTED_ROWS
+    costs = [line.rsplit("│", 2)[1].strip() for line in out.splitlines() if line.startswith(("│ animals", "│ colors"))]
+    assert costs == ["$0.0040"] * 6
+    assert "best value [animals] (fake/echo effort=default): 100.0% at $0.0040" in out
+    assert "best value [colors] (fake/echo effort=default): 100.0% at $0.0040" in out
+    assert "glossary:" in out and "leaderboard: all datasets" in out
+
+
+def test_toy_suite_compare_prints_the_table_and_the_refusal_on_stderr(toy: Path) -> None:
+    result = agent_evals("compare", "--local", cwd=toy)
+    assert result.returncode == 0, result.stderr
+    check_toy_table(result.stdout)
+    assert REFUSAL not in result.stdout
+    assert f"warning: {REFUSAL}" in result.stderr
+    assert len(list((toy / "log" / "agent-evals").glob("*.json"))) == 6
+
+
+def test_toy_suite_cases_verify_dry_run_and_run(toy: Path) -> None:
+    cases = agent_evals("cases", cwd=toy)
+    assert cases.returncode == 0 and cases.stdout.count("answered") == 8 and REFUSAL in cases.stderr
+    verify = agent_evals("verify", cwd=toy)
+    assert verify.returncode == 0 and verify.stdout.strip() == "ok: 8 cases, 2 datasets, 3 contenders"
+    dry = agent_evals("compare", "-n", cwd=toy)
+    assert dry.returncode == 0 and "6 experiments, 24 cases; nothing was called (dry run)" in dry.stdout
+    assert REFUSAL in dry.stderr and not (toy / "log").exists()
+    run = agent_evals("run", "-m", "fake/echo", "-d", "animals", "--local", cwd=toy)
+    assert run.returncode == 0, run.stderr
+    assert "animals · fake/echo effort=default temp=0.1" in run.stdout
+    assert "│ vague/002 │ 100.0% │" in run.stdout
+    assert "colors" not in run.stdout.split("best value")[0]
+
+
+def test_config_only_suite_needs_its_pythonpath(toy: Path) -> None:
+    suite = toy.parent / "config_only_suite"
+    bare = agent_evals("compare", "--local", cwd=suite)
+    assert bare.returncode == 2 and bare.stdout == ""
+    assert "require: toy_suite.evals could not be imported" in bare.stderr
+    assert len(bare.stderr.strip().splitlines()) == 1
+    result = agent_evals("compare", "--local", cwd=suite, env={"PYTHONPATH": "../toy_suite"})
+    assert result.returncode == 0, result.stderr
+    check_toy_table(result.stdout)
+    assert f"warning: {REFUSAL}" in result.stderr
+
+
+def test_helper_flag_from_the_repository_root(toy: Path) -> None:
+    result = agent_evals("compare", "--local", "--helper", str(toy / "evals" / "eval_helper.py"), cwd=toy.parent)
+    assert result.returncode == 0, result.stderr
+    check_toy_table(result.stdout)
+
+
+def test_vendored_single_file_next_to_a_suite(toy: Path) -> None:
+    vendored = toy / "agent_evals.py"
+    shutil.copy(ROOT / "agent_evals.py", vendored)
+    env = {"PYTHONPATH": ""}
+    result = agent_evals("cases", cwd=toy, env=env, script=vendored)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.count("answered") == 8
+    compared = agent_evals("compare", "--local", cwd=toy, env=env, script=vendored)
+    assert compared.returncode == 0, compared.stderr
+    check_toy_table(compared.stdout)
+
+
+def test_python_dash_m_and_help(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "agent_evals", "--help"], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    assert "request types" in result.stdout and "prompt" in result.stdout and "typesafe" in result.stdout
+    assert "exit codes:" in result.stdout and "130" in result.stdout
+    for command in ("cases", "verify", "run", "compare"):
+        assert command in result.stdout
+    sub = agent_evals("compare", "--help", cwd=tmp_path)
+    for flag in (
+        "--models",
+        "--dataset",
+        "--case",
+        "--effort",
+        "--temperature",
+        "--max-tokens",
+        "--parallelism",
+        "--concurrency",
+        "--config",
+        "--project",
+        "--tracker",
+        "--local",
+        "--no-open",
+        "--dry-run",
+        "--output",
+    ):
+        assert flag in sub.stdout
+    version = agent_evals("--version", cwd=tmp_path)
+    assert version.stdout.startswith("agent-evals ")
+    bare = agent_evals(cwd=tmp_path)
+    assert bare.returncode == 2 and "usage: agent-evals" in bare.stderr
+
+
+def test_help_imports_no_network_or_thread_pool_modules() -> None:
+    code = (
+        "import sys, runpy\n"
+        "sys.argv = ['agent-evals', '--help']\n"
+        "try:\n    runpy.run_path('agent_evals.py', run_name='__main__')\nexcept SystemExit:\n    pass\n"
+        "bad = [m for m in ('ssl', 'http.client', 'concurrent.futures', 'yaml') if m in sys.modules]\n"
+        "print('LOADED', bad, file=sys.stderr)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert "LOADED []" in result.stderr
+
+
+def test_stdout_carries_only_tables(toy: Path) -> None:
+    result = agent_evals("compare", "--local", cwd=toy)
+    lines = [line for line in result.stdout.splitlines() if line]
+    assert all(not line.startswith(("warning", "note", "error", "logs:")) for line in lines)
+
+
+def test_closed_pipe_ends_quietly(
+    toy: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import agent_evals as ae
+
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader (| head) has gone
+    with open(write_end, "w", encoding="utf-8") as closed:
+        monkeypatch.setattr(sys, "stdout", closed)
+        monkeypatch.chdir(toy)
+        code = ae.main(["cases"])
+    assert code == 0
+    assert "Traceback" not in capsys.readouterr().err

@@ -1,0 +1,141 @@
+"""Renderers are pure functions: exact strings in, exact strings out."""
+
+from __future__ import annotations
+
+import io
+
+import agent_evals as ae
+from agent_evals import Contender, Metric, Usage
+
+METRICS = [Metric("acc", "Mean accuracy.", primary=True), Metric("strict", "")]
+
+
+def row(
+    dataset: str,
+    model: str,
+    acc: float | None,
+    cost: float,
+    *,
+    effort: str = "default",
+    temp: float | None = None,
+    errors: int = 0,
+    n: int = 4,
+) -> ae._Row:
+    return ae._Row(
+        dataset,
+        Contender(model, effort, temp),
+        {"acc": acc, "strict": None},
+        errors,
+        1.5,
+        Usage(100, 20, cost),
+        {"acc": n if acc is not None else 0, "strict": 0},
+    )
+
+
+def test_box_and_ascii_tables() -> None:
+    box = ae._table(["name", "n"], [["a", "1"], ["bbb", "22"]], [False, True])
+    assert box == ("┌──────┬────┐\n│ name │  n │\n├──────┼────┤\n│ a    │  1 │\n│ bbb  │ 22 │\n└──────┴────┘")
+    ascii_ = ae._table(["name", "n"], [["a", "1"]], [False, True], "ascii")
+    assert ascii_ == "+------+---+\n| name | n |\n+------+---+\n| a    | 1 |\n+------+---+"
+    assert ae._table(["h"], [], [False]) == "┌───┐\n│ h │\n├───┤\n└───┘"
+
+
+def test_style_follows_the_stream_encoding() -> None:
+    assert ae._style_for(io.TextIOWrapper(io.BytesIO(), encoding="utf-8")) == "box"
+    assert ae._style_for(io.TextIOWrapper(io.BytesIO(), encoding="ascii")) == "ascii"
+    assert ae._style_for(io.TextIOWrapper(io.BytesIO(), encoding="latin-1")) == "ascii"
+    assert ae._style_for(object()) == "ascii"
+
+
+def test_formats() -> None:
+    assert ae._fmt_pct(1.0) == "100.0%" and ae._fmt_pct(0.6666) == "66.7%" and ae._fmt_pct(None) == "-"
+    assert ae._fmt_cost(0.004) == "$0.0040" and ae._fmt_cost(12.34567) == "$12.3457"
+    assert ae._fmt_temp(None) == "-" and ae._fmt_temp(0) == "0.0" and ae._fmt_temp(0.75) == "0.75"
+    assert ae._fmt_time(0.123) == "0.12s" and ae._fmt_time(1234.4) == "1234s"
+    assert ae._clip("a  b\nc") == "a b c" and ae._clip("x" * 80, 10) == "xxxxxxxxx…"
+    assert ae._safe_name("ds--openai/gpt 4o:free") == "ds--openai-gpt-4o-free"
+    assert ae._safe_name("///") == "experiment"
+
+
+def test_results_table_golden() -> None:
+    rows = [row("ds", "fake/echo", 1.0, 0.004), row("ds", "fake/broken", None, 0.0, errors=4, temp=0.2)]
+    assert ae._results_table(rows, METRICS, "box") == (
+        "┌─────────┬─────────────┬─────────┬──────┬────────┬────────┬────────┬───────┬────────┬─────────┬─────────┐\n"
+        "│ dataset │ model       │ effort  │ temp │    acc │ strict │ errors │  time │ tok_in │ tok_out │    cost │\n"
+        "├─────────┼─────────────┼─────────┼──────┼────────┼────────┼────────┼───────┼────────┼─────────┼─────────┤\n"
+        "│ ds      │ fake/echo   │ default │    - │ 100.0% │      - │      0 │ 1.50s │    100 │      20 │ $0.0040 │\n"
+        "│ ds      │ fake/broken │ default │  0.2 │      - │      - │      4 │ 1.50s │    100 │      20 │ $0.0000 │\n"
+        "└─────────┴─────────────┴─────────┴──────┴────────┴────────┴────────┴───────┴────────┴─────────┴─────────┘"
+    )
+
+
+def test_best_value_is_the_cheapest_within_two_points() -> None:
+    primary = METRICS[0]
+    rows = [
+        row("ds", "big", 0.90, 1.00),
+        row("ds", "mid", 0.885, 0.10),  # 1.5 points below the top: in
+        row("ds", "small", 0.87, 0.01),  # 3 points below: out
+        row("other", "big", None, 0.5),
+    ]
+    assert ae._best_value(rows[:3], primary).contender.model == "mid"
+    assert ae._best_value_lines(rows, primary) == [
+        "best value [ds] (mid effort=default): 88.5% at $0.1000",
+        "best value [other]: none (acc was not scored)",
+    ]
+    exactly_two = [row("ds", "top", 0.90, 1.0), row("ds", "edge", 0.88, 0.5)]
+    assert ae._best_value(exactly_two, primary).contender.model == "edge"
+    tie = [row("ds", "a", 0.80, 0.5), row("ds", "b", 0.81, 0.5)]
+    assert ae._best_value(tie, primary).contender.model == "b"
+
+
+def test_best_value_names_the_temperature_only_when_it_varies() -> None:
+    rows = [row("ds", "m", 0.9, 0.2, temp=0.0), row("ds", "m", 0.9, 0.1, temp=0.7)]
+    assert ae._best_value_lines(rows, METRICS[0]) == ["best value [ds] (m effort=default temp=0.7): 90.0% at $0.1000"]
+
+
+def test_overall_is_case_weighted_and_ranked_by_primary_then_cost() -> None:
+    rows = [
+        row("one", "a", 1.0, 0.1, n=1),
+        row("two", "a", 0.5, 0.1, n=3),  # a: (1*1 + 0.5*3) / 4 = 62.5%
+        row("one", "b", 0.625, 0.05, n=2),
+        row("two", "b", 0.625, 0.05, n=2),
+        row("one", "c", None, 0.0, errors=4),
+    ]
+    overall = ae._overall(rows, METRICS, METRICS[0])
+    assert [(r.contender.model, r.means["acc"], round(r.usage.cost_usd, 4), r.errors) for r in overall] == [
+        ("b", 0.625, 0.1, 0),
+        ("a", 0.625, 0.2, 0),
+        ("c", None, 0.0, 4),
+    ]
+    table = ae._leaderboard_table(overall, METRICS, "ascii")
+    assert (
+        table.splitlines()[3]
+        == "| 1 | b     | default |    - | 62.5% |      - |      0 | 3.00s |    200 |      40 | $0.1000 |"
+    )
+
+
+def test_glossary_lists_every_column() -> None:
+    text = ae._glossary(METRICS)
+    lines = text.splitlines()
+    assert lines[0] == "glossary:"
+    assert "  acc      (primary) Mean accuracy." in lines
+    assert "  strict   declared by the scorer" in lines
+    names = [line.split()[0] for line in lines[1:-1]]
+    assert names == [
+        "dataset",
+        "model",
+        "effort",
+        "temp",
+        "acc",
+        "strict",
+        "errors",
+        "time",
+        "tok_in",
+        "tok_out",
+        "cost",
+    ]
+
+
+def test_contender_label() -> None:
+    assert Contender("fake/echo").label == "fake/echo effort=default"
+    assert Contender("typesafe/jev", "low", 0.5, None, "typesafe").label == "typesafe/jev (direct) effort=low temp=0.5"
