@@ -1085,13 +1085,6 @@ class _Suite:
     before_run: Callable[[], Any] | None
     metrics: list[Metric]
 
-    @property
-    def primary(self) -> Metric:
-        return next((m for m in self.metrics if m.primary), self.metrics[0])
-
-    def request_types(self) -> dict[str, str]:
-        return _request_types(self.providers)
-
 
 def _request_types(providers: Iterable[Provider]) -> dict[str, str]:
     out: dict[str, str] = {}

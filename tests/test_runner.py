@@ -288,3 +288,51 @@ def test_a_registered_tracker_is_chosen_in_order_and_sees_every_case(make_suite,
     code, _, err = cli("compare", "-v")
     assert code == 0 and "tracker: mine (chosen by evals/.agent-eval.config.yml: tracker:)" in err
     del builtins._agent_evals_seen
+
+
+def test_two_tracker_keys_and_a_missing_package(make_suite, cli, monkeypatch) -> None:
+    two = TRACKER_HELPER.replace("trackers=[Mine]", "trackers=[Mine, Other]").replace(
+        "class S(ae.Scorer):",
+        'class Other(ae.Tracker):\n    name = "other"\n    env_key = "OTHER_KEY"\n    packages = ("surely_not_installed_pkg",)\n\nclass S(ae.Scorer):',
+    )
+    project = make_suite(helper=two)
+    monkeypatch.setenv("MINE_KEY", "1")
+    monkeypatch.setenv("OTHER_KEY", "2")
+    code, _, err = cli("compare", cwd=project)
+    assert code == 2
+    assert err.strip() == (
+        "error: MINE_KEY and OTHER_KEY are both set: choose a tracker with --tracker NAME or tracker: in evals/.agent-eval.config.yml"
+    )
+    monkeypatch.delenv("OTHER_KEY")
+    code, _, err = cli("compare", "--tracker", "other")
+    assert code == 2
+    assert err.strip() == (
+        "error: tracker other: package surely_not_installed_pkg is not installed (pip install surely_not_installed_pkg); OTHER_KEY is not set"
+    )
+
+
+def test_breakdown_notes_say_why_a_case_lost(make_suite, cli) -> None:
+    config = "request_types: [prompt]\nvendors:\n  fake:\n    - model: echo\n    - model: mute\n"
+    cases = {**case_files("ds", "a/001", {"v": 1}, expected={"v": 2})}
+    project = make_suite(config=config, cases=cases)
+    code, out, err = cli("run", "--local", cwd=project)
+    assert code == 0, err
+    assert "│ a/001 │  0.0% │  0.0% │  0.0% │" in out and '{"got": {"v": 1}}' in out
+    assert "model failed: no JSON object in the reply" in out
+
+
+def test_ctrl_c_exits_130(make_suite, cli) -> None:
+    helper = "import agent_evals as ae\nclass A(ae.EchoAdapter):\n    def prepare(self, dataset):\n        raise KeyboardInterrupt\nae.configure(adapter=A(), scorer=ae.Scorer(), providers=[ae.FakeProvider()])\n"
+    project = make_suite(helper=helper)
+    code, _, err = cli("compare", "--local", cwd=project)
+    assert code == 130 and err.strip() == "interrupted"
+
+
+def test_missing_pyyaml_is_named_with_how_to_install(make_suite, monkeypatch, cli) -> None:
+    import sys
+
+    project = make_suite()
+    monkeypatch.setitem(sys.modules, "yaml", None)  # an import of yaml now fails
+    code, _, err = cli("cases", cwd=project)
+    assert code == 2
+    assert err.strip() == "error: reading evals/.agent-eval.config.yml needs the PyYAML package: pip install PyYAML"
