@@ -1721,9 +1721,10 @@ def _row_cells(row: _Row, metrics: Sequence[Metric]) -> list[str]:
     ]
 
 
-def _results_table(rows: Sequence[_Row], metrics: Sequence[Metric], style: str) -> str:
+def _metric_table(lead: str, leads: Sequence[str], rows: Sequence[_Row], metrics: Sequence[Metric], style: str) -> str:
+    """The columns every leaderboard shares, after a first column ``lead``."""
     headers = [
-        "dataset",
+        lead,
         "model",
         "effort",
         "temp",
@@ -1734,8 +1735,13 @@ def _results_table(rows: Sequence[_Row], metrics: Sequence[Metric], style: str) 
         "tok_out",
         "cost",
     ]
-    right = [False, False, False, True, *(True for _ in metrics), True, True, True, True, True]
-    return _table(headers, [[r.dataset, *_row_cells(r, metrics)] for r in rows], right, style)
+    right = [lead == "#", False, False, True, *(True for _ in metrics), True, True, True, True, True]
+    cells = [[first, *_row_cells(r, metrics)] for first, r in zip(leads, rows, strict=True)]
+    return _table(headers, cells, right, style)
+
+
+def _results_table(rows: Sequence[_Row], metrics: Sequence[Metric], style: str) -> str:
+    return _metric_table("dataset", [r.dataset for r in rows], rows, metrics, style)
 
 
 def _best_value(rows: Sequence[_Row], primary: Metric) -> _Row | None:
@@ -1817,20 +1823,7 @@ def _overall(rows: Sequence[_Row], metrics: Sequence[Metric], primary: Metric) -
 
 
 def _leaderboard_table(rows: Sequence[_Row], metrics: Sequence[Metric], style: str) -> str:
-    headers = [
-        "#",
-        "model",
-        "effort",
-        "temp",
-        *(m.name for m in metrics),
-        "errors",
-        "time",
-        "tok_in",
-        "tok_out",
-        "cost",
-    ]
-    right = [True, False, False, True, *(True for _ in metrics), True, True, True, True, True]
-    return _table(headers, [[str(i), *_row_cells(r, metrics)] for i, r in enumerate(rows, 1)], right, style)
+    return _metric_table("#", [str(i) for i in range(1, len(rows) + 1)], rows, metrics, style)
 
 
 def _render_report(experiments: Sequence[Experiment], metrics: Sequence[Metric], style: str) -> str:
