@@ -137,9 +137,17 @@ class MissingDependency(EvalError):
 
 
 class ProviderError(EvalError):
-    """A provider could not get an answer: counted as an error, never scored."""
+    """A provider could not get an answer: counted as an error, never scored.
+
+    ``stops_run=True`` (a refused key, no credits) ends the whole run at once instead
+    of failing every remaining case the same way.
+    """
 
     exit_code = EXIT_FAILED
+
+    def __init__(self, message: str, *, stops_run: bool = False) -> None:
+        super().__init__(message)
+        self.stops_run = stops_run
 
 
 class SuiteError(EvalError):
@@ -308,6 +316,7 @@ class RunResult:
     error: str | None = None
     usage: Usage = field(default_factory=Usage)
     traceback: str | None = None
+    retries: int = 0
 
 
 # ═══════════════════════════════════════════════════════════════════════════════
@@ -401,6 +410,15 @@ class Provider:
     env_keys: Sequence[str] = ()
     efforts: Sequence[str] | None = None
     direct: bool = False
+    # Set by the run from flags and the config's defaults: (see README, "Timeouts and retries")
+    timeout: float = 600.0  # seconds to wait for an answer; reasoning models can think for minutes
+    connect_timeout: float = 10.0
+    retries: int = 4  # tries after the first, for failures worth retrying
+    retry_wait: float = 120.0  # most seconds one request may spend waiting between tries
+    retry_backoff: float = 1.0  # the first wait; it doubles with each retry, with jitter
+    offline: bool = False  # verify and -n: catalogs come from the cache, never the network
+    cache_dir: Path | None = None
+    app_name: str = "agent-evals"  # attribution: the suite's project or name
 
     def catalog(self) -> list[str] | None:
         """The model ids it serves, when known offline; None when it cannot tell."""
@@ -443,6 +461,7 @@ class Model:
         self.max_tokens = max_tokens
         self.usage = Usage()
         self.calls = 0
+        self.retries = 0
         self._lock = threading.Lock()
 
     @property
@@ -463,27 +482,150 @@ class Model:
             self.calls += 1
         return completion
 
+    def note_retry(self) -> None:
+        """A provider tried again: counted per case in the log."""
+        with self._lock:
+            self.retries += 1
+
     def __repr__(self) -> str:
         return f"Model({self.id!r}, provider={self.provider.name!r}, settings={self.settings!r})"
 
 
-class OpenRouter(Provider):
-    """The default provider: every ``vendors:`` id, over OpenRouter's chat API.
+# Statuses worth another try (OpenRouter's own and its edge's), and those that end the run.
+_RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504, 524, 529})
+_FATAL_STATUSES = {401: "the key was refused", 402: "the account is out of credits"}
 
-    Any OpenAI-compatible server stands in when ``OPENROUTER_BASE_URL`` points at it.
+
+class _Stop:
+    """The run's stop flag: set by Ctrl-C or by an error that ends the run; waits end at once."""
+
+    def __init__(self) -> None:
+        self.event = threading.Event()
+        self.reason: str | None = None
+
+    def reset(self) -> None:
+        self.event.clear()
+        self.reason = None
+
+    def set(self, reason: str) -> None:
+        if not self.event.is_set():
+            self.reason = reason
+            self.event.set()
+
+    def wait(self, seconds: float) -> bool:
+        """Sleep up to ``seconds``; True when the run was stopped meanwhile."""
+        return self.event.wait(seconds)
+
+
+_stop = _Stop()
+
+
+def _retry_after(value: str | None) -> float | None:
+    """Seconds to wait from a Retry-After header: a number of seconds or an HTTP date.
+
+    >>> _retry_after("3"), _retry_after("Mon, 01 Jan 2001 00:00:00 GMT"), _retry_after("soon")
+    (3.0, 0.0, None)
+    """
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    import email.utils
+
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def _error_text(data: Any, raw: bytes) -> str:
+    """OpenRouter's error message from a body, or the start of the body itself."""
+    error = data.get("error") if isinstance(data, dict) else None
+    if isinstance(error, dict):
+        return str(error.get("message") or error.get("code") or "no error text")
+    if error:
+        return str(error)
+    text = raw[:200].decode("utf-8", errors="replace").strip()
+    return text or "empty body"
+
+
+class _HTTP:
+    """Keep-alive HTTP/1.1: one connection per thread and origin, reopened when it drops."""
+
+    def __init__(self) -> None:
+        self._local = threading.local()
+
+    def request(
+        self, method: str, url: str, body: bytes | None, headers: Mapping[str, str], connect: float, read: float
+    ) -> tuple[int, Any, bytes]:
+        import http.client
+        import urllib.parse
+
+        parts = urllib.parse.urlsplit(url)
+        connections = self._local.__dict__.setdefault("connections", {})
+        origin = (parts.scheme, parts.netloc)
+        path = parts.path + (f"?{parts.query}" if parts.query else "")
+        for fresh in (False, True):
+            conn = connections.get(origin)
+            if conn is None or fresh:
+                factory = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
+                conn = connections[origin] = factory(parts.hostname or "", parts.port, timeout=connect)
+            reused = conn.sock is not None
+            try:
+                if not reused:
+                    conn.connect()
+                    conn.sock.settimeout(read)  # the connect timeout was for the handshake only
+                conn.request(method, path, body, dict(headers))
+                response = conn.getresponse()
+                payload = response.read()
+            except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError):
+                conn.close()
+                if reused:
+                    continue  # the server closed an idle keep-alive connection: send again, once
+                raise
+            except BaseException:
+                conn.close()
+                raise
+            if response.will_close:
+                conn.close()
+            return response.status, response.headers, payload
+        raise AssertionError("unreachable")  # pragma: no cover
+
+
+class OpenRouter(Provider):
+    """The default provider: every ``vendors:`` id, over OpenRouter's chat completions API.
+
+    Standard library only: keep-alive connections (one per worker thread), bounded
+    retries with backoff and jitter that honour Retry-After, and costs from the
+    response or, failing that, from the model catalog's per-token prices. Any
+    OpenAI-compatible server stands in when ``OPENROUTER_BASE_URL`` points at it.
     """
 
     name = "openrouter"
     env_keys = ("OPENROUTER_API_KEY",)
     efforts = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
-    base_url = "https://openrouter.ai/api/v1"
-    timeout = 600.0  # reasoning models can think for minutes
+    default_base_url = "https://openrouter.ai/api/v1"
+    referer = "https://pypi.org/project/agent-evals/"
+    catalog_ttl = 24 * 3600.0  # seconds a cached model list stays fresh
+
+    def __init__(self) -> None:
+        self._http = _HTTP()
+        self._prices: dict[str, tuple[float | None, float | None]] | None = None
+        self._catalog_loaded = False
+        self._lock = threading.Lock()
+        self.unpriced: set[str] = set()
+        self.notes: list[str] = []
+
+    @property
+    def base_url(self) -> str:
+        return (os.environ.get("OPENROUTER_BASE_URL") or self.default_base_url).rstrip("/")
 
     def complete(self, model: Model, *, system: str | None = None, user: str, json: bool = True) -> Completion:
-        import urllib.error
-        import urllib.request
-
-        messages = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": user}]
+        messages = [{"role": "system", "content": system}] if system else []
+        messages.append({"role": "user", "content": user})
         body: dict[str, Any] = {"model": model.name, "messages": messages}
         if model.temperature is not None:
             body["temperature"] = model.temperature
@@ -493,56 +635,159 @@ class OpenRouter(Provider):
             body["reasoning"] = {"effort": model.effort}
         if json:
             body["response_format"] = {"type": "json_object"}
-        base = os.environ.get("OPENROUTER_BASE_URL", self.base_url).rstrip("/")
-        request = urllib.request.Request(
-            f"{base}/chat/completions",
-            data=_json_dumps(body).encode(),
-            headers={
-                "Authorization": f"Bearer {os.environ.get('OPENROUTER_API_KEY', '')}",
-                "Content-Type": "application/json",
-                "HTTP-Referer": "https://github.com/agent-evals/agent-evals-python",
-                "X-OpenRouter-Title": "agent-evals",
-                "X-Title": "agent-evals",
-            },
-        )
-        try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:
-                status, payload = response.status, response.read()
-        except urllib.error.HTTPError as e:
-            status, payload = e.code, e.read()
-        except OSError as e:
-            raise ProviderError(f"openrouter: {model.id}: {e.__class__.__name__}: {e}") from None
-        return self._parse(model, status, payload)
+        data, status = self._request(model.id, "POST", "/chat/completions", _json_dumps(body).encode(), model)
+        return self._completion(model, data, status)
 
-    @staticmethod
-    def _parse(model: Model, status: int, payload: bytes) -> Completion:
-        try:
-            data = json.loads(payload)
-        except ValueError:
+    def _headers(self) -> dict[str, str]:
+        return {
+            "Authorization": f"Bearer {os.environ.get('OPENROUTER_API_KEY', '')}",
+            "Content-Type": "application/json",
+            "HTTP-Referer": self.referer,
+            "X-OpenRouter-Title": self.app_name,
+            "X-Title": self.app_name,
+        }
+
+    def _request(
+        self, model_id: str, method: str, path: str, body: bytes | None, model: Model | None = None
+    ) -> tuple[Any, int]:
+        """The JSON answer to one request, retrying what is worth retrying within the bounds."""
+        import http.client
+        import random
+
+        url, headers, waited = f"{self.base_url}{path}", self._headers(), 0.0
+        attempt = 0
+        while True:
+            retry_after = None
+            try:
+                status, response_headers, raw = self._http.request(
+                    method, url, body, headers, self.connect_timeout, self.timeout
+                )
+            except (OSError, http.client.HTTPException) as e:
+                failure = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
+            else:
+                try:
+                    data = json.loads(raw) if raw else None
+                except ValueError:
+                    data = None
+                if status in _RETRY_STATUSES:
+                    failure = f"HTTP {status}: {_error_text(data, raw)}"
+                    retry_after = _retry_after(response_headers.get("Retry-After"))
+                elif status in _FATAL_STATUSES:
+                    raise ProviderError(
+                        f"openrouter: HTTP {status}: {_error_text(data, raw)} ({_FATAL_STATUSES[status]}; "
+                        "check OPENROUTER_API_KEY and the account)",
+                        stops_run=True,
+                    )
+                elif status >= 400:
+                    raise ProviderError(f"openrouter: {model_id}: HTTP {status}: {_error_text(data, raw)}")
+                elif data is None:
+                    raise ProviderError(f"openrouter: {model_id}: HTTP {status}, the body is not JSON: {raw[:200]!r}")
+                else:
+                    return data, status
+            # exponential backoff with jitter, unless the server said how long to wait
+            delay = retry_after if retry_after is not None else self.retry_backoff * 2**attempt * random.uniform(0.5, 1)
+            if attempt >= self.retries or waited + delay > self.retry_wait:
+                raise ProviderError(f"openrouter: {model_id}: {failure} (gave up after {attempt} retries)")
+            attempt += 1
+            waited += delay
+            if model is not None:
+                model.note_retry()
+            if _stop.wait(delay):
+                raise ProviderError(f"openrouter: {model_id}: {failure}; not retried: {_stop.reason}")
+
+    def _completion(self, model: Model, data: Any, status: int) -> Completion:
+        if not isinstance(data, dict):
             raise ProviderError(
-                f"openrouter: {model.id}: HTTP {status}, the body is not JSON: {payload[:200]!r}"
-            ) from None
-        error = data.get("error") if isinstance(data, dict) else None
-        choices = data.get("choices") if isinstance(data, dict) else None
-        if status >= 400 or error:
-            message = error.get("message") if isinstance(error, dict) else error
-            raise ProviderError(f"openrouter: {model.id}: HTTP {status}: {message or 'no error text'}")
-        if not choices:
+                f"openrouter: {model.id}: HTTP {status}: expected a JSON object, got {type(data).__name__}"
+            )
+        if data.get("error"):
+            raise ProviderError(f"openrouter: {model.id}: HTTP {status}: {_error_text(data, b'')}")
+        choices = data.get("choices")
+        if not choices or not isinstance(choices, list):
             raise ProviderError(f"openrouter: {model.id}: HTTP {status}: the response has no choices")
         choice = choices[0]
         if choice.get("finish_reason") == "error" or choice.get("error"):
-            message = (choice.get("error") or {}).get("message", "finish_reason error")
-            raise ProviderError(f"openrouter: {model.id}: HTTP {status}: {message}")
+            raise ProviderError(f"openrouter: {model.id}: HTTP {status}: {_error_text(choice, b'finish_reason error')}")
         usage = data.get("usage") or {}
+        tokens_in, tokens_out = int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)
+        cost = usage.get("cost")
+        if cost is None:
+            cost = self._cost(model.id, tokens_in, tokens_out)
         return Completion(
             text=(choice.get("message") or {}).get("content") or "",
-            usage=Usage(
-                int(usage.get("prompt_tokens") or 0),
-                int(usage.get("completion_tokens") or 0),
-                float(usage.get("cost") or 0.0),
-            ),
+            usage=Usage(tokens_in, tokens_out, float(cost)),
             raw=data,
         )
+
+    def _cost(self, model_id: str, tokens_in: int, tokens_out: int) -> float:
+        """Tokens times the catalog's prices, when the response carried no cost."""
+        prompt, completion = (self._load_catalog() or {}).get(model_id, (None, None))
+        if prompt is None or completion is None:
+            with self._lock:
+                self.unpriced.add(model_id)
+            return 0.0
+        return tokens_in * prompt + tokens_out * completion
+
+    # -- the model catalog: GET /models, cached on disk --------------------------------
+
+    def catalog(self) -> list[str] | None:
+        prices = self._load_catalog()
+        return None if prices is None else sorted(prices)
+
+    def _cache_path(self) -> Path | None:
+        return self.cache_dir / f"openrouter-models.{_safe_name(self.base_url)}.json" if self.cache_dir else None
+
+    def _load_catalog(self) -> dict[str, tuple[float | None, float | None]] | None:
+        with self._lock:
+            if not self._catalog_loaded:
+                self._prices = self._read_catalog()
+                self._catalog_loaded = True
+            return self._prices
+
+    def _read_catalog(self) -> dict[str, tuple[float | None, float | None]] | None:
+        # fresh cache -> cache; offline (verify, -n) -> any cache; else fetch, falling back to a stale cache
+        path, cached = self._cache_path(), None
+        if path and path.is_file():
+            try:
+                cached = json.loads(path.read_text(encoding="utf-8"))
+                prices = {k: (v[0], v[1]) for k, v in cached["models"].items()}
+            except (OSError, ValueError, KeyError, TypeError, IndexError):
+                cached = None
+        if cached is not None:
+            age = time.time() - float(cached.get("fetched_at") or 0)
+            if age < self.catalog_ttl or self.offline:
+                return prices
+        if self.offline:
+            self.notes.append("no cached OpenRouter catalog yet; run or compare fetches it")
+            return None
+        try:
+            data, _ = self._request("catalog", "GET", "/models", None)
+        except ProviderError as e:
+            if getattr(e, "stops_run", False):
+                raise
+            self.notes.append(f"catalog not fetched ({e}); {'using the cached one' if cached else 'ids not checked'}")
+            return prices if cached is not None else None
+        fetched = {
+            str(m["id"]): (_price(m.get("pricing", {}).get("prompt")), _price(m.get("pricing", {}).get("completion")))
+            for m in (data.get("data") if isinstance(data, dict) else None) or []
+            if isinstance(m, dict) and m.get("id")
+        }
+        if path:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            document = {"base_url": self.base_url, "fetched_at": time.time(), "models": fetched}
+            tmp = path.with_suffix(".tmp")
+            tmp.write_text(_json_dumps(document), encoding="utf-8")
+            os.replace(tmp, path)
+        return fetched
+
+
+def _price(value: Any) -> float | None:
+    """A per-token price from the catalog's decimal string; None when unknown or nonsense."""
+    try:
+        price = float(value)
+    except (TypeError, ValueError):
+        return None
+    return price if price >= 0 and math.isfinite(price) else None
 
 
 class TypeSafe(Provider):
@@ -705,6 +950,7 @@ class Summary:
     means: Mapping[str, float | None]
     usage: Usage
     duration: float
+    retries: int = 0
 
     def to_json(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)
@@ -799,6 +1045,7 @@ class _Defaults:
     temperature: list[float | None] = field(default_factory=lambda: [None])
     max_tokens: int | None = None
     parallelism: int = DEFAULT_PARALLELISM
+    transport: dict[str, float] = field(default_factory=dict)  # timeout, retries, ... as Provider names them
 
 
 @dataclass(slots=True)
@@ -828,7 +1075,9 @@ _TOP_KEYS = (
     "scorer",
     "cases",
 )
-_DEFAULT_KEYS = ("effort", "temperature", "max_tokens", "parallelism")
+# Transport settings every provider takes, with the kind of number each is.
+_TRANSPORT = {"timeout": float, "connect_timeout": float, "retries": int, "retry_wait": float, "retry_backoff": float}
+_DEFAULT_KEYS = ("effort", "temperature", "max_tokens", "parallelism", *_TRANSPORT)
 _ENTRY_KEYS = ("model", "effort", "temperature", "max_tokens")
 
 
@@ -949,6 +1198,18 @@ def _check_positive(value: Any, where: str, key: str, *, zero: bool = False) -> 
     return value
 
 
+def _check_number(value: Any, where: str, key: str, kind: type) -> float:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or value < 0
+        or (kind is int and value != int(value))
+    ):
+        noun = "a whole number" if kind is int else "a number"
+        raise ConfigError(f"{where}: {key}: expected {noun} from 0 up, got {value!r}")
+    return kind(value)
+
+
 def _check_keys(data: Mapping[str, Any], known: Sequence[str], where: str, prefix: str = "") -> None:
     for key in data:
         if key not in known:
@@ -995,6 +1256,9 @@ def _parse_config(
         config.defaults.max_tokens = _check_positive(defaults["max_tokens"], where, "defaults.max_tokens")
     if "parallelism" in defaults:
         config.defaults.parallelism = _check_positive(defaults["parallelism"], where, "defaults.parallelism")
+    for key, kind in _TRANSPORT.items():
+        if key in defaults:
+            config.defaults.transport[key] = _check_number(defaults[key], where, f"defaults.{key}", kind)
     for section in ("vendors", "direct"):
         value = data.get(section) or {}
         if not isinstance(value, dict):
@@ -1416,6 +1680,8 @@ def _safe_name(text: str) -> str:
 
 def _run_case(suite: _Suite, experiment: Experiment, case: Case, metric_names: frozenset[str]) -> RunResult:
     """Run and score one case. An exception is an error; a ``Reply.error`` is a 0."""
+    if _stop.event.is_set():
+        return RunResult(experiment, case, error=f"not run: {_stop.reason}")
     model = experiment.model
     started = time.perf_counter()
     reply = score = None
@@ -1434,11 +1700,14 @@ def _run_case(suite: _Suite, experiment: Experiment, case: Case, metric_names: f
             score = suite.scorer.call(case, reply, context)
             _check_score(suite.scorer, case, score, metric_names)
     except Exception as e:
-        error = f"{type(e).__name__}: {e}"
-        trace = "".join(traceback.format_exception(type(e), e, e.__traceback__, limit=-4))
+        error = _redact(f"{type(e).__name__}: {e}")
+        trace = _redact("".join(traceback.format_exception(type(e), e, e.__traceback__, limit=-4)))
         score = None
+        if getattr(e, "stops_run", False):
+            _stop.set(_redact(str(e)))
     usage = model.usage if model.calls else (reply.usage if reply and reply.usage else Usage())
-    return RunResult(experiment, case, reply, score, time.perf_counter() - started, error, usage, trace)
+    duration = time.perf_counter() - started
+    return RunResult(experiment, case, reply, score, duration, error, usage, trace, model.retries)
 
 
 def _check_score(scorer: Any, case: Case, score: Any, metric_names: frozenset[str]) -> None:
@@ -1492,6 +1761,7 @@ def _summarize(results: Sequence[RunResult], metrics: Sequence[Metric], duration
         means=means,
         usage=usage,
         duration=duration,
+        retries=sum(r.retries for r in results),
     )
 
 
@@ -1505,6 +1775,7 @@ def _run_all(suite: _Suite, experiments: list[Experiment], concurrency: int, tra
     experiments ``concurrency`` at a time (0: all together)."""
     from concurrent.futures import ThreadPoolExecutor
 
+    _stop.reset()
     lock = threading.Lock()
     by_dataset: dict[str, list[Experiment]] = {}
     for experiment in experiments:
@@ -1518,7 +1789,11 @@ def _run_all(suite: _Suite, experiments: list[Experiment], concurrency: int, tra
             ) from e
         workers = len(group) if concurrency == 0 else min(concurrency, len(group))
         with ThreadPoolExecutor(max(1, workers), thread_name_prefix="experiment") as pool:
-            list(pool.map(lambda x: _run_experiment(suite, x, trackers, lock), group))
+            try:
+                list(pool.map(lambda x: _run_experiment(suite, x, trackers, lock), group))
+            except KeyboardInterrupt:
+                _stop.set("interrupted (Ctrl-C)")  # cases not yet started end at once
+                raise
 
 
 # ═══════════════════════════════════════════════════════════════════════════════
@@ -1556,6 +1831,7 @@ def _result_row(result: RunResult) -> dict[str, Any]:
         "output": reply.output if reply else None,
         "raw": reply.raw if reply else None,
         "usage": dataclasses.asdict(result.usage),
+        "retries": result.retries,
         "duration": round(result.duration, 6),
     }
 
@@ -1926,7 +2202,19 @@ def _style_for(stream: Any) -> str:
 
 
 def _warn(message: str) -> None:
-    print(f"warning: {message}", file=sys.stderr)
+    print(f"warning: {_redact(message)}", file=sys.stderr)
+
+
+# Variables whose values never appear in output, logs or errors (with every provider's env_keys).
+_SECRET_NAMES = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD)", re.IGNORECASE)
+
+
+def _redact(text: str) -> str:
+    """``text`` with the value of every secret-looking environment variable masked."""
+    for name, value in os.environ.items():
+        if len(value) >= 8 and _SECRET_NAMES.search(name) and value in text:
+            text = text.replace(value, "[redacted]")
+    return text
 
 
 _ENV_LINE = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(.*?)\s*$")
@@ -2002,6 +2290,16 @@ def _whole(low: int) -> Callable[[str], int]:
     return parse
 
 
+def _seconds(value: str) -> float:
+    try:
+        number = float(value)
+    except ValueError:
+        number = -1.0
+    if not 0 <= number < math.inf:
+        raise argparse.ArgumentTypeError(f"expected seconds (a number from 0 up), got {value!r}")
+    return number
+
+
 def _epilog() -> str:
     types = _request_types(_builtin_providers())
     width = max(map(len, types))
@@ -2061,6 +2359,13 @@ def _parser() -> _Parser:
         metavar="N",
         help="experiments at once (default: CPU count; 0: all together)",
     )
+    running.add_argument("--timeout", type=_seconds, metavar="S", help="seconds to wait for an answer (default 600)")
+    running.add_argument(
+        "--retries", type=_whole(0), metavar="N", help="tries after the first for failures worth retrying (default 4)"
+    )
+    running.add_argument(
+        "--retry-wait", type=_seconds, metavar="S", help="most seconds one request waits between tries (default 120)"
+    )
     running.add_argument("--project", metavar="NAME", help="the tracker's project name")
     running.add_argument("--tracker", metavar="NAME", help="the remote tracker beside the local log (none: no remote)")
     running.add_argument("--local", action="store_true", help="no remote tracker; the local log only")
@@ -2101,7 +2406,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except EvalError as e:
         if args is not None and getattr(args, "debug", False):
             traceback.print_exc()
-        print(f"error: {e}", file=sys.stderr)
+        print(f"error: {_redact(str(e))}", file=sys.stderr)
         return e.exit_code
     except SystemExit as e:  # --help and --version
         return e.code if isinstance(e.code, int) else EXIT_OK
@@ -2139,6 +2444,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     lineup = _build_lineup(suite, _Overrides(), [])
     for refusal in lineup.refused:
         _warn(refusal)
+    _setup_providers(suite, args, offline=True)
     selected = {c.key for c in cases}
     problems = [problem for key, problem in loaded.problems if key in selected]
     problems += _catalog_problems(lineup)
@@ -2187,40 +2493,31 @@ def _cmd_run(args: argparse.Namespace) -> int:
         raise ConfigError(
             f"nothing to run: every contender was refused or left out by -m ({_display(suite.config.path)})"
         )
-    unknown = _catalog_problems(lineup)
-    if unknown:
-        raise ConfigError(unknown[0])
-    selected = {c.key for c in cases}
-    for key, problem in loaded.problems:
-        if key in selected:
-            _warn(f"{problem} (agent-evals verify lists every problem)")
     parallelism = args.parallelism or suite.config.defaults.parallelism
     experiments = [
         Experiment(contender, provider, dataset, [c for c in cases if c.dataset == dataset], parallelism)
         for dataset in sorted({c.dataset for c in cases})
         for contender, provider in lineup.contenders
     ]
-    out = sys.stdout
+    out, notes = sys.stdout, []
     style = _style_for(out)
+    if not args.dry_run:
+        notes += _load_env(suite, lineup)
+    _setup_providers(suite, args, offline=args.dry_run)
+    unknown = _catalog_problems(lineup)
+    notes += [note for p in suite.providers for note in getattr(p, "notes", ())]
+    if unknown:
+        raise ConfigError(unknown[0])
+    selected = {c.key for c in cases}
+    for key, problem in loaded.problems:
+        if key in selected:
+            _warn(f"{problem} (agent-evals verify lists every problem)")
     if args.dry_run:
+        _print_notes(args, notes)
         print(_render_matrix(experiments, style), file=out)
         return EXIT_OK
-    notes: list[str] = []
-    for name in suite.env_files:
-        path = Path(name) if Path(name).is_absolute() else suite.root / name
-        if path.is_file():
-            notes.append(f"env: {_display(path)} set {_load_env_file(path)} variables")
-    needed = {key for _, p in lineup.contenders for key in p.env_keys}
-    missing = sorted(k for k in needed if not os.environ.get(k))
-    if missing:
-        who = sorted({c.model for c, p in lineup.contenders if set(p.env_keys) & set(missing)})
-        raise ConfigError(
-            f"{', '.join(missing)} is not set (needed by {', '.join(who)}): export it or add it to an env file"
-        )
     remote = _choose_tracker(suite, args.tracker, args.local, notes)
-    if args.verbose:
-        for note in notes:
-            print(f"note: {note}", file=sys.stderr)
+    _print_notes(args, notes)
     if suite.before_run:
         try:
             suite.before_run()
@@ -2243,22 +2540,69 @@ def _cmd_run(args: argparse.Namespace) -> int:
     trackers = [t for t in trackers if t.enabled()]
     concurrency = os.cpu_count() or 1 if args.concurrency is None else args.concurrency
     _run_all(suite, experiments, concurrency, trackers)
-    if args.command == "run" or args.output:
-        breakdown = "\n\n".join(_render_breakdown(x, suite.metrics, style) for x in experiments)
-        if args.output:
-            target = (
-                Path(args.output)
-                if isinstance(args.output, str)
-                else suite.project_root / "log" / f"{args.command}.{stamp}.txt"
-            )
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(_render_breakdown_plain(experiments, suite.metrics), encoding="utf-8")
-            print(f"breakdowns: {_display(target)}", file=sys.stderr)
-        else:
-            print(breakdown + "\n", file=out)
-    print(_render_report(experiments, suite.metrics, style), file=out)
+    _report_transport(suite, experiments)
     print(f"logs: {_display(log_dir)}", file=sys.stderr)
+    if _stop.reason:
+        done = sum(1 for x in experiments for r in x.results if not (r.error or "").startswith("not run:"))
+        total = sum(len(x.cases) for x in experiments)
+        raise ProviderError(f"the run stopped after {done} of {total} cases: {_stop.reason}")
+    if args.output:
+        target = Path(args.output) if isinstance(args.output, str) else log_dir.parent / f"{args.command}.{stamp}.txt"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(_render_breakdown_plain(experiments, suite.metrics), encoding="utf-8")
+        print(f"breakdowns: {_display(target)}", file=sys.stderr)
+    elif args.command == "run":
+        print("\n\n".join(_render_breakdown(x, suite.metrics, style) for x in experiments) + "\n", file=out)
+    print(_render_report(experiments, suite.metrics, style), file=out)
     return EXIT_OK
+
+
+def _print_notes(args: argparse.Namespace, notes: Iterable[str]) -> None:
+    if args.verbose:
+        for note in notes:
+            print(f"note: {_redact(note)}", file=sys.stderr)
+
+
+def _load_env(suite: _Suite, lineup: _Lineup) -> list[str]:
+    """Load the suite's env files, then fail on any key a contender's provider lacks."""
+    notes = []
+    for name in suite.env_files:
+        path = Path(name) if Path(name).is_absolute() else suite.root / name
+        if path.is_file():
+            notes.append(f"env: {_display(path)} set {_load_env_file(path)} variables")
+    needed = {key for _, p in lineup.contenders for key in p.env_keys}
+    missing = sorted(k for k in needed if not os.environ.get(k))
+    if missing:
+        who = sorted({c.model for c, p in lineup.contenders if set(p.env_keys) & set(missing)})
+        raise ConfigError(
+            f"{', '.join(missing)} is not set (needed by {', '.join(who)}): export it or add it to an env file"
+        )
+    return notes
+
+
+def _setup_providers(suite: _Suite, args: argparse.Namespace, *, offline: bool) -> None:
+    """Give every provider the run's transport settings: flags beat the config's defaults."""
+    settings = dict(suite.config.defaults.transport)
+    for key in ("timeout", "retries", "retry_wait"):
+        if getattr(args, key, None) is not None:
+            settings[key] = getattr(args, key)
+    for provider in suite.providers:
+        for key, value in settings.items():
+            setattr(provider, key, value)
+        provider.offline = offline
+        provider.cache_dir = suite.project_root / "log" / "agent-evals" / "cache"
+        provider.app_name = getattr(args, "project", None) or suite.config.project or suite.name
+
+
+def _report_transport(suite: _Suite, experiments: Sequence[Experiment]) -> None:
+    """On STDERR: retries per experiment, and models whose cost could not be known."""
+    for x in experiments:
+        retries = sum(r.retries for r in x.results)
+        if retries:
+            print(f"retries [{x.dataset}] {x.contender.label}: {retries}", file=sys.stderr)
+    for provider in suite.providers:
+        for model_id in sorted(getattr(provider, "unpriced", ())):
+            _warn(f"{model_id}: no cost in the response and no price in the catalog; its cost counts as $0")
 
 
 def _render_breakdown_plain(experiments: Sequence[Experiment], metrics: Sequence[Metric]) -> str:

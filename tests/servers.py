@@ -45,14 +45,22 @@ def chat_answer(
     return Answer(200, body)
 
 
+CATALOG = [
+    {"id": "openai/gpt-4.1-mini", "pricing": {"prompt": "0.0000004", "completion": "0.0000016"}},
+    {"id": "openai/gpt-4o-mini", "pricing": {"prompt": "0.00000015", "completion": "0.0000006"}},
+    {"id": "meta-llama/llama-3.3-70b-instruct", "pricing": {"prompt": "-1", "completion": "n/a"}},
+]
+
+
 class OpenAICompatible:
     """An OpenAI-compatible chat server; ``respond(request) -> Answer`` decides each reply.
 
     By default it echoes the last user message back as the assistant's content.
     """
 
-    def __init__(self, respond: Callable[[Received], Answer] | None = None) -> None:
+    def __init__(self, respond: Callable[[Received], Answer] | None = None, catalog: list[dict] | None = None) -> None:
         self.respond = respond or (lambda r: chat_answer(r.body["messages"][-1]["content"]))
+        self.catalog = CATALOG if catalog is None else catalog
         self.requests: list[Received] = []
         self.connections = 0
         self._lock = threading.Lock()
@@ -79,7 +87,10 @@ class OpenAICompatible:
                 received = Received(self.command, self.path, {k.lower(): v for k, v in self.headers.items()}, body)
                 with server._lock:
                     server.requests.append(received)
-                answer = server.respond(received)
+                if self.command == "GET" and self.path.endswith("/models") and server.catalog is not None:
+                    answer = Answer(200, {"data": server.catalog})
+                else:
+                    answer = server.respond(received)
                 if answer.delay:
                     threading.Event().wait(answer.delay)
                 payload = (
@@ -109,6 +120,9 @@ class OpenAICompatible:
     def __enter__(self) -> OpenAICompatible:
         self._thread.start()
         return self
+
+    def chats(self) -> list[Received]:
+        return [r for r in self.requests if r.method == "POST"]
 
     def __exit__(self, *exc: Any) -> None:
         self.httpd.shutdown()

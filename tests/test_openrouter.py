@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 import socket
+import threading
+import time
 
 import pytest
 from servers import Answer, OpenAICompatible, chat_answer
 
 import agent_evals as ae
-from conftest import case_files, read_logs
+from conftest import ROOT, case_files, read_logs
 
 KEY = "sk-or-test-SECRET-123"
 
@@ -33,11 +35,14 @@ request_types: [prompt]
 defaults:
   temperature: 0.2
   max_tokens: 64
+  retry_backoff: 0.01
 vendors:
   openai:
     - model: gpt-4.1-mini
       effort: [default, high]
 """
+
+ONE_MODEL = LINEUP.replace("      effort: [default, high]\n", "")
 
 
 @pytest.fixture
@@ -53,9 +58,17 @@ def env(server, monkeypatch):
     return server
 
 
-def model(effort: str | None = None, temperature: float | None = None, max_tokens: int | None = None) -> ae.Model:
+def provider(**settings) -> ae.OpenRouter:
+    p = ae.OpenRouter()
+    p.retry_backoff = 0.01
+    for key, value in settings.items():
+        setattr(p, key, value)
+    return p
+
+
+def model(effort=None, temperature=None, max_tokens=None, **settings) -> ae.Model:
     return ae.Model(
-        "openai/gpt-4.1-mini", ae.OpenRouter(), effort=effort, temperature=temperature, max_tokens=max_tokens
+        "openai/gpt-4.1-mini", provider(**settings), effort=effort, temperature=temperature, max_tokens=max_tokens
     )
 
 
@@ -63,11 +76,13 @@ def test_request_carries_the_settings_and_the_key(env) -> None:
     completion = model("high", 0.3, 100).complete(system="be terse", user='{"a": 1}')
     assert completion.text == '{"a": 1}'
     assert completion.usage == ae.Usage(10, 5, 0.0002)
+    assert completion.raw["id"] == "gen-1"
     (request,) = env.requests
     assert (request.method, request.path) == ("POST", "/api/v1/chat/completions")
     assert request.headers["authorization"] == f"Bearer {KEY}"
     assert request.headers["content-type"] == "application/json"
-    assert request.headers["x-openrouter-title"] == "agent-evals" and "http-referer" in request.headers
+    assert request.headers["x-openrouter-title"] == "agent-evals" == request.headers["x-title"]
+    assert request.headers["http-referer"] == "https://pypi.org/project/agent-evals/"
     assert request.body == {
         "model": "openai/gpt-4.1-mini",
         "messages": [{"role": "system", "content": "be terse"}, {"role": "user", "content": '{"a": 1}'}],
@@ -86,25 +101,18 @@ def test_default_effort_and_unset_settings_send_nothing(env) -> None:
 @pytest.mark.parametrize(
     ("answer", "message"),
     [
-        (Answer(401, {"error": {"code": 401, "message": "User not found."}}), "HTTP 401: User not found."),
+        (Answer(400, {"error": {"code": 400, "message": "bad model"}}), "HTTP 400: bad model"),
+        (Answer(403, {"error": {"code": 403, "message": "flagged"}}), "HTTP 403: flagged"),
         (Answer(200, b"<html>oops</html>"), "HTTP 200, the body is not JSON"),
         (Answer(200, {"choices": []}), "HTTP 200: the response has no choices"),
+        (Answer(200, [1, 2]), "HTTP 200: expected a JSON object, got list"),
+        (Answer(200, {"error": {"message": "upstream overloaded"}}), "HTTP 200: upstream overloaded"),
         (
-            Answer(
-                200,
-                {
-                    "choices": [
-                        {
-                            "finish_reason": "error",
-                            "error": {"code": 502, "message": "upstream died"},
-                            "message": {"content": "par"},
-                        }
-                    ]
-                },
-            ),
+            Answer(200, {"choices": [{"finish_reason": "error", "error": {"code": 502, "message": "upstream died"}}]}),
             "HTTP 200: upstream died",
         ),
-        (Answer(400, {"error": "plain text error"}), "HTTP 400: plain text error"),
+        (Answer(404, {"error": "plain text error"}), "HTTP 404: plain text error"),
+        (Answer(418, b""), "HTTP 418: empty body"),
     ],
 )
 def test_failures_are_provider_errors_naming_status_and_text(env, answer, message) -> None:
@@ -113,16 +121,129 @@ def test_failures_are_provider_errors_naming_status_and_text(env, answer, messag
         model().complete(user="x")
     assert message in str(caught.value)
     assert KEY not in str(caught.value)
+    assert len(env.chats()) == 1  # none of these is worth a retry
 
 
-def test_connection_refused_is_a_provider_error(monkeypatch) -> None:
+def test_usage_keeps_reasoning_tokens_in_raw(env) -> None:
+    body = {
+        "choices": [{"finish_reason": "stop", "message": {"content": "{}", "reasoning": "thinking"}}],
+        "usage": {
+            "prompt_tokens": 3,
+            "completion_tokens": 50,
+            "cost": 0.5,
+            "completion_tokens_details": {"reasoning_tokens": 40},
+        },
+    }
+    env.respond = lambda r: Answer(200, body)
+    completion = model().complete(user="x")
+    assert completion.usage == ae.Usage(3, 50, 0.5)
+    assert completion.raw["usage"]["completion_tokens_details"]["reasoning_tokens"] == 40
+
+
+def test_cost_from_catalog_prices_when_the_response_has_none(env, tmp_path) -> None:
+    env.respond = lambda r: chat_answer("{}", prompt_tokens=1000, completion_tokens=500, cost=None)
+    m = model(cache_dir=tmp_path)
+    completion = m.complete(user="x")
+    assert completion.usage.cost_usd == pytest.approx(1000 * 0.0000004 + 500 * 0.0000016)
+    cached = json.loads(next(tmp_path.glob("openrouter-models.*.json")).read_text())
+    assert cached["models"]["openai/gpt-4o-mini"] == [0.00000015, 0.0000006]
+    assert cached["models"]["meta-llama/llama-3.3-70b-instruct"] == [None, None]  # nonsense prices are unknown
+    unpriced = ae.Model("meta-llama/llama-3.3-70b-instruct", m.provider)
+    assert unpriced.complete(user="x").usage.cost_usd == 0.0
+    assert m.provider.unpriced == {"meta-llama/llama-3.3-70b-instruct"}
+    assert [r.path for r in env.requests if r.method == "GET"] == ["/api/v1/models"]  # fetched once
+
+
+def test_retry_after_is_honoured_then_success(env) -> None:
+    answers = iter([Answer(429, {"error": {"message": "slow down"}}, {"Retry-After": "0.3"}), chat_answer("ok")])
+    env.respond = lambda r: next(answers)
+    m = model()
+    started = time.monotonic()
+    assert m.complete(user="x").text == "ok"
+    assert time.monotonic() - started >= 0.3
+    assert m.retries == 1 and len(env.chats()) == 2
+
+
+def test_5xx_then_success_and_a_dropped_connection(env) -> None:
+    answers = iter(
+        [Answer(502, b"bad gateway"), Answer(503, {"error": {"message": "no provider"}}), chat_answer("fine")]
+    )
+    env.respond = lambda r: next(answers)
+    m = model()
+    assert m.complete(user="x").text == "fine"
+    assert m.retries == 2
+
+
+def test_permanent_5xx_gives_up_after_the_bound(env) -> None:
+    env.respond = lambda r: Answer(500, {"error": {"message": "internal"}})
+    m = model(retries=3)
+    with pytest.raises(ae.ProviderError, match=r"HTTP 500: internal \(gave up after 3 retries\)"):
+        m.complete(user="x")
+    assert len(env.chats()) == 4 and m.retries == 3
+
+
+def test_total_wait_bounds_the_retries(env) -> None:
+    env.respond = lambda r: Answer(429, {"error": {"message": "later"}}, {"Retry-After": "5"})
+    m = model(retries=10, retry_wait=2.0)
+    started = time.monotonic()
+    with pytest.raises(ae.ProviderError, match=r"gave up after 0 retries"):
+        m.complete(user="x")
+    assert time.monotonic() - started < 1.0 and len(env.chats()) == 1
+
+
+def test_a_hang_past_the_read_timeout_is_retried_then_an_error(env) -> None:
+    env.respond = lambda r: Answer(200, {"choices": []}, delay=1.0)
+    m = model(timeout=0.2, retries=1)
+    started = time.monotonic()
+    with pytest.raises(ae.ProviderError, match=r"TimeoutError.*gave up after 1 retries"):
+        m.complete(user="x")
+    assert time.monotonic() - started < 1.5 and len(env.chats()) == 2
+
+
+def test_connection_refused_is_retried_then_an_error(monkeypatch) -> None:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     monkeypatch.setenv("OPENROUTER_BASE_URL", f"http://127.0.0.1:{port}/api/v1")
     monkeypatch.setenv("OPENROUTER_API_KEY", KEY)
-    with pytest.raises(ae.ProviderError, match=r"openrouter: openai/gpt-4\.1-mini: .*refused"):
-        model().complete(user="x")
+    m = model(retries=2)
+    with pytest.raises(ae.ProviderError, match=r"ConnectionRefusedError.*gave up after 2 retries"):
+        m.complete(user="x")
+    assert m.retries == 2
+
+
+def test_interrupt_during_a_backoff_wait_stops_promptly(env) -> None:
+    env.respond = lambda r: Answer(429, {"error": {"message": "later"}}, {"Retry-After": "30"})
+    m = model(retry_wait=100.0)
+    errors = []
+
+    def call():
+        try:
+            m.complete(user="x")
+        except ae.ProviderError as e:
+            errors.append(str(e))
+
+    ae._stop.reset()
+    worker = threading.Thread(target=call)
+    worker.start()
+    time.sleep(0.3)
+    started = time.monotonic()
+    ae._stop.set("interrupted (Ctrl-C)")
+    worker.join(5)
+    ae._stop.reset()
+    assert not worker.is_alive() and time.monotonic() - started < 1.0
+    assert errors == ["openrouter: openai/gpt-4.1-mini: HTTP 429: later; not retried: interrupted (Ctrl-C)"]
+
+
+def test_keep_alive_one_connection_per_worker_thread(env, make_suite, cli) -> None:
+    cases = {}
+    for n in range(1, 25):
+        cases |= case_files("ds", f"a/{n:03d}", {"v": n})
+    project = make_suite(helper=ROUTED, config=ONE_MODEL, cases=cases)
+    code, _, err = cli("compare", "--local", "-p", "4", "-j", "1", cwd=project)
+    assert code == 0, err
+    assert len(env.chats()) == 24
+    assert env.connections <= 4 + 1  # four workers, plus the catalog request on the main thread
 
 
 def test_compare_through_the_cli_counts_errors_not_zeros(env, make_suite, cli) -> None:
@@ -130,22 +251,109 @@ def test_compare_through_the_cli_counts_errors_not_zeros(env, make_suite, cli) -
         text = request.body["messages"][-1]["content"]
         if "b/002" in text:
             return Answer(500, {"error": {"code": 500, "message": "internal"}})
+        if "a/002" in text and not any("a/002" in r.body["messages"][-1]["content"] for r in env.chats()[:-1]):
+            return Answer(429, {"error": {"message": "slow"}}, {"Retry-After": "0"})
         return chat_answer(text, cost=0.25)
 
     env.respond = respond
     project = make_suite(helper=ROUTED, config=LINEUP)
-    code, out, err = cli("compare", "--local", "-j", "1", cwd=project)
+    code, out, err = cli("compare", "--local", "-j", "1", "--retries", "2", cwd=project)
     assert code == 0, err
     rows = [line for line in out.splitlines() if line.startswith("│ ds")]
     assert len(rows) == 2
-    assert "│ 100.0% │      1 │" in rows[0]
-    assert "$0.7500" in rows[0]
-    efforts = sorted((r.body.get("reasoning") or {}).get("effort", "default") for r in env.requests)
-    assert efforts == ["default"] * 4 + ["high"] * 4
+    assert "│ 100.0% │      1 │" in rows[0] and "$0.7500" in rows[0]
+    chats = env.chats()
+    efforts = sorted((r.body.get("reasoning") or {}).get("effort", "default") for r in chats)
+    # per contender: a/001, a/002 (+1 retry on the first contender), b/001, b/002 (+2 retries each)
+    assert len(chats) == 2 * (4 + 2) + 1
+    assert efforts.count("high") in (6, 7) and efforts.count("default") in (6, 7)
     logs = read_logs(project)
     assert {log["summary"]["errors"] for log in logs} == {1}
+    assert sum(log["summary"]["retries"] for log in logs) == len(chats) - 8
+    assert [r["retries"] for r in logs[0]["rows"]][3] == 2
+    assert "retries [ds] openai/gpt-4.1-mini effort=default temp=0.2:" in err
     assert all(KEY not in json.dumps(log) for log in logs)
     assert KEY not in out + err
+
+
+def test_401_stops_the_whole_run_with_one_message(env, make_suite, cli) -> None:
+    env.respond = lambda r: Answer(401, {"error": {"code": 401, "message": "User not found."}})
+    cases = {}
+    for n in range(1, 13):
+        cases |= case_files("ds", f"a/{n:03d}", {"v": n})
+    project = make_suite(helper=ROUTED, config=ONE_MODEL, cases=cases)
+    code, out, err = cli("compare", "--local", "-p", "1", cwd=project)
+    assert code == 1 and out == ""
+    assert err.splitlines()[-1] == (
+        "error: the run stopped after 1 of 12 cases: openrouter: HTTP 401: User not found. "
+        "(the key was refused; check OPENROUTER_API_KEY and the account)"
+    )
+    assert len(env.chats()) == 1
+    (log,) = read_logs(project)
+    assert log["rows"][1]["error"].startswith("not run: openrouter: HTTP 401")
+
+
+def test_a_refused_key_on_the_catalog_fails_before_any_completion(env, make_suite, cli) -> None:
+    env.catalog = None  # GET /models is answered like any other request: here, 402
+    env.respond = lambda r: Answer(402, {"error": {"code": 402, "message": "Insufficient credits"}})
+    project = make_suite(helper=ROUTED, config=ONE_MODEL)
+    code, _, err = cli("compare", "--local", cwd=project)
+    assert code == 2
+    assert "provider openrouter's catalog failed: ProviderError: openrouter: HTTP 402: Insufficient credits" in err
+    assert env.chats() == []
+
+
+def test_an_empty_catalog_names_the_unknown_model(env, make_suite, cli) -> None:
+    env.catalog = []
+    project = make_suite(helper=ROUTED, config=ONE_MODEL)
+    code, _, err = cli("compare", "--local", cwd=project)
+    assert code == 2 and "openai/gpt-4.1-mini: provider openrouter has no such model" in err
+    assert env.chats() == []
+
+
+def test_catalog_cache_serves_verify_and_dry_runs_offline(env, make_suite, cli, monkeypatch) -> None:
+    config = ONE_MODEL.replace("gpt-4.1-mini", "gpt-4.1-mni")
+    project = make_suite(helper=ROUTED, config=config)
+    # offline with no cache: nothing to check against, and nothing fetched
+    code, out, err = cli("verify", "-v", cwd=project)
+    assert code == 0, out + err
+    assert env.requests == []
+    # a real run fetches the catalog and refuses the unknown id by name, before any completion
+    code, _, err = cli("compare", "--local")
+    assert code == 2
+    assert 'openai/gpt-4.1-mni: provider openrouter has no such model (did you mean "openai/gpt-4.1-mini"?)' in err
+    assert [r.method for r in env.requests] == ["GET"]
+    # now verify and -n check the lineup from the cache, with the server gone
+    monkeypatch.setenv("OPENROUTER_BASE_URL", env.url + "/api/v1")
+    env.httpd.shutdown()
+    code, out, _ = cli("verify")
+    assert (
+        code == 1
+        and 'openai/gpt-4.1-mni: provider openrouter has no such model (did you mean "openai/gpt-4.1-mini"?)' in out
+    )
+    code, _, err = cli("compare", "-n")
+    assert code == 2 and "gpt-4.1-mni" in err
+    (project / "evals" / ".agent-eval.config.yml").write_text(ONE_MODEL)
+    code, out, err = cli("compare", "-n")
+    assert code == 0 and "openai/gpt-4.1-mini │ openrouter" in out
+
+
+def test_stale_catalog_is_refetched_and_kept_when_the_fetch_fails(env, tmp_path, monkeypatch) -> None:
+    stale = json.dumps({"base_url": "x", "fetched_at": 0, "models": {"openai/old": [0.1, 0.2]}})
+    fresh = provider(cache_dir=tmp_path)
+    fresh._cache_path().write_text(stale)
+    assert "openai/gpt-4.1-mini" in fresh.catalog()  # a day old: fetched again
+    assert len([r for r in env.requests if r.method == "GET"]) == 1
+    with OpenAICompatible() as gone:
+        pass
+    monkeypatch.setenv("OPENROUTER_BASE_URL", gone.url)
+    unreachable = provider(cache_dir=tmp_path, retries=0)
+    unreachable._cache_path().write_text(stale)
+    assert unreachable.catalog() == ["openai/old"]  # the stale cache beats nothing
+    assert "catalog not fetched" in unreachable.notes[0] and "using the cached one" in unreachable.notes[0]
+    broken = provider(cache_dir=tmp_path, offline=True)
+    broken._cache_path().write_text("{broken")
+    assert broken.catalog() is None and "no cached OpenRouter catalog yet" in broken.notes[0]
 
 
 def test_missing_key_fails_before_any_call(server, make_suite, cli, monkeypatch) -> None:
@@ -160,23 +368,56 @@ def test_missing_key_fails_before_any_call(server, make_suite, cli, monkeypatch)
     assert server.requests == []
 
 
-def test_key_from_the_suites_env_file(server, make_suite, cli, monkeypatch) -> None:
+def test_key_from_the_suites_env_file_and_the_project_as_title(server, make_suite, cli, monkeypatch) -> None:
     monkeypatch.setenv("OPENROUTER_BASE_URL", server.url)
     helper = ROUTED.replace('suite="routed"', 'suite="routed", env_files=["../.env"]')
     project = make_suite(
         helper=helper,
-        config=LINEUP,
+        config=ONE_MODEL,
         cases=case_files("ds", "a/001", {"v": 1}),
         extra={".env": f'OPENROUTER_API_KEY="{KEY}"\n'},
     )
-    code, out, err = cli("compare", "--local", cwd=project)
+    code, out, err = cli("compare", "--local", "-v", cwd=project)
     assert code == 0, err
-    assert server.requests[0].headers["authorization"] == f"Bearer {KEY}"
+    chat = server.chats()[0]
+    assert chat.headers["authorization"] == f"Bearer {KEY}"
+    assert chat.headers["x-openrouter-title"] == "routed"
     assert KEY not in out + err
 
 
+def test_secrets_are_redacted_from_errors(env, make_suite, cli) -> None:
+    env.respond = lambda r: Answer(400, {"error": {"message": f"bad key {KEY} in header"}})
+    project = make_suite(helper=ROUTED, config=ONE_MODEL, cases=case_files("ds", "a/001", {"v": 1}))
+    code, out, err = cli("run", "--local", cwd=project)
+    assert code == 0
+    (log,) = read_logs(project)
+    assert log["rows"][0]["error"].endswith("HTTP 400: bad key [redacted] in header")
+    assert KEY not in out + err + json.dumps(read_logs(project))
+
+
+def test_transport_settings_from_config_and_flags(make_suite, cli) -> None:
+    config = ONE_MODEL.replace(
+        "  retry_backoff: 0.01\n", "  retry_backoff: 0.01\n  timeout: 30\n  retries: 7\n  connect_timeout: 2\n"
+    )
+    project = make_suite(helper=ROUTED, config=config)
+    code, _, err = cli("compare", "-n", cwd=project)
+    assert code == 0, err
+    suite = ae._load_suite(None, None)
+    ae._setup_providers(
+        suite, type("A", (), {"timeout": 5.0, "retries": None, "retry_wait": 9.0, "project": None})(), offline=True
+    )
+    router = next(p for p in suite.providers if p.name == "openrouter")
+    assert (router.timeout, router.retries, router.retry_wait, router.connect_timeout) == (5.0, 7, 9.0, 2.0)
+    assert router.app_name == "routed" and router.offline
+    bad = ONE_MODEL.replace("  retry_backoff: 0.01\n", "  retries: 1.5\n")
+    (project / "evals" / ".agent-eval.config.yml").write_text(bad)
+    code, _, err = cli("compare", "-n")
+    assert code == 2 and "defaults.retries: expected a whole number from 0 up, got 1.5" in err
+    code, _, err = cli("compare", "-n", "--timeout", "soon")
+    assert code == 2 and "argument --timeout: expected seconds" in err
+
+
 def test_the_readme_provider_example_runs(make_suite, cli) -> None:
-    from conftest import ROOT
 
     readme = (ROOT / "README.md").read_text()
     start = readme.index("```python\nimport json as jsonlib")
