@@ -552,46 +552,126 @@ def _error_text(data: Any, raw: bytes) -> str:
     return text or "empty body"
 
 
+class _TransportError(OSError):
+    """The server broke HTTP/1.1 (a bad status line, a truncated body): worth a retry."""
+
+
+class _Connection:
+    """One keep-alive HTTP/1.1 connection: a socket, its buffered reader, and its origin."""
+
+    def __init__(self, scheme: str, host: str, port: int, connect: float, read: float) -> None:
+        import socket
+
+        sock = socket.create_connection((host, port), timeout=connect)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if scheme == "https":
+            import ssl
+
+            sock = ssl.create_default_context().wrap_socket(sock, server_hostname=host)
+        sock.settimeout(read)  # the connect timeout was for the handshake only
+        self.sock = sock
+        self.reader = sock.makefile("rb")
+        self.host = host if port in (80, 443) else f"{host}:{port}"
+
+    def close(self) -> None:
+        self.reader.close()
+        self.sock.close()
+
+    def exchange(
+        self, method: str, path: str, body: bytes | None, headers: Mapping[str, str]
+    ) -> tuple[int, dict[str, str], bytes, bool]:
+        """Send one request and read its response: (status, headers, body, keep the connection)."""
+        lines = [f"{method} {path} HTTP/1.1", f"Host: {self.host}", *(f"{k}: {v}" for k, v in headers.items())]
+        lines.append(f"Content-Length: {len(body or b'')}")
+        self.sock.sendall("\r\n".join(lines).encode("latin-1") + b"\r\n\r\n" + (body or b""))
+        status, fields = self._head()
+        while 100 <= status < 200:  # interim responses carry no body
+            status, fields = self._head()
+        if fields.get("transfer-encoding", "").lower() == "chunked":
+            payload = self._chunked()
+        elif "content-length" in fields:
+            payload = self._exactly(int(fields["content-length"]))
+        else:
+            payload = self.reader.read()
+            fields["connection"] = "close"
+        return status, fields, payload, fields.get("connection", "").lower() != "close"
+
+    def _head(self) -> tuple[int, dict[str, str]]:
+        line = self.reader.readline(65537)
+        if not line:
+            raise ConnectionResetError("the server closed the connection")
+        parts = line.split(None, 2)
+        if len(parts) < 2 or not parts[0].startswith(b"HTTP/") or not parts[1].isdigit():
+            raise _TransportError(f"not an HTTP response: {line[:80]!r}")
+        fields: dict[str, str] = {}
+        while True:
+            header = self.reader.readline(65537)
+            if header in (b"\r\n", b"\n", b""):
+                return int(parts[1]), fields
+            name, _, value = header.decode("latin-1").partition(":")
+            fields[name.strip().lower()] = value.strip()
+
+    def _exactly(self, size: int) -> bytes:
+        data = self.reader.read(size)
+        if len(data) != size:
+            raise _TransportError(f"the response ended after {len(data)} of {size} bytes")
+        return data
+
+    def _chunked(self) -> bytes:
+        chunks = []
+        while True:
+            size = int(self.reader.readline(65537).split(b";")[0].strip() or b"0", 16)
+            if size == 0:
+                while self.reader.readline(65537) not in (b"\r\n", b"\n", b""):
+                    pass  # trailers
+                return b"".join(chunks)
+            chunks.append(self._exactly(size))
+            self.reader.readline(65537)
+
+
 class _HTTP:
-    """Keep-alive HTTP/1.1: one connection per thread and origin, reopened when it drops."""
+    """Keep-alive HTTP/1.1 over the standard library's sockets: one connection per
+    worker thread and origin, reopened when it drops. Lean on purpose: at hundreds of
+    requests in flight, the client's own CPU per request is the harness's overhead."""
 
     def __init__(self) -> None:
         self._local = threading.local()
+        self._origins: dict[str, tuple[str, str, int, str]] = {}
 
     def request(
         self, method: str, url: str, body: bytes | None, headers: Mapping[str, str], connect: float, read: float
-    ) -> tuple[int, Any, bytes]:
-        import http.client
-        import urllib.parse
+    ) -> tuple[int, dict[str, str], bytes]:
+        origin = self._origins.get(url)
+        if origin is None:
+            import urllib.parse
 
-        parts = urllib.parse.urlsplit(url)
+            parts = urllib.parse.urlsplit(url)
+            port = parts.port or (443 if parts.scheme == "https" else 80)
+            path = parts.path + (f"?{parts.query}" if parts.query else "")
+            origin = self._origins[url] = (parts.scheme, parts.hostname or "", port, path)
+        scheme, host, port, path = origin
         connections = self._local.__dict__.setdefault("connections", {})
-        origin = (parts.scheme, parts.netloc)
-        path = parts.path + (f"?{parts.query}" if parts.query else "")
-        for fresh in (False, True):
-            conn = connections.get(origin)
-            if conn is None or fresh:
-                factory = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
-                conn = connections[origin] = factory(parts.hostname or "", parts.port, timeout=connect)
-            reused = conn.sock is not None
+        key = (scheme, host, port)
+        for attempt in (1, 2):
+            conn = connections.pop(key, None)
+            reused = conn is not None
+            if conn is None:
+                conn = _Connection(scheme, host, port, connect, read)
             try:
-                if not reused:
-                    conn.connect()
-                    conn.sock.settimeout(read)  # the connect timeout was for the handshake only
-                conn.request(method, path, body, dict(headers))
-                response = conn.getresponse()
-                payload = response.read()
-            except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError):
+                status, fields, payload, keep = conn.exchange(method, path, body, headers)
+            except (ConnectionResetError, BrokenPipeError, ConnectionAbortedError):
                 conn.close()
-                if reused:
+                if reused and attempt == 1:
                     continue  # the server closed an idle keep-alive connection: send again, once
                 raise
             except BaseException:
                 conn.close()
                 raise
-            if response.will_close:
+            if keep:
+                connections[key] = conn
+            else:
                 conn.close()
-            return response.status, response.headers, payload
+            return status, fields, payload
         raise AssertionError("unreachable")  # pragma: no cover
 
 
@@ -612,6 +692,9 @@ class OpenRouter(Provider):
     catalog_ttl = 24 * 3600.0  # seconds a cached model list stays fresh
 
     def __init__(self) -> None:
+        import random
+
+        self._jitter = random.Random().uniform
         self._http = _HTTP()
         self._prices: dict[str, tuple[float | None, float | None]] | None = None
         self._catalog_loaded = False
@@ -651,9 +734,6 @@ class OpenRouter(Provider):
         self, model_id: str, method: str, path: str, body: bytes | None, model: Model | None = None
     ) -> tuple[Any, int]:
         """The JSON answer to one request, retrying what is worth retrying within the bounds."""
-        import http.client
-        import random
-
         url, headers, waited = f"{self.base_url}{path}", self._headers(), 0.0
         attempt = 0
         while True:
@@ -662,7 +742,7 @@ class OpenRouter(Provider):
                 status, response_headers, raw = self._http.request(
                     method, url, body, headers, self.connect_timeout, self.timeout
                 )
-            except (OSError, http.client.HTTPException) as e:
+            except (OSError, ValueError) as e:  # ValueError: a chunk size or length that is not a number
                 failure = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
             else:
                 try:
@@ -671,7 +751,7 @@ class OpenRouter(Provider):
                     data = None
                 if status in _RETRY_STATUSES:
                     failure = f"HTTP {status}: {_error_text(data, raw)}"
-                    retry_after = _retry_after(response_headers.get("Retry-After"))
+                    retry_after = _retry_after(response_headers.get("retry-after"))
                 elif status in _FATAL_STATUSES:
                     raise ProviderError(
                         f"openrouter: HTTP {status}: {_error_text(data, raw)} ({_FATAL_STATUSES[status]}; "
@@ -685,7 +765,7 @@ class OpenRouter(Provider):
                 else:
                     return data, status
             # exponential backoff with jitter, unless the server said how long to wait
-            delay = retry_after if retry_after is not None else self.retry_backoff * 2**attempt * random.uniform(0.5, 1)
+            delay = retry_after if retry_after is not None else self.retry_backoff * 2**attempt * self._jitter(0.5, 1)
             if attempt >= self.retries or waited + delay > self.retry_wait:
                 raise ProviderError(f"openrouter: {model_id}: {failure} (gave up after {attempt} retries)")
             attempt += 1
@@ -1438,30 +1518,82 @@ class _Loaded:
     problems: list[tuple[str, str]]  # (case key, "path: problem") for verify to report
 
 
+def _glob_segment(segment: str) -> str:
+    out, i = [], 0
+    while i < len(segment):
+        char = segment[i]
+        end = segment.find("]", i + 2) if char == "[" else -1
+        if char == "*":
+            out.append("[^/]*")
+        elif char == "?":
+            out.append("[^/]")
+        elif end != -1:
+            inner = segment[i + 1 : end]
+            inner = "^" + inner[1:] if inner.startswith("!") else inner
+            out.append("[" + inner.replace("\\", "\\\\") + "]")
+            i = end
+        else:
+            out.append(re.escape(char))
+        i += 1
+    return "".join(out)
+
+
+def _glob_regex(pattern: str) -> re.Pattern[str]:
+    """A glob (``*``, ``?``, ``[...]``, ``**`` for any folders) as a regex over relative paths.
+
+    >>> bool(_glob_regex("datasets/*/cases/**/input.txt").match("datasets/a/cases/v/001/input.txt"))
+    True
+    >>> bool(_glob_regex("datasets/*/cases/**/input.txt").match("datasets/a/b/cases/input.txt"))
+    False
+    """
+    out = []
+    for segment in pattern.strip("/").split("/"):
+        if segment == "**":
+            out.append("(?:[^/]+/)*")
+            continue
+        regex = _glob_segment(segment)
+        out.append(regex + "/")
+    return re.compile("".join(out)[:-1] + r"\Z")
+
+
 def _load_cases(suite: _Suite) -> _Loaded:
-    paths = sorted(p for p in suite.root.glob(suite.cases_glob) if p.is_file())
-    if not paths:
+    # one walk with os.scandir, not pathlib.glob: each folder's listing says which of
+    # expected.json and metadata.json exist, so thousands of cases load in a blink
+    root = str(suite.root)
+    regex = _glob_regex(suite.cases_glob)
+    matched: list[tuple[str, str, frozenset[str]]] = []
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if not d.startswith(".")]
+        rel = folder[len(root) + 1 :].replace(os.sep, "/")
+        prefix = f"{rel}/" if rel else ""
+        listing = frozenset(files)
+        matched += [(rel, name, listing) for name in files if regex.match(prefix + name)]
+    if not matched:
         raise ConfigError(
             f"no cases match {suite.cases_glob} under {_display(suite.root)}: add "
             f"datasets/<dataset>/cases/<variant>/[NNN/]input.txt, or change configure(cases=...)"
         )
+    matched.sort(key=lambda m: (m[0].split("/"), m[1]))
     cases: list[Case] = []
     problems: list[tuple[str, str]] = []
     seen: set[str] = set()
-    for path in paths:
-        found: list[str] = []
-        case = _read_case(suite.root, path, found)
+    for rel, name, listing in matched:
+        trouble: list[str] = []
+        case = _read_case(root, rel, name, listing, trouble)
         if case.key in seen:
-            found.append(f"{_display(path)}: case {case.key} is listed twice; rename its folder")
+            where = _display(os.path.join(root, rel, name))
+            trouble.append(f"{where}: case {case.key} is listed twice; rename its folder")
         seen.add(case.key)
         cases.append(case)
-        problems += [(case.key, problem) for problem in found]
+        problems += [(case.key, problem) for problem in trouble]
     return _Loaded(cases, problems)
 
 
-def _read_case(root: Path, path: Path, problems: list[str]) -> Case:
-    folder = path.parent
-    parts = folder.relative_to(root).parts
+def _read_case(root: str, rel: str, file: str, listing: frozenset[str], problems: list[str]) -> Case:
+    """The case whose input is ``rel/file`` under ``root``; ``listing``: its folder's files."""
+    folder = f"{root}{os.sep}{rel}" if rel else root
+    path = f"{folder}{os.sep}{file}"
+    parts = rel.split("/")
     # the folder after datasets/; for another layout, the one before cases/, else the first
     if "datasets" in parts[:-1]:
         dataset = parts[parts.index("datasets") + 1]
@@ -1469,11 +1601,13 @@ def _read_case(root: Path, path: Path, problems: list[str]) -> Case:
         dataset = parts[parts.index("cases", 1) - 1]
     else:
         dataset = parts[0] if len(parts) > 1 else "default"
-    if folder.name.isdigit():
-        variant, case_id = folder.parent.name, f"{folder.parent.name}/{folder.name}"
+    name = parts[-1]
+    if name.isdigit() and len(parts) > 1:
+        variant, case_id = parts[-2], f"{parts[-2]}/{name}"
     else:
-        variant, case_id = folder.name, folder.name
-    raw = path.read_bytes()
+        variant, case_id = name, name
+    with open(path, "rb") as handle:
+        raw = handle.read()
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -1481,10 +1615,17 @@ def _read_case(root: Path, path: Path, problems: list[str]) -> Case:
         text = raw.decode("utf-8", errors="replace")
     if not text.strip():
         problems.append(f"{_display(path)}: empty input")
-    expected = _read_json(folder / "expected.json", problems, required=True)
-    metadata = _read_json(folder / "metadata.json", problems, required=False)
+    expected = metadata = None
+    if "expected.json" in listing:
+        expected = _read_json(f"{folder}{os.sep}expected.json", problems)
+    else:
+        problems.append(f"{_display(f'{folder}{os.sep}expected.json')}: missing")
+    if "metadata.json" in listing:
+        metadata = _read_json(f"{folder}{os.sep}metadata.json", problems)
     if metadata is not None and not isinstance(metadata, dict):
-        problems.append(f"{_display(folder / 'metadata.json')}: expected an object, got {type(metadata).__name__}")
+        problems.append(
+            f"{_display(os.path.join(folder, 'metadata.json'))}: expected an object, got {type(metadata).__name__}"
+        )
         metadata = None
     return Case(
         id=case_id,
@@ -1492,18 +1633,17 @@ def _read_case(root: Path, path: Path, problems: list[str]) -> Case:
         variant=variant,
         input=text,
         expected=expected,
-        path=folder,
+        path=Path(folder),
         metadata=metadata or {},
     )
 
 
-def _read_json(path: Path, problems: list[str], *, required: bool) -> Any:
-    if not path.is_file():
-        if required:
-            problems.append(f"{_display(path)}: missing")
-        return None
+def _read_json(path: str, problems: list[str]) -> Any:
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        with open(path, "rb") as file:
+            return json.loads(file.read().decode("utf-8"))
+    except OSError as e:
+        problems.append(f"{_display(path)}: cannot be read ({e.strerror})")
     except UnicodeDecodeError as e:
         problems.append(f"{_display(path)}: not UTF-8 text ({e.reason} at byte {e.start})")
     except json.JSONDecodeError as e:
@@ -1864,11 +2004,13 @@ class LocalTracker(Tracker):
             "adapter": self.context.get("adapter_metadata") or {},
             "started_at": experiment.started_at,
             "summary": summary.to_json(),
-            "rows": [_result_row(r) for r in experiment.results],
         }
+        # indent the header for people; one compact line a row, which json writes in C
+        head = _json_dumps(document, indent=2)[:-2]
+        rows = ",\n".join("    " + _json_dumps(_result_row(r)) for r in experiment.results)
         path = folder / f"{experiment.name}.{self.context.get('stamp')}.json"
         tmp = path.with_suffix(".json.tmp")
-        tmp.write_text(_json_dumps(document, indent=2) + "\n", encoding="utf-8")
+        tmp.write_text(f'{head},\n  "rows": [\n{rows}\n  ]\n}}\n', encoding="utf-8")
         os.replace(tmp, path)
         experiment.log_path = path  # type: ignore[attr-defined]
         return {"url": None, "path": str(path)}
@@ -2625,6 +2767,12 @@ _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
 
 
 if __name__ == "__main__":
-    # A helper's `import agent_evals` must find this very module, not a second copy.
-    sys.modules.setdefault("agent_evals", sys.modules[__name__])
+    # A helper's `import agent_evals` must find this very module, not load a second copy.
+    _self = next((m for m in list(sys.modules.values()) if getattr(m, "__dict__", None) is globals()), None)
+    if _self is None:  # run by a wrapper such as cProfile: a module over the same objects
+        import types
+
+        _self = types.ModuleType("agent_evals")
+        _self.__dict__.update(globals())
+    sys.modules.setdefault("agent_evals", _self)
     raise SystemExit(main())

@@ -1,0 +1,236 @@
+"""The OpenRouter path's overhead, measured through the real CLI (run by hand, not a test).
+
+    python tests/benchmark.py                      # the issue's three scenarios
+    python tests/benchmark.py --cases 500 --concurrency 32 --latency 0.05
+
+A stand-in OpenAI-compatible server runs in its own process (asyncio, keep-alive,
+a fixed latency per answer, optional injected 429s and 500s). A generated suite of N
+cases (EchoAdapter parsing JSON, an exact-match scorer, the local log) runs through
+``agent_evals.py compare --local -j 1 -p C`` against it. Printed: wall time, the ideal
+N×L/C, their ratio, the CLI's CPU seconds per case, its peak RSS, the TCP connections
+it opened, and the requests the server answered against the retries the logs report.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# -- the stand-in server (runs in a child process) ------------------------------------
+
+
+async def _serve(port_file: Path, latency: float, rate_429: float, rate_500: float, seed: int) -> None:
+    stats = {"connections": 0, "requests": 0, "429": 0, "500": 0}
+    rng = random.Random(seed)
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        stats["connections"] += 1
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                lines = head.decode("latin-1").split("\r\n")
+                method, path, _ = lines[0].split(" ", 2)
+                headers = {k.lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:] if line)}
+                body = await reader.readexactly(int(headers.get("content-length", "0")))
+                status, extra, payload = 200, "", b""
+                if path.endswith("/stats"):
+                    payload = json.dumps(stats).encode()
+                elif method == "GET":
+                    payload = json.dumps(
+                        {"data": [{"id": "bench/model", "pricing": {"prompt": "0.000001", "completion": "0.000002"}}]}
+                    ).encode()
+                else:
+                    stats["requests"] += 1
+                    await asyncio.sleep(latency)
+                    roll = rng.random()
+                    if roll < rate_429:
+                        stats["429"] += 1
+                        status, extra, payload = (
+                            429,
+                            "Retry-After: 0.05\r\n",
+                            b'{"error": {"code": 429, "message": "rate limited"}}',
+                        )
+                    elif roll < rate_429 + rate_500:
+                        stats["500"] += 1
+                        status, payload = 500, b'{"error": {"code": 500, "message": "internal"}}'
+                    else:
+                        content = json.loads(body)["messages"][-1]["content"]
+                        payload = json.dumps(
+                            {
+                                "id": "gen-bench",
+                                "choices": [
+                                    {
+                                        "index": 0,
+                                        "finish_reason": "stop",
+                                        "message": {"role": "assistant", "content": content},
+                                    }
+                                ],
+                                "usage": {
+                                    "prompt_tokens": 20,
+                                    "completion_tokens": 10,
+                                    "total_tokens": 30,
+                                    "cost": 0.00004,
+                                },
+                            }
+                        ).encode()
+                reason = {200: "OK", 429: "Too Many Requests", 500: "Internal Server Error"}[status]
+                writer.write(
+                    f"HTTP/1.1 {status} {reason}\r\nContent-Type: application/json\r\nContent-Length: {len(payload)}\r\n{extra}\r\n".encode()
+                    + payload
+                )
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0, backlog=1024)
+    port_file.write_text(str(server.sockets[0].getsockname()[1]))
+    async with server:
+        await server.serve_forever()
+
+
+# -- the harness side -----------------------------------------------------------------
+
+HELPER = """
+import agent_evals as ae
+
+class Exact(ae.Scorer):
+    def metrics(self):
+        return [ae.Metric("exact", "1 when the parsed reply equals expected.json.", primary=True)]
+
+    def call(self, case, reply, context):
+        right = float(reply.output == case.expected)
+        return ae.Score(value=right, metrics={"exact": right})
+
+ae.configure(suite="bench", adapter=ae.EchoAdapter(), scorer=Exact())
+"""
+
+CONFIG = """
+request_types: [prompt]
+defaults:
+  retry_backoff: 0.05
+  retries: 6
+vendors:
+  bench:
+    - model: model
+"""
+
+
+def _make_suite(root: Path, cases: int) -> None:
+    evals = root / "evals"
+    (evals / "datasets").mkdir(parents=True)
+    (evals / "eval_helper.py").write_text(HELPER)
+    (evals / ".agent-eval.config.yml").write_text(CONFIG)
+    for n in range(cases):
+        folder = evals / "datasets" / "bench" / "cases" / "v" / f"{n:05d}"
+        folder.mkdir(parents=True)
+        answer = {"n": n, "name": f"case {n}"}
+        (folder / "input.txt").write_text(f"Extract the record.\n{json.dumps(answer)}\n")
+        (folder / "expected.json").write_text(json.dumps(answer))
+
+
+def _stats(port: int) -> dict:
+    import urllib.request
+
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/stats", timeout=5) as response:
+        return json.load(response)
+
+
+def scenario(cases: int, concurrency: int, latency: float, rate_429: float = 0.0, rate_500: float = 0.0) -> dict:
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        _make_suite(root, cases)
+        port_file = root / "port"
+        server = subprocess.Popen(
+            [sys.executable, __file__, "--serve", str(port_file), str(latency), str(rate_429), str(rate_500)]
+        )
+        try:
+            while not port_file.exists() or not port_file.read_text():
+                time.sleep(0.02)
+            port = int(port_file.read_text())
+            env = {
+                **os.environ,
+                "OPENROUTER_BASE_URL": f"http://127.0.0.1:{port}/api/v1",
+                "OPENROUTER_API_KEY": "sk-bench",
+                "PYTHONIOENCODING": "utf-8",
+            }
+            command = [
+                sys.executable,
+                str(ROOT / "agent_evals.py"),
+                "compare",
+                "--local",
+                "-j",
+                "1",
+                "-p",
+                str(concurrency),
+            ]
+            started = time.perf_counter()
+            cli = subprocess.Popen(command, cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            _, status, usage = os.wait4(cli.pid, 0)
+            wall = time.perf_counter() - started
+            out, err = cli.stdout.read().decode(), cli.stderr.read().decode()  # type: ignore[union-attr]
+            if os.waitstatus_to_exitcode(status) != 0:
+                raise SystemExit(f"the CLI failed:\n{err}")
+            served = _stats(port)
+        finally:
+            server.terminate()
+            server.wait()
+        (log_path,) = (root / "log" / "agent-evals").glob("*.json")
+        log = json.loads(log_path.read_text())
+    summary = log["summary"]
+    ideal = cases * latency / concurrency
+    return {
+        "cases": cases,
+        "concurrency": concurrency,
+        "latency_ms": latency * 1000,
+        "wall_s": round(wall, 3),
+        "ideal_s": round(ideal, 3),
+        "ratio": round(wall / ideal, 3),
+        "cpu_ms_per_case": round((usage.ru_utime + usage.ru_stime) * 1000 / cases, 3),
+        "peak_rss_mb": round(usage.ru_maxrss / 1024, 1),
+        "connections": served["connections"],
+        "requests": served["requests"],
+        "injected_429": served["429"],
+        "injected_500": served["500"],
+        "retries_logged": summary["retries"],
+        "scored": summary["scored"],
+        "errors": summary["errors"],
+        "zeros": sum(1 for row in log["rows"] if row["score"] == 0.0),
+        "requests_match_retries": served["requests"] == cases + summary["retries"],
+        "table": out.splitlines()[3] if out else "",
+    }
+
+
+def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "--serve":
+        port_file, latency, r429, r500 = sys.argv[2:6]
+        asyncio.run(_serve(Path(port_file), float(latency), float(r429), float(r500), seed=7))
+        return
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--cases", type=int)
+    parser.add_argument("--concurrency", type=int, default=64)
+    parser.add_argument("--latency", type=float, default=0.05)
+    parser.add_argument("--rate-429", type=float, default=0.0)
+    parser.add_argument("--rate-500", type=float, default=0.0)
+    args = parser.parse_args()
+    if args.cases:
+        runs = [(args.cases, args.concurrency, args.latency, args.rate_429, args.rate_500)]
+    else:
+        runs = [(2000, 64, 0.05, 0.0, 0.0), (10000, 256, 0.05, 0.0, 0.0), (2000, 64, 0.05, 0.05, 0.02)]
+    for run in runs:
+        print(json.dumps(scenario(*run)), flush=True)
+
+
+if __name__ == "__main__":
+    main()
