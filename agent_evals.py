@@ -203,6 +203,9 @@ class Usage:
             self.cost_usd + other.cost_usd,
         )
 
+    def to_json(self) -> dict[str, Any]:
+        return {"input_tokens": self.input_tokens, "output_tokens": self.output_tokens, "cost_usd": self.cost_usd}
+
     @classmethod
     def coerce(cls, value: Usage | Mapping[str, Any] | None) -> Usage | None:
         """Accept a ``Usage``, a mapping of its fields (as the original's hashes), or None."""
@@ -557,7 +560,7 @@ class _TransportError(OSError):
 
 
 class _Connection:
-    """One keep-alive HTTP/1.1 connection: a socket, its buffered reader, and its origin."""
+    """One keep-alive HTTP/1.1 connection: a socket, what it has read ahead, and its origin."""
 
     def __init__(self, scheme: str, host: str, port: int, connect: float, read: float) -> None:
         import socket
@@ -570,11 +573,10 @@ class _Connection:
             sock = ssl.create_default_context().wrap_socket(sock, server_hostname=host)
         sock.settimeout(read)  # the connect timeout was for the handshake only
         self.sock = sock
-        self.reader = sock.makefile("rb")
+        self.buffer = b""
         self.host = host if port in (80, 443) else f"{host}:{port}"
 
     def close(self) -> None:
-        self.reader.close()
         self.sock.close()
 
     def exchange(
@@ -590,43 +592,65 @@ class _Connection:
         if fields.get("transfer-encoding", "").lower() == "chunked":
             payload = self._chunked()
         elif "content-length" in fields:
-            payload = self._exactly(int(fields["content-length"]))
+            payload = self._take(int(fields["content-length"]))
         else:
-            payload = self.reader.read()
+            payload = self._until_closed()
             fields["connection"] = "close"
         return status, fields, payload, fields.get("connection", "").lower() != "close"
 
-    def _head(self) -> tuple[int, dict[str, str]]:
-        line = self.reader.readline(65537)
-        if not line:
+    def _fill(self) -> None:
+        data = self.sock.recv(65536)
+        if not data:
             raise ConnectionResetError("the server closed the connection")
-        parts = line.split(None, 2)
-        if len(parts) < 2 or not parts[0].startswith(b"HTTP/") or not parts[1].isdigit():
-            raise _TransportError(f"not an HTTP response: {line[:80]!r}")
-        fields: dict[str, str] = {}
-        while True:
-            header = self.reader.readline(65537)
-            if header in (b"\r\n", b"\n", b""):
-                return int(parts[1]), fields
-            name, _, value = header.decode("latin-1").partition(":")
-            fields[name.strip().lower()] = value.strip()
+        self.buffer += data
 
-    def _exactly(self, size: int) -> bytes:
-        data = self.reader.read(size)
-        if len(data) != size:
-            raise _TransportError(f"the response ended after {len(data)} of {size} bytes")
+    def _line(self) -> bytes:
+        while (end := self.buffer.find(b"\r\n")) == -1:
+            if len(self.buffer) > 65536:
+                raise _TransportError("a response line longer than 64 KiB")
+            self._fill()
+        line, self.buffer = self.buffer[:end], self.buffer[end + 2 :]
+        return line
+
+    def _head(self) -> tuple[int, dict[str, str]]:
+        while (end := self.buffer.find(b"\r\n\r\n")) == -1:
+            if len(self.buffer) > 262144:
+                raise _TransportError("response headers longer than 256 KiB")
+            self._fill()
+        head, self.buffer = self.buffer[:end].decode("latin-1"), self.buffer[end + 4 :]
+        status_line, *lines = head.split("\r\n")
+        parts = status_line.split(None, 2)
+        if len(parts) < 2 or not parts[0].startswith("HTTP/") or not parts[1].isdigit():
+            raise _TransportError(f"not an HTTP response: {status_line[:80]!r}")
+        fields = {}
+        for line in lines:
+            name, _, value = line.partition(":")
+            fields[name.strip().lower()] = value.strip()
+        return int(parts[1]), fields
+
+    def _take(self, size: int) -> bytes:
+        while len(self.buffer) < size:
+            try:
+                self._fill()
+            except ConnectionResetError:
+                raise _TransportError(f"the response ended after {len(self.buffer)} of {size} bytes") from None
+        data, self.buffer = self.buffer[:size], self.buffer[size:]
+        return data
+
+    def _until_closed(self) -> bytes:
+        while data := self.sock.recv(65536):
+            self.buffer += data
+        data, self.buffer = self.buffer, b""
         return data
 
     def _chunked(self) -> bytes:
         chunks = []
-        while True:
-            size = int(self.reader.readline(65537).split(b";")[0].strip() or b"0", 16)
-            if size == 0:
-                while self.reader.readline(65537) not in (b"\r\n", b"\n", b""):
-                    pass  # trailers
-                return b"".join(chunks)
-            chunks.append(self._exactly(size))
-            self.reader.readline(65537)
+        while size := int(self._line().split(b";")[0].strip() or b"0", 16):
+            chunks.append(self._take(size))
+            self._line()
+        while self._line():
+            pass  # trailers, up to the blank line
+        return b"".join(chunks)
 
 
 class _HTTP:
@@ -1033,9 +1057,16 @@ class Summary:
     retries: int = 0
 
     def to_json(self) -> dict[str, Any]:
-        out = dataclasses.asdict(self)
-        out["means"] = dict(self.means)
-        return out
+        return {
+            "cases": self.cases,
+            "scored": self.scored,
+            "errors": self.errors,
+            "score": self.score,
+            "means": dict(self.means),
+            "usage": self.usage.to_json(),
+            "duration": self.duration,
+            "retries": self.retries,
+        }
 
 
 class Tracker:
@@ -1072,7 +1103,7 @@ class Tracker:
 # ═══════════════════════════════════════════════════════════════════════════════
 
 
-@dataclass(slots=True)
+@dataclass
 class _Configuration:
     suite: str | None = None
     root: Path | None = None
@@ -1119,7 +1150,7 @@ def _reset_configuration() -> None:
 # ═══════════════════════════════════════════════════════════════════════════════
 
 
-@dataclass(slots=True)
+@dataclass
 class _Defaults:
     effort: list[str] = field(default_factory=lambda: ["default"])
     temperature: list[float | None] = field(default_factory=lambda: [None])
@@ -1128,7 +1159,7 @@ class _Defaults:
     transport: dict[str, float] = field(default_factory=dict)  # timeout, retries, ... as Provider names them
 
 
-@dataclass(slots=True)
+@dataclass
 class _Config:
     """The parsed ``.agent-eval.config.yml``."""
 
@@ -1412,7 +1443,7 @@ def _import_module(name: str, key: str, value: str, where: str) -> Any:
         raise SuiteError(f"{where}: {key}: importing {name} raised {type(e).__name__}: {e}") from e
 
 
-@dataclass(slots=True)
+@dataclass
 class _Suite:
     """Everything discovery found: the suite's objects, its root and its lineup file."""
 
@@ -1512,7 +1543,7 @@ def _scorer_metrics(scorer: Any) -> list[Metric]:
 # ═══════════════════════════════════════════════════════════════════════════════
 
 
-@dataclass(slots=True)
+@dataclass
 class _Loaded:
     cases: list[Case]
     problems: list[tuple[str, str]]  # (case key, "path: problem") for verify to report
@@ -1689,7 +1720,7 @@ def _matches(case: Case, selector: str) -> bool:
 # ═══════════════════════════════════════════════════════════════════════════════
 
 
-@dataclass(slots=True)
+@dataclass
 class _Overrides:
     """What flags set; each beats the config file, which beats the defaults."""
 
@@ -1699,7 +1730,7 @@ class _Overrides:
     parallelism: int | None = None
 
 
-@dataclass(slots=True)
+@dataclass
 class _Lineup:
     contenders: list[tuple[Contender, Provider]]
     refused: list[str]
@@ -1865,22 +1896,42 @@ def _check_score(scorer: Any, case: Case, score: Any, metric_names: frozenset[st
 
 
 def _run_experiment(suite: _Suite, experiment: Experiment, trackers: list[Tracker], lock: threading.Lock) -> Summary:
-    from concurrent.futures import ThreadPoolExecutor
+    """``parallelism`` threads take the next case until none is left. Whoever finishes
+    a case records every finished case in order that is still unrecorded, so trackers
+    see case order whatever finishes first; no futures, no queue, no idle consumer."""
+    import itertools
 
     names = frozenset(m.name for m in suite.metrics)
+    cases = experiment.cases
+    results: list[RunResult | None] = [None] * len(cases)
+    claim = itertools.count().__next__  # atomic under the GIL
+    recorded = 0
+
+    def work() -> None:
+        nonlocal recorded
+        while (i := claim()) < len(cases):
+            result = _run_case(suite, experiment, cases[i], names)
+            with lock:
+                results[i] = result
+                while recorded < len(cases) and (done := results[recorded]) is not None:
+                    for tracker in trackers:
+                        tracker.record(done)
+                    recorded += 1
+
     experiment.started_at = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     for tracker in trackers:
         with lock:
             tracker.start(experiment)
     started = time.perf_counter()
-    workers = max(1, min(experiment.parallelism, len(experiment.cases)))
-    with ThreadPoolExecutor(workers, thread_name_prefix="case") as pool:
-        # map yields in case order, so trackers record in order whatever finishes first
-        for result in pool.map(lambda c: _run_case(suite, experiment, c, names), experiment.cases):
-            experiment.results.append(result)
-            for tracker in trackers:
-                with lock:
-                    tracker.record(result)
+    threads = [
+        threading.Thread(target=work, name=f"case-{n}", daemon=True)
+        for n in range(min(experiment.parallelism, len(cases)))
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    experiment.results = [r for r in results if r is not None]
     experiment.duration = time.perf_counter() - started
     summary = _summarize(experiment.results, suite.metrics, experiment.duration)
     for tracker in trackers:
@@ -1970,7 +2021,7 @@ def _result_row(result: RunResult) -> dict[str, Any]:
         "reply_error": reply.error if reply else None,
         "output": reply.output if reply else None,
         "raw": reply.raw if reply else None,
-        "usage": dataclasses.asdict(result.usage),
+        "usage": result.usage.to_json(),
         "retries": result.retries,
         "duration": round(result.duration, 6),
     }

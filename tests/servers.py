@@ -127,3 +127,64 @@ class OpenAICompatible:
     def __exit__(self, *exc: Any) -> None:
         self.httpd.shutdown()
         self.httpd.server_close()
+
+
+class RawHTTP:
+    """A TCP server on 127.0.0.1 that answers each request with scripted raw bytes.
+
+    ``script`` is a list, one entry per request in order: bytes to send, or
+    ``(bytes, close)`` to close the connection after sending.
+    """
+
+    def __init__(self, script: list[bytes | tuple[bytes, bool]]) -> None:
+        import socket
+
+        self.script = list(script)
+        self.requests: list[bytes] = []
+        self.connections = 0
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.connections += 1
+            threading.Thread(target=self._handle, args=(conn,), daemon=True).start()
+
+    def _handle(self, conn: Any) -> None:
+        buffer = b""
+        with conn:
+            while self.script:
+                while b"\r\n\r\n" not in buffer:
+                    data = conn.recv(65536)
+                    if not data:
+                        return
+                    buffer += data
+                head, _, rest = buffer.partition(b"\r\n\r\n")
+                length = 0
+                for line in head.split(b"\r\n")[1:]:
+                    name, _, value = line.partition(b":")
+                    if name.strip().lower() == b"content-length":
+                        length = int(value)
+                while len(rest) < length:
+                    rest += conn.recv(65536)
+                self.requests.append(head + b"\r\n\r\n" + rest[:length])
+                buffer = rest[length:]
+                step = self.script.pop(0)
+                payload, close = step if isinstance(step, tuple) else (step, False)
+                conn.sendall(payload)
+                if close:
+                    return
+
+    def __enter__(self) -> RawHTTP:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.sock.close()

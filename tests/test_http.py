@@ -1,0 +1,104 @@
+"""The keep-alive HTTP/1.1 client under the OpenRouter provider, against scripted raw bytes."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from servers import RawHTTP
+
+import agent_evals as ae
+
+OK = json.dumps(
+    {
+        "choices": [{"finish_reason": "stop", "message": {"content": "hi"}}],
+        "usage": {"prompt_tokens": 1, "completion_tokens": 2, "cost": 0.5},
+    }
+).encode()
+
+
+def response(body: bytes = OK, *, status: str = "200 OK", headers: str = "") -> bytes:
+    return (
+        f"HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n{headers}\r\n".encode()
+        + body
+    )
+
+
+def chunked(body: bytes) -> bytes:
+    half = len(body) // 2
+    parts = [body[:half], body[half:]]
+    encoded = b"".join(f"{len(p):x};ext=1\r\n".encode() + p + b"\r\n" for p in parts)
+    return b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + encoded + b"0\r\nX-Trailer: t\r\n\r\n"
+
+
+@pytest.fixture
+def complete(monkeypatch):
+    monkeypatch.setenv("OPENROUTER_API_KEY", "sk-test-key-12345")
+
+    def run(server: RawHTTP, **settings):
+        monkeypatch.setenv("OPENROUTER_BASE_URL", server.url + "/v1")
+        provider = ae.OpenRouter()
+        provider.retry_backoff = 0.01
+        for key, value in settings.items():
+            setattr(provider, key, value)
+        model = ae.Model("openai/x", provider)
+        return model, provider
+
+    return run
+
+
+def test_keep_alive_reuses_one_connection_and_sends_a_proper_request(complete) -> None:
+    with RawHTTP([response(), response(), response()]) as server:
+        model, _ = complete(server)
+        for _ in range(3):
+            assert model.complete(user="x").text == "hi"
+    assert server.connections == 1
+    head = server.requests[0].split(b"\r\n\r\n")[0].decode().split("\r\n")
+    assert head[0] == "POST /v1/chat/completions HTTP/1.1"
+    assert f"Host: {server.url[7:]}" in head and "Content-Type: application/json" in head
+    assert any(line.startswith("Content-Length: ") for line in head)
+
+
+def test_chunked_interim_and_read_until_close(complete) -> None:
+    continue_then_ok = b"HTTP/1.1 100 Continue\r\n\r\n" + response()
+    until_close = (b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n\r\n" + OK, True)
+    with RawHTTP([chunked(OK), continue_then_ok, until_close, response(headers="Connection: close\r\n")]) as server:
+        model, _ = complete(server)
+        assert [model.complete(user="x").usage.cost_usd for _ in range(4)] == [0.5] * 4
+    assert server.connections == 2  # the body read until close ends that connection
+
+
+def test_a_dropped_idle_connection_is_sent_again_without_a_retry(complete) -> None:
+    with RawHTTP([(response(), True), response()]) as server:
+        model, _ = complete(server)
+        model.complete(user="x")
+        model.complete(user="y")
+    assert model.retries == 0 and server.connections == 2
+
+
+@pytest.mark.parametrize(
+    ("script", "message"),
+    [
+        ([(b"SMTP ready\r\n\r\n", True)], "_TransportError: not an HTTP response: 'SMTP ready'"),
+        ([(response()[:-5], True)], "_TransportError: the response ended after"),
+        ([(b"HTTP/1.1 200 OK\r\n" + b"X-Long: " + b"a" * 300000, True)], "response headers longer than 256 KiB"),
+        (
+            [(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", True)],
+            "ValueError: invalid literal for int()",
+        ),
+        ([(b"", True)], "ConnectionResetError: the server closed the connection"),
+    ],
+)
+def test_broken_http_is_a_transport_failure(complete, script, message) -> None:
+    with RawHTTP(script) as server:
+        model, _ = complete(server, retries=0)
+        with pytest.raises(ae.ProviderError, match=message.replace("(", r"\(").replace(")", r"\)")):
+            model.complete(user="x")
+
+
+def test_a_chunk_size_line_that_never_ends(complete) -> None:
+    endless = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + b"a" * 70000
+    with RawHTTP([(endless, True)]) as server:
+        model, _ = complete(server, retries=0)
+        with pytest.raises(ae.ProviderError, match="a response line longer than 64 KiB"):
+            model.complete(user="x")
