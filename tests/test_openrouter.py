@@ -443,3 +443,31 @@ def test_the_readme_provider_example_runs(make_suite, cli) -> None:
     assert stand_in.requests[0].body["model"] == "llama3" and stand_in.requests[0].body["format"] == "json"
     (log,) = read_logs(project)
     assert log["summary"]["usage"]["input_tokens"] == 28
+
+
+def test_ctrl_c_during_a_backoff_ends_the_real_cli_promptly(env, make_suite) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    env.respond = lambda r: Answer(429, {"error": {"message": "later"}}, {"Retry-After": "30"})
+    project = make_suite(helper=ROUTED, config=ONE_MODEL.replace("  retry_backoff: 0.01\n", "  retry_wait: 300\n"))
+    command = [sys.executable, str(ROOT / "agent_evals.py"), "compare", "--local"]
+    child = subprocess.Popen(
+        command, cwd=project, env={**os.environ}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    deadline = time.monotonic() + 20
+    while len(env.chats()) < 4 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert len(env.chats()) == 4  # every case is waiting out its Retry-After
+    interrupted = time.monotonic()
+    child.send_signal(signal.SIGINT)
+    _, err = child.communicate(timeout=20)
+    assert child.returncode == 130, err
+    assert time.monotonic() - interrupted < 3.0
+    assert "interrupted" in err and "Traceback" not in err
+    (log,) = read_logs(project)
+    assert {row["error"] for row in log["rows"]} == {
+        "ProviderError: openrouter: openai/gpt-4.1-mini: HTTP 429: later; not retried: interrupted (Ctrl-C)"
+    }
