@@ -1831,7 +1831,9 @@ class Experiment:
         self.dataset = dataset
         self.cases = cases
         self.parallelism = parallelism
-        self.results: list[RunResult] = []
+        self.results: list[RunResult] = []  # finished cases, in case order
+        self.not_run: list[str] = []  # ids of cases an interrupt or a stopped run left out
+        self.failure: str | None = None  # why none of its cases could run (prepare failed)
         self.duration = 0.0
         self.started_at = ""
         self.name = _safe_name(
@@ -1851,8 +1853,6 @@ def _safe_name(text: str) -> str:
 
 def _run_case(suite: _Suite, experiment: Experiment, case: Case, metric_names: frozenset[str]) -> RunResult:
     """Run and score one case. An exception is an error; a ``Reply.error`` is a 0."""
-    if _stop.event.is_set():
-        return RunResult(experiment, case, error=f"not run: {_stop.reason}")
     model = experiment.model
     started = time.perf_counter()
     reply = score = None
@@ -1895,49 +1895,84 @@ def _check_score(scorer: Any, case: Case, score: Any, metric_names: frozenset[st
             raise SuiteError(f"scorer {name} gave {case.key} {metric}={value!r}, outside 0..1")
 
 
-def _run_experiment(suite: _Suite, experiment: Experiment, trackers: list[Tracker], lock: threading.Lock) -> Summary:
-    """``parallelism`` threads take the next case until none is left. Whoever finishes
-    a case records every finished case in order that is still unrecorded, so trackers
-    see case order whatever finishes first; no futures, no queue, no idle consumer."""
-    import itertools
+class _Running:
+    """One experiment in flight: ``parallelism`` daemon threads take the next case until
+    none is left or the run stops. Each finished case goes to the journal at once (so a
+    kill loses nothing that finished), and whoever finishes a case records, in case
+    order, every finished case not yet recorded; no futures, no queue, no idle consumer.
+    """
 
-    names = frozenset(m.name for m in suite.metrics)
-    cases = experiment.cases
-    results: list[RunResult | None] = [None] * len(cases)
-    claim = itertools.count().__next__  # atomic under the GIL
-    recorded = 0
+    def __init__(self, run: _Run, experiment: Experiment, previous: Mapping[str, RunResult]) -> None:
+        import itertools
 
-    def work() -> None:
-        nonlocal recorded
-        while (i := claim()) < len(cases):
-            result = _run_case(suite, experiment, cases[i], names)
-            with lock:
-                results[i] = result
-                while recorded < len(cases) and (done := results[recorded]) is not None:
-                    for tracker in trackers:
-                        tracker.record(done)
-                    recorded += 1
+        self.run, self.experiment = run, experiment
+        cases = experiment.cases
+        self.results: list[RunResult | None] = [previous.get(c.id) for c in cases]
+        self.todo = [i for i, r in enumerate(self.results) if r is None]
+        self.claim = itertools.count().__next__  # atomic under the GIL
+        self.recorded = 0
+        self.closed = False
+        self.active = min(experiment.parallelism, len(self.todo))
+        self.started = time.perf_counter()
+        self.journal = run.open_journal(experiment)
+        for result in self.results:
+            if result is not None:
+                run.journal_write(self.journal, result)
 
-    experiment.started_at = time.strftime("%Y-%m-%dT%H:%M:%S%z")
-    for tracker in trackers:
-        with lock:
-            tracker.start(experiment)
-    started = time.perf_counter()
-    threads = [
-        threading.Thread(target=work, name=f"case-{n}", daemon=True)
-        for n in range(min(experiment.parallelism, len(cases)))
-    ]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    experiment.results = [r for r in results if r is not None]
-    experiment.duration = time.perf_counter() - started
-    summary = _summarize(experiment.results, suite.metrics, experiment.duration)
-    for tracker in trackers:
-        with lock:
-            tracker.finish(experiment, summary)
-    return summary
+    def start(self) -> None:
+        self.experiment.started_at = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+        for tracker in self.run.trackers:
+            with self.run.lock:
+                tracker.start(self.experiment)
+        if not self.active:
+            self.run.finished.put(self)
+        for n in range(self.active):
+            threading.Thread(target=self._work, name=f"case-{n}", daemon=True).start()
+
+    def _work(self) -> None:
+        run, cases = self.run, self.experiment.cases
+        while (k := self.claim()) < len(self.todo) and not _stop.event.is_set():
+            i = self.todo[k]
+            result = _run_case(run.suite, self.experiment, cases[i], run.metric_names)
+            with run.lock:
+                if self.closed:
+                    return  # abandoned after the grace period: its experiment is written already
+                self.results[i] = result
+                run.journal_write(self.journal, result)
+                run.progress.add(result)
+                self._record()
+        with run.lock:
+            self.active -= 1
+            if self.active == 0 and not self.closed:
+                run.finished.put(self)
+
+    def _record(self) -> None:
+        """Record the finished prefix in case order (the caller holds the lock)."""
+        while self.recorded < len(self.results) and (done := self.results[self.recorded]) is not None:
+            for tracker in self.run.trackers:
+                tracker.record(done)
+            self.recorded += 1
+
+    def finish(self) -> None:
+        """Write the experiment with what finished (on the main thread, once)."""
+        run, x = self.run, self.experiment
+        with run.lock:
+            if self.closed:
+                return
+            self.closed = True
+            x.results = [r for r in self.results if r is not None]
+            x.not_run = [c.id for c, r in zip(x.cases, self.results, strict=True) if r is None]
+            for result in self.results[self.recorded :]:  # what finished after a gap
+                if result is not None:
+                    for tracker in run.trackers:
+                        tracker.record(result)
+            if self.journal:
+                self.journal.close()
+        x.duration = time.perf_counter() - self.started
+        summary = _summarize(x.results, run.suite.metrics, x.duration)
+        for tracker in run.trackers:
+            with run.lock:
+                tracker.finish(x, summary)
 
 
 def _summarize(results: Sequence[RunResult], metrics: Sequence[Metric], duration: float) -> Summary:
@@ -1961,30 +1996,319 @@ def _mean(values: Iterable[float | None]) -> float | None:
     return sum(kept) / len(kept) if kept else None
 
 
-def _run_all(suite: _Suite, experiments: list[Experiment], concurrency: int, trackers: list[Tracker]) -> None:
-    """Datasets one after another (prepare runs outside the threads); each dataset's
-    experiments ``concurrency`` at a time (0: all together)."""
-    from concurrent.futures import ThreadPoolExecutor
+GRACE_SECONDS = 10.0  # after a first Ctrl-C, how long cases in flight may finish
+
+
+class _Run:
+    """What every experiment of one invocation shares: suite, trackers, lock, journal
+    folder, progress, and the queue on which finished experiments report."""
+
+    def __init__(self, suite: _Suite, trackers: list[Tracker], journal_dir: Path | None, progress: _Progress) -> None:
+        import queue
+
+        self.suite, self.trackers, self.journal_dir, self.progress = suite, trackers, journal_dir, progress
+        self.metric_names = frozenset(m.name for m in suite.metrics)
+        self.lock = threading.Lock()
+        self.finished: queue.SimpleQueue[_Running] = queue.SimpleQueue()
+        self.stamp = ""
+
+    def open_journal(self, experiment: Experiment) -> Any:
+        if self.journal_dir is None:
+            return None
+        path = self.journal_dir / f"{experiment.name}.{self.stamp}.jsonl"
+        journal = path.open("a", encoding="utf-8")
+        header = {"journal": 1, "experiment": experiment.name, "dataset": experiment.dataset}
+        journal.write(_json_dumps({**header, "contender": experiment.contender.to_json()}) + "\n")
+        journal.flush()
+        return journal
+
+    @staticmethod
+    def journal_write(journal: Any, result: RunResult) -> None:
+        if journal is not None:
+            journal.write(_json_dumps(_result_row(result)) + "\n")
+            journal.flush()  # into the OS now: a killed process loses nothing that finished
+
+
+def _run_all(
+    suite: _Suite,
+    experiments: list[Experiment],
+    concurrency: int,
+    trackers: list[Tracker],
+    *,
+    journal_dir: Path | None = None,
+    stamp: str = "",
+    previous: Mapping[tuple[str, str], Mapping[str, RunResult]] | None = None,
+    progress: _Progress | None = None,
+) -> bool:
+    """Run every experiment; True when a Ctrl-C cut the run short.
+
+    Datasets go one after another: ``adapter.prepare`` runs once for each, outside the
+    threads, then that dataset's experiments run ``concurrency`` at a time (0: all).
+    A first Ctrl-C starts no new case and gives those in flight ``GRACE_SECONDS``; a
+    second one abandons them. Either way every experiment that started is written.
+    """
+    import queue
 
     _stop.reset()
-    lock = threading.Lock()
+    run = _Run(suite, trackers, journal_dir, progress or _Progress(None, 0))
+    run.stamp = stamp
+    previous = previous or {}
     by_dataset: dict[str, list[Experiment]] = {}
     for experiment in experiments:
         by_dataset.setdefault(experiment.dataset, []).append(experiment)
-    for dataset, group in by_dataset.items():
-        try:
-            suite.adapter.prepare(dataset)
-        except Exception as e:
-            raise SuiteError(
-                f"adapter {type(suite.adapter).__name__}.prepare({dataset!r}) raised {type(e).__name__}: {e}"
-            ) from e
-        workers = len(group) if concurrency == 0 else min(concurrency, len(group))
-        with ThreadPoolExecutor(max(1, workers), thread_name_prefix="experiment") as pool:
+    running: list[_Running] = []
+    try:
+        for dataset, group in by_dataset.items():
+            if _stop.event.is_set():
+                break
+            failure = _prepare_dataset(suite, dataset)
+            if failure:
+                print(f"warning: {failure}: its {len(group)} experiments were not run", file=run.progress.err)
+                for x in group:
+                    x.not_run, x.failure = [c.id for c in x.cases], failure
+                continue
+            pending = list(group)
+            while pending or running:
+                while pending and not _stop.event.is_set() and (concurrency == 0 or len(running) < concurrency):
+                    x = pending.pop(0)
+                    started = _Running(run, x, previous.get((_contender_key(x.contender), x.dataset), {}))
+                    running.append(started)
+                    started.start()
+                if _stop.event.is_set():
+                    for x in pending:
+                        x.not_run = [c.id for c in x.cases]
+                    pending = []
+                    if not running:
+                        break
+                try:
+                    done = run.finished.get(timeout=0.1)
+                except queue.Empty:
+                    run.progress.draw()
+                    continue
+                done.finish()
+                running.remove(done)
+    except KeyboardInterrupt:
+        _stop.set("interrupted (Ctrl-C)")
+        run.progress.clear()
+        if running:
+            print(
+                f"interrupted: the cases in flight may finish for up to {GRACE_SECONDS:.0f}s "
+                "(Ctrl-C again abandons them)",
+                file=run.progress.err,
+            )
+            _drain(run, running, time.monotonic() + GRACE_SECONDS)
+        for remaining in running:
+            remaining.finish()
+        run.progress.clear()
+        return True
+    run.progress.clear()
+    return False
+
+
+def _drain(run: _Run, running: list[_Running], deadline: float) -> None:
+    """Wait for the experiments in flight until ``deadline`` or a second Ctrl-C."""
+    import queue
+
+    try:
+        while running and time.monotonic() < deadline:
             try:
-                list(pool.map(lambda x: _run_experiment(suite, x, trackers, lock), group))
-            except KeyboardInterrupt:
-                _stop.set("interrupted (Ctrl-C)")  # cases not yet started end at once
-                raise
+                done = run.finished.get(timeout=0.1)
+            except queue.Empty:
+                continue
+            done.finish()
+            running.remove(done)
+    except KeyboardInterrupt:
+        print("abandoning the cases still in flight", file=run.progress.err)
+
+
+def _progress_line(done: int, total: int, errors: int, elapsed: float, cost: float) -> str:
+    """The progress line's text (pure, for tests).
+
+    >>> _progress_line(50, 200, 2, 30.0, 0.25)
+    '50/200 cases · 2 errors · 0:30 elapsed · ETA 1:30 · $0.2500'
+    """
+    eta = f"ETA {_clock(elapsed / done * (total - done))}" if done else "ETA -"
+    return f"{done}/{total} cases · {errors} error{'s' if errors != 1 else ''} · {_clock(elapsed)} elapsed · {eta} · {_fmt_cost(cost)}"
+
+
+def _clock(seconds: float) -> str:
+    minutes, secs = divmod(int(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
+
+
+class _Progress:
+    """One throttled, self-overwriting STDERR line while a run goes; drawn only on a
+    terminal (``stream`` None elsewhere) and erased at the end."""
+
+    def __init__(self, stream: Any, total: int, err: Any = None) -> None:
+        self.stream, self.total, self.err = stream, total, err or sys.stderr
+        self.done = self.errors = 0
+        self.cost = 0.0
+        self.started = time.monotonic()
+        self.last = 0.0
+        self.shown = False
+
+    def add(self, result: RunResult) -> None:
+        self.done += 1
+        self.errors += result.error is not None
+        self.cost += result.usage.cost_usd
+
+    def draw(self) -> None:
+        now = time.monotonic()
+        if self.stream is None or now - self.last < 0.1:
+            return
+        self.last = now
+        line = _progress_line(self.done, self.total, self.errors, now - self.started, self.cost)
+        self.stream.write(f"\r{line[: _terminal_width() - 1]}\x1b[K")
+        self.stream.flush()
+        self.shown = True
+
+    def clear(self) -> None:
+        if self.shown:
+            self.stream.write("\r\x1b[K")
+            self.stream.flush()
+            self.shown = False
+
+
+def _terminal_width() -> int:
+    import shutil
+
+    return shutil.get_terminal_size((100, 24)).columns
+
+
+class _Capture:
+    """Where stray output goes while a run draws: print, warnings and logging from suite
+    code land in ``log/<command>.warnings.<stamp>.log`` instead of in the tables."""
+
+    encoding = "utf-8"
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.file: Any = None
+        self.lock = threading.Lock()
+        self.saved: list[tuple[Any, Any]] = []
+
+    def write(self, text: str) -> int:
+        if text:
+            with self.lock:
+                if self.file is None:
+                    self.path.parent.mkdir(parents=True, exist_ok=True)
+                    self.file = self.path.open("a", encoding="utf-8")
+                self.file.write(text)
+                self.file.flush()
+        return len(text)
+
+    def flush(self) -> None:
+        pass
+
+    def isatty(self) -> bool:
+        return False
+
+    def __enter__(self) -> _Capture:
+        self.saved = [(sys, "stdout"), (sys, "stderr")]
+        self.originals = [sys.stdout, sys.stderr]
+        sys.stdout = sys.stderr = self  # type: ignore[assignment]
+        self.handlers = []
+        if "logging" in sys.modules:  # handlers made earlier hold the real streams
+            import logging
+
+            for handler in logging.getLogger().handlers:
+                if isinstance(handler, logging.StreamHandler) and handler.stream in self.originals:
+                    self.handlers.append((handler, handler.setStream(self)))
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        sys.stdout, sys.stderr = self.originals
+        for handler, stream in self.handlers:
+            handler.setStream(stream)
+        if self.file is not None:
+            self.file.close()
+
+
+_STAMP = re.compile(r"\.(\d{8}-\d{6}-\d{3})\.jsonl?$")
+
+
+def _resume_files(arg: str | bool, log_dir: Path) -> tuple[str, list[Path]]:
+    """The stamp to resume and its logs and journals: the newest run's, or LOG's."""
+    path = log_dir if arg is True else Path(str(arg))
+    if path.is_file():
+        match = _STAMP.search(path.name)
+        if not match:
+            raise ConfigError(f"--resume {arg}: not an agent-evals log or journal (NAME.STAMP.json or .jsonl)")
+        stamp, folder = match[1], path.parent
+    elif path.is_dir():
+        stamps = sorted({m[1] for p in path.iterdir() if (m := _STAMP.search(p.name))})
+        if not stamps:
+            raise ConfigError(f"--resume: no logs or journals in {_display(path)}; nothing to resume")
+        stamp, folder = stamps[-1], path
+    else:
+        raise ConfigError(f"--resume {arg}: no such file or folder")
+    return stamp, sorted(p for p in folder.iterdir() if _STAMP.search(p.name) and f".{stamp}." in p.name)
+
+
+def _load_previous(
+    files: Iterable[Path], cases: Sequence[Case], retry_errors: bool
+) -> dict[tuple[str, str], dict[str, RunResult]]:
+    """Finished cases from earlier logs and journals, by (contender, dataset) and case id."""
+    known = {(c.dataset, c.id): c for c in cases}
+    out: dict[tuple[str, str], dict[str, RunResult]] = {}
+    for path in files:
+        try:
+            text = path.read_text(encoding="utf-8")
+            if path.suffix == ".jsonl":
+                lines = []
+                for line in text.splitlines():
+                    try:
+                        lines.append(json.loads(line))
+                    except ValueError:
+                        continue  # a line cut short by a kill
+                head, rows = (lines[0], lines[1:]) if lines else ({}, [])
+            else:
+                head = json.loads(text)
+                rows = head.get("rows", [])
+            key = (json.dumps(head["contender"], sort_keys=True), head["dataset"])
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+            raise ConfigError(f"--resume: {_display(path)} cannot be read ({type(e).__name__}: {e})") from None
+        for row in rows:
+            case = known.get((head["dataset"], row.get("case")))
+            if case is None or (row.get("error") and retry_errors):
+                continue
+            out.setdefault(key, {})[case.id] = _row_result(row, case)
+    return out
+
+
+def _row_result(row: Mapping[str, Any], case: Case) -> RunResult:
+    """A logged row back into a ``RunResult`` (the experiment is attached when it runs)."""
+    reply = None
+    if row.get("error") is None or row.get("output") is not None or row.get("reply_error"):
+        reply = Reply(output=row.get("output"), raw=row.get("raw"), error=row.get("reply_error"))
+    score = None
+    if row.get("score") is not None:
+        score = Score(row["score"], row.get("metrics") or {}, row.get("outcomes") or {}, row.get("diagnostics") or {})
+    return RunResult(
+        None,
+        case,
+        reply,
+        score,
+        float(row.get("duration") or 0.0),
+        row.get("error"),
+        Usage.coerce(row.get("usage")) or Usage(),
+        row.get("traceback"),
+        int(row.get("retries") or 0),
+    )
+
+
+def _prepare_dataset(suite: _Suite, dataset: str) -> str | None:
+    try:
+        suite.adapter.prepare(dataset)
+    except Exception as e:
+        return f"adapter {type(suite.adapter).__name__}.prepare({dataset!r}) raised {type(e).__name__}: {e}"
+    return None
+
+
+def _contender_key(contender: Contender) -> str:
+    return json.dumps(contender.to_json(), sort_keys=True)
 
 
 # ═══════════════════════════════════════════════════════════════════════════════
@@ -2055,6 +2379,8 @@ class LocalTracker(Tracker):
             "adapter": self.context.get("adapter_metadata") or {},
             "started_at": experiment.started_at,
             "summary": summary.to_json(),
+            "not_run": experiment.not_run,
+            "resumed_from": self.context.get("resumed_from"),
         }
         # indent the header for people; one compact line a row, which json writes in C
         head = _json_dumps(document, indent=2)[:-2]
@@ -2565,6 +2891,16 @@ def _parser() -> _Parser:
     running.add_argument("--no-open", action="store_true", help="do not open the tracker's page when the run finishes")
     running.add_argument("-n", "--dry-run", action="store_true", help="show the experiment matrix; call nothing")
     running.add_argument(
+        "--resume",
+        nargs="?",
+        const=True,
+        metavar="LOG",
+        help="skip the cases a run already finished (default: the newest run in log/agent-evals)",
+    )
+    running.add_argument(
+        "--retry-errors", action="store_true", help="with --resume: ask the cases that ended in an error again"
+    )
+    running.add_argument(
         "-o",
         "--output",
         nargs="?",
@@ -2711,13 +3047,20 @@ def _cmd_run(args: argparse.Namespace) -> int:
         return EXIT_OK
     remote = _choose_tracker(suite, args.tracker, args.local, notes)
     _print_notes(args, notes)
+    log_dir = suite.project_root / "log" / "agent-evals"
+    _check_writable(log_dir)
+    previous, resumed_from = {}, None
+    if args.resume:
+        resumed_from, files = _resume_files(args.resume, log_dir)
+        previous = _load_previous(files, cases, args.retry_errors)
+        skipped = sum(len(v) for v in previous.values())
+        print(f"resume: {skipped} finished cases from the run of {resumed_from} are not asked again", file=sys.stderr)
     if suite.before_run:
         try:
             suite.before_run()
         except Exception as e:
             raise SuiteError(f"before_run raised {type(e).__name__}: {e}") from e
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    log_dir = suite.project_root / "log" / "agent-evals"
+    stamp = _stamp()
     context = {
         "suite": suite.name,
         "project": args.project or suite.config.project,
@@ -2725,6 +3068,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         "command": args.command,
         "stamp": stamp,
         "log_dir": log_dir,
+        "resumed_from": resumed_from,
         "adapter_metadata": _adapter_metadata(suite.adapter),
     }
     trackers: list[Tracker] = [LocalTracker({**context, "options": {}})]
@@ -2732,22 +3076,67 @@ def _cmd_run(args: argparse.Namespace) -> int:
         trackers.append(remote({**context, "options": suite.config.sections.get(remote.name, {})}))
     trackers = [t for t in trackers if t.enabled()]
     concurrency = os.cpu_count() or 1 if args.concurrency is None else args.concurrency
-    _run_all(suite, experiments, concurrency, trackers)
+    err = sys.stderr
+    total = sum(len(x.cases) for x in experiments)
+    progress = _Progress(err if err.isatty() else None, total, err)
+    progress.done = sum(len(v) for v in previous.values())
+    capture = _Capture(log_dir.parent / f"{args.command}.warnings.{stamp}.log")
+    with capture:
+        interrupted = _run_all(
+            suite,
+            experiments,
+            concurrency,
+            trackers,
+            journal_dir=log_dir,
+            stamp=stamp,
+            previous=previous,
+            progress=progress,
+        )
+    if capture.file is not None:
+        print(f"warnings: what the suite printed or logged during the run is in {_display(capture.path)}", file=err)
     _report_transport(suite, experiments)
-    print(f"logs: {_display(log_dir)}", file=sys.stderr)
-    if _stop.reason:
-        done = sum(1 for x in experiments for r in x.results if not (r.error or "").startswith("not run:"))
-        total = sum(len(x.cases) for x in experiments)
-        raise ProviderError(f"the run stopped after {done} of {total} cases: {_stop.reason}")
+    print(f"logs: {_display(log_dir)} ({stamp})", file=err)
+    finished = sum(len(x.results) for x in experiments)
+    if _stop.reason and not interrupted:
+        raise ProviderError(f"the run stopped after {finished} of {total} cases: {_stop.reason}")
     if args.output:
         target = Path(args.output) if isinstance(args.output, str) else log_dir.parent / f"{args.command}.{stamp}.txt"
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(_render_breakdown_plain(experiments, suite.metrics), encoding="utf-8")
-        print(f"breakdowns: {_display(target)}", file=sys.stderr)
+        print(f"breakdowns: {_display(target)}", file=err)
     elif args.command == "run":
         print("\n\n".join(_render_breakdown(x, suite.metrics, style) for x in experiments) + "\n", file=out)
-    print(_render_report(experiments, suite.metrics, style), file=out)
-    return EXIT_OK
+    shown = [x for x in experiments if x.results]
+    if interrupted:
+        print(
+            f"partial: interrupted after {finished} of {total} cases; finish with: agent-evals {args.command} --resume",
+            file=out,
+        )
+    if shown:
+        print(_render_report(shown, suite.metrics, style), file=out)
+    if interrupted:
+        return EXIT_INTERRUPTED
+    return EXIT_FAILED if any(x.failure for x in experiments) else EXIT_OK
+
+
+def _stamp() -> str:
+    """A run's stamp: sortable, and distinct for runs a millisecond apart."""
+    now = time.time()
+    return time.strftime("%Y%m%d-%H%M%S", time.localtime(now)) + f"-{int(now * 1000) % 1000:03d}"
+
+
+def _check_writable(folder: Path) -> None:
+    """Fail before any call when the logs could not be written."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        probe = folder / f".write-test-{os.getpid()}"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as e:
+        raise ConfigError(
+            f"{_display(folder)}: cannot write the logs there ({e.strerror or e}); make it writable, "
+            "or run from a project whose log/ folder you can write"
+        ) from None
 
 
 def _print_notes(args: argparse.Namespace, notes: Iterable[str]) -> None:

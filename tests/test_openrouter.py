@@ -290,7 +290,8 @@ def test_401_stops_the_whole_run_with_one_message(env, make_suite, cli) -> None:
     )
     assert len(env.chats()) == 1
     (log,) = read_logs(project)
-    assert log["rows"][1]["error"].startswith("not run: openrouter: HTTP 401")
+    assert len(log["rows"]) == 1 and log["rows"][0]["error"].startswith("ProviderError: openrouter: HTTP 401")
+    assert log["not_run"] == [f"a/{n:03d}" for n in range(2, 13)]
 
 
 def test_a_refused_key_on_the_catalog_fails_before_any_completion(env, make_suite, cli) -> None:

@@ -165,18 +165,30 @@ class T(S):
     assert "SuiteError: scorer T gave ds/a/001 m=2, outside 0..1" in errors
 
 
-def test_prepare_or_before_run_or_metadata_failing_is_one_line(make_suite, cli) -> None:
-    for hook, message in [
-        (
-            "def prepare(self, dataset):\n        raise OSError('no schema')",
-            "adapter A.prepare('ds') raised OSError: no schema",
-        ),
-        ("def metadata(self):\n        raise OSError('x')", "adapter A.metadata() raised OSError: x"),
-    ]:
-        helper = f"import agent_evals as ae\nclass A(ae.EchoAdapter):\n    {hook}\nae.configure(adapter=A(), scorer=ae.Scorer(), providers=[ae.FakeProvider()])\n"
-        project = make_suite(helper=helper)
-        code, _, err = cli("compare", "--local", cwd=project)
-        assert code == 2 and err.strip() == f"error: {message}", err
+def test_prepare_failing_skips_that_dataset_with_one_line(make_suite, cli) -> None:
+    helper = """
+import agent_evals as ae
+class A(ae.EchoAdapter):
+    def prepare(self, dataset):
+        if dataset == "bad":
+            raise OSError("no schema")
+ae.configure(adapter=A(), scorer=ae.Scorer(), providers=[ae.FakeProvider()])
+"""
+    cases = {**case_files("bad", "a/001", {"v": 1}), **case_files("good", "a/001", {"v": 1})}
+    project = make_suite(helper=helper, cases=cases)
+    code, out, err = cli("compare", "--local", cwd=project)
+    assert code == 1
+    assert "warning: adapter A.prepare('bad') raised OSError: no schema: its 1 experiments were not run" in err
+    assert "│ good    │ fake/echo │" in out and "│ bad " not in out
+    logs = read_logs(project)
+    assert [log["dataset"] for log in logs] == ["good"]
+
+
+def test_before_run_or_metadata_failing_is_one_line(make_suite, cli) -> None:
+    helper = "import agent_evals as ae\nclass A(ae.EchoAdapter):\n    def metadata(self):\n        raise OSError('x')\nae.configure(adapter=A(), scorer=ae.Scorer(), providers=[ae.FakeProvider()])\n"
+    project = make_suite(helper=helper)
+    code, _, err = cli("compare", "--local", cwd=project)
+    assert code == 2 and err.strip() == "error: adapter A.metadata() raised OSError: x", err
     helper = "import agent_evals as ae\ndef b():\n    raise ValueError('reset failed')\nae.configure(adapter=ae.EchoAdapter(), scorer=ae.Scorer(), before_run=b, providers=[ae.FakeProvider()])\n"
     project = make_suite(helper=helper)
     code, _, err = cli("compare", "--local", cwd=project)
@@ -324,8 +336,9 @@ def test_breakdown_notes_say_why_a_case_lost(make_suite, cli) -> None:
 def test_ctrl_c_exits_130(make_suite, cli) -> None:
     helper = "import agent_evals as ae\nclass A(ae.EchoAdapter):\n    def prepare(self, dataset):\n        raise KeyboardInterrupt\nae.configure(adapter=A(), scorer=ae.Scorer(), providers=[ae.FakeProvider()])\n"
     project = make_suite(helper=helper)
-    code, _, err = cli("compare", "--local", cwd=project)
-    assert code == 130 and err.strip() == "interrupted"
+    code, out, _ = cli("compare", "--local", cwd=project)
+    assert code == 130
+    assert out.strip() == "partial: interrupted after 0 of 4 cases; finish with: agent-evals compare --resume"
 
 
 def test_missing_pyyaml_is_named_with_how_to_install(make_suite, monkeypatch, cli) -> None:
