@@ -2187,15 +2187,18 @@ class _Capture:
         self.path = path
         self.file: Any = None
         self.lock = threading.Lock()
-        self.saved: list[tuple[Any, Any]] = []
+        self.local = threading.local()
 
     def write(self, text: str) -> int:
-        if text:
+        # whole lines per thread, so prints from parallel cases never interleave mid-line
+        pending = getattr(self.local, "pending", "") + text
+        complete, _, self.local.pending = pending.rpartition("\n")
+        if complete:
             with self.lock:
                 if self.file is None:
                     self.path.parent.mkdir(parents=True, exist_ok=True)
                     self.file = self.path.open("a", encoding="utf-8")
-                self.file.write(text)
+                self.file.write(complete + "\n")
                 self.file.flush()
         return len(text)
 
@@ -2206,7 +2209,6 @@ class _Capture:
         return False
 
     def __enter__(self) -> _Capture:
-        self.saved = [(sys, "stdout"), (sys, "stderr")]
         self.originals = [sys.stdout, sys.stderr]
         sys.stdout = sys.stderr = self  # type: ignore[assignment]
         self.handlers = []

@@ -1,0 +1,270 @@
+"""Hostile input: every malformed file, key or flag ends in one line naming it, never a traceback."""
+
+from __future__ import annotations
+
+import pytest
+
+import agent_evals as ae
+from conftest import CONFIG, case_files, read_logs
+
+CFG = "evals/.agent-eval.config.yml"
+HELPER = "evals/eval_helper.py"
+BASE = "request_types: [prompt]\n"
+FAKE = "vendors:\n  fake:\n    - model: echo\n"
+
+# (files written over the standard suite, argv, exit code, a piece of the one line)
+MALFORMED = [
+    # the YAML itself
+    ({CFG: "request_types: [prompt\n"}, ["cases"], 2, "line 2, column 1: invalid YAML"),
+    ({CFG: "a: b: c\n"}, ["cases"], 2, "line 1, column 5: invalid YAML: mapping values are not allowed here"),
+    ({CFG: "request_types: [prompt]\n\tvendors: {}\n"}, ["cases"], 2, "invalid YAML"),
+    ({CFG: "- a\n- b\n"}, ["cases"], 2, "expected a mapping of keys (request_types:, vendors:, ...), got list"),
+    ({CFG: "just text\n"}, ["cases"], 2, "expected a mapping of keys (request_types:, vendors:, ...), got str"),
+    ({CFG: b"\xff\xfe request_types"}, ["cases"], 2, "not UTF-8 text"),
+    ({CFG: "!!python/object:os.system {}\n"}, ["cases"], 2, "invalid YAML"),
+    # top-level keys and their types
+    ({CFG: BASE + "vendor: {}\n"}, ["cases"], 2, 'unknown key vendor (did you mean "vendors"?)'),
+    ({CFG: FAKE}, ["cases"], 2, "request_types is required"),
+    ({CFG: "request_types: prompt\n" + FAKE}, ["compare", "-n"], 0, ""),
+    ({CFG: "request_types: [chat]\n"}, ["cases"], 2, "request_types: unknown type 'chat'"),
+    ({CFG: "request_types: [3]\n"}, ["cases"], 2, "request_types: expected str or a list of them, got 3"),
+    ({CFG: "request_types: {a: 1}\n"}, ["cases"], 2, "request_types: expected str or a list of them"),
+    ({CFG: BASE + "project: 3\n"}, ["cases"], 2, "project: expected a string, got 3"),
+    ({CFG: BASE + "tracker: [a]\n"}, ["cases"], 2, "tracker: expected a string, got ['a']"),
+    ({CFG: BASE + "cases: 5\n"}, ["cases"], 2, "cases: expected a string, got 5"),
+    ({CFG: BASE + "require: [1]\n"}, ["cases"], 2, "require: expected str or a list of them, got 1"),
+    ({CFG: BASE + "adapter: 5\n"}, ["cases"], 0, ""),  # the helper set one: the key is not read
+    # defaults
+    ({CFG: BASE + "defaults: 3\n"}, ["cases"], 2, "defaults: expected a mapping"),
+    ({CFG: BASE + "defaults:\n  efort: low\n"}, ["cases"], 2, 'unknown key defaults.efort (did you mean "effort"?)'),
+    ({CFG: BASE + "defaults:\n  effort: turbo\n"}, ["cases"], 2, "defaults.effort: unknown effort 'turbo'"),
+    (
+        {CFG: BASE + "defaults:\n  temperature: [0.1, hot]\n"},
+        ["cases"],
+        2,
+        "temperature must be a number from 0 to 2, got 'hot'",
+    ),
+    ({CFG: BASE + "defaults:\n  temperature: -1\n"}, ["cases"], 2, "temperature must be a number from 0 to 2, got -1"),
+    (
+        {CFG: BASE + "defaults:\n  max_tokens: 0\n"},
+        ["cases"],
+        2,
+        "defaults.max_tokens: expected a whole number from 1 up, got 0",
+    ),
+    (
+        {CFG: BASE + "defaults:\n  max_tokens: 1.5\n"},
+        ["cases"],
+        2,
+        "defaults.max_tokens: expected a whole number from 1 up, got 1.5",
+    ),
+    (
+        {CFG: BASE + "defaults:\n  parallelism: many\n"},
+        ["cases"],
+        2,
+        "defaults.parallelism: expected a whole number from 1 up, got 'many'",
+    ),
+    ({CFG: BASE + "defaults:\n  timeout: -5\n"}, ["cases"], 2, "defaults.timeout: expected a number from 0 up, got -5"),
+    (
+        {CFG: BASE + "defaults:\n  retries: yes\n"},
+        ["cases"],
+        2,
+        "defaults.retries: expected a whole number from 0 up, got True",
+    ),
+    # vendors and direct
+    (
+        {CFG: BASE + "vendors:\n  - fake\n"},
+        ["cases"],
+        2,
+        "vendors: expected a mapping of name to a list of models, got list",
+    ),
+    ({CFG: BASE + "vendors:\n  fake: {model: echo}\n"}, ["cases"], 2, "vendors.fake: expected a list of entries"),
+    (
+        {CFG: BASE + "vendors:\n  fake:\n    - [echo]\n"},
+        ["cases"],
+        2,
+        "vendors.fake[0]: expected a mapping with model:",
+    ),
+    (
+        {CFG: BASE + "vendors:\n  fake:\n    - model: ''\n"},
+        ["cases"],
+        2,
+        "vendors.fake[0].model: expected a model name",
+    ),
+    (
+        {CFG: BASE + "vendors:\n  fake:\n    - model: echo\n      temp: 0.1\n"},
+        ["cases"],
+        2,
+        "unknown key vendors.fake[0].temp",
+    ),
+    (
+        {CFG: BASE + "vendors:\n  fake:\n    - model: echo\n      effort: [low, {x: 1}]\n"},
+        ["cases"],
+        2,
+        "vendors.fake[0].effort: expected str",
+    ),
+    (
+        {CFG: BASE + "vendors:\n  fake:\n    - model: echo\n      max_tokens: many\n"},
+        ["cases"],
+        2,
+        "vendors.fake[0].max_tokens: expected a whole number",
+    ),
+    (
+        {CFG: BASE + "direct: [typesafe]\n"},
+        ["cases"],
+        2,
+        "direct: expected a mapping of name to a list of models, got list",
+    ),
+    (
+        {CFG: BASE + "direct:\n  openai:\n    - model: x\n"},
+        ["cases"],
+        2,
+        "direct: unknown provider 'openai'; known: typesafe",
+    ),
+    (
+        {CFG: BASE + "vendors:\n  fake:\n    - model: nope\n"},
+        ["compare", "--local"],
+        2,
+        "fake/nope: provider fake has no such model",
+    ),
+    # cases on disk
+    (
+        {"evals/datasets/ds/cases/a/001/expected.json": "[1, 2]"},
+        ["verify"],
+        1,
+        "a/001/expected.json: expected an object, got list",
+    ),
+    (
+        {"evals/datasets/ds/cases/a/001/input.txt": b"\x00\x01\xff binary"},
+        ["verify"],
+        1,
+        "a/001/input.txt: not UTF-8 text",
+    ),
+    (
+        {"evals/datasets/ds/cases/a/001/expected.json": "{'single': 'quotes'}"},
+        ["verify"],
+        1,
+        "invalid JSON: Expecting property name",
+    ),
+    (
+        {"evals/datasets/ds/cases/a/001/metadata.json": "7"},
+        ["verify"],
+        1,
+        "a/001/metadata.json: expected an object, got int",
+    ),
+    (
+        {CFG: BASE + FAKE + "cases: 'nothing/*/input.txt'\n"},
+        ["cases"],
+        2,
+        "no cases match nothing/*/input.txt under evals",
+    ),
+    # the helper
+    (
+        {HELPER: "import agent_evals\nraise ImportError('no module named my_gem')\n"},
+        ["cases"],
+        2,
+        "evals/eval_helper.py:2 raised ImportError: no module named my_gem",
+    ),
+    ({HELPER: "def broken(:\n"}, ["cases"], 2, "evals/eval_helper.py raised SyntaxError"),
+    (
+        {HELPER: "import agent_evals\nagent_evals.configure(adaptr=1)\n"},
+        ["cases"],
+        2,
+        "configure(): unknown setting 'adaptr'",
+    ),
+    # flags
+    ({}, ["compare", "-p", "-1"], 2, "argument -p/--parallelism: expected a whole number from 1 up, got '-1'"),
+    ({}, ["compare", "-j", "x"], 2, "argument -j/--concurrency: expected a whole number from 0 up, got 'x'"),
+    ({}, ["compare", "-t", "3"], 2, "argument -t/--temperature: temperature must be a number from 0 to 2, got '3'"),
+    ({}, ["compare", "--max-tokens", "0"], 2, "argument --max-tokens: expected a whole number from 1 up, got '0'"),
+    ({}, ["compare", "--retries", "-2"], 2, "argument --retries: expected a whole number from 0 up"),
+    ({}, ["compare", "--retry-wait", "nan"], 2, "argument --retry-wait: expected seconds"),
+    ({}, ["compare", "-e", "ultra"], 2, "argument -e/--effort: unknown effort 'ultra'"),
+    ({}, ["compare", "-m", "fake/nope"], 2, "-m fake/nope: not in the lineup"),
+    ({}, ["compare", "-d", "nope"], 2, "-d nope: no such dataset"),
+    ({}, ["compare", "-c", "z/999"], 2, "-c z/999: no case or variant matches"),
+    ({}, ["compare", "--tracker", "wandb"], 2, "--tracker wandb: unknown tracker; known: none"),
+    ({}, ["compare", "--helper", "missing.py"], 2, "--helper missing.py: no such file"),
+    ({}, ["compare", "-C", "missing.yml"], 2, "missing.yml: not found"),
+    ({}, ["compare", "-L"], 2, "-l and -L are reserved for logging and not yet implemented"),
+]
+
+
+@pytest.mark.parametrize(("files", "argv", "code", "message"), MALFORMED)
+def test_malformed_input_is_one_line(make_suite, cli, files, argv, code, message) -> None:
+    project = make_suite(extra=files)
+    got, out, err = cli(*argv, cwd=project)
+    assert got == code, err
+    assert "Traceback" not in out + err
+    if code == 2:
+        assert out == "" and len(err.strip().splitlines()) == 1, err
+        assert err.startswith("error: ") and message in err, err
+    elif code == 1:
+        assert message in out, out
+
+
+def test_the_table_is_long_enough() -> None:
+    assert len(MALFORMED) >= 40
+
+
+def test_debug_shows_the_traceback(make_suite, cli) -> None:
+    project = make_suite(extra={CFG: BASE + "vendor: {}\n"})
+    code, _, err = cli("cases", "--debug", cwd=project)
+    assert (
+        code == 2
+        and "Traceback (most recent call last)" in err
+        and err.strip().endswith('(did you mean "vendors"?); known: ' + err.strip().split("known: ")[-1])
+    )
+
+
+def test_an_array_expected_json_is_a_counted_error_during_a_run(make_suite, cli) -> None:
+    helper = """
+import agent_evals as ae
+class S(ae.Scorer):
+    def call(self, case, reply, context):
+        value = float(all(reply.output.get(k) == v for k, v in case.expected.items()))
+        return ae.Score(value=value, metrics={"score": value})
+ae.configure(adapter=ae.EchoAdapter(), scorer=S(), providers=[ae.FakeProvider()])
+"""
+    cases = {
+        **case_files("ds", "a/001", {"v": 1}),
+        "evals/datasets/ds/cases/a/002/input.txt": 'x {"v": 2}',
+        "evals/datasets/ds/cases/a/002/expected.json": "[2]",
+    }
+    project = make_suite(helper=helper, config=CONFIG, cases=cases)
+    code, out, err = cli("compare", "--local", cwd=project)
+    assert code == 0, err
+    assert "│ 100.0% │      1 │" in out
+    assert "warning: " not in err  # an array is valid JSON: only the scorer can object
+    (log,) = read_logs(project)
+    assert log["rows"][1]["error"] == "AttributeError: 'list' object has no attribute 'items'"
+
+
+hypothesis = pytest.importorskip("hypothesis")
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+KEYS = [*ae._TOP_KEYS, *ae._DEFAULT_KEYS, *ae._ENTRY_KEYS, "fake", "typesafe", "local", "x"]
+scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers(-3, 10)
+    | st.floats(allow_nan=True)
+    | st.sampled_from([*ae.EFFORTS, "prompt", "typesafe", "echo", "", "x"])
+)
+documents = st.recursive(
+    scalars,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.sampled_from(KEYS), inner, max_size=4),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.dictionaries(st.sampled_from(KEYS), documents, max_size=6))
+def test_generated_config_documents_load_or_raise_the_tools_own_error(data) -> None:
+    providers = [ae.FakeProvider(), *ae._builtin_providers()]
+    try:
+        config = ae._parse_config(data, ae.Path("evals/.agent-eval.config.yml"), ae._request_types(providers), [])
+    except ae.ConfigError as e:
+        assert str(e).startswith("evals/.agent-eval.config.yml: ") and "\n" not in str(e)
+    else:
+        assert config.request_types and isinstance(config.vendors, dict)

@@ -1,0 +1,289 @@
+"""Long runs that never lose work: journal, Ctrl-C, resume, progress, captured output."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from servers import Answer, OpenAICompatible, chat_answer
+
+import agent_evals as ae
+from conftest import ROOT, case_files, read_logs
+
+HELPER = """
+import agent_evals as ae
+
+class S(ae.Scorer):
+    def metrics(self):
+        return [ae.Metric("exact", "1 when right.", primary=True)]
+
+    def call(self, case, reply, context):
+        right = float(reply.output == case.expected)
+        return ae.Score(value=right, metrics={"exact": right})
+
+ae.configure(suite="long", adapter=ae.EchoAdapter(), scorer=S())
+"""
+
+CONFIG = """
+request_types: [prompt]
+defaults:
+  retry_backoff: 0.01
+vendors:
+  openai:
+    - model: gpt-4.1-mini
+"""
+
+
+def many(n: int) -> dict[str, str]:
+    cases: dict[str, str] = {}
+    for i in range(1, n + 1):
+        cases |= case_files("ds", f"a/{i:03d}", {"v": i})
+    return cases
+
+
+def case_of(request) -> str:
+    return request.body["messages"][-1]["content"].split()[2].rstrip(".")
+
+
+def start(project: Path, server: OpenAICompatible, *argv: str) -> subprocess.Popen[str]:
+    env = {
+        **os.environ,
+        "OPENROUTER_BASE_URL": server.url + "/api/v1",
+        "OPENROUTER_API_KEY": "sk-test-long-run",
+        "PYTHONIOENCODING": "utf-8",
+    }
+    env.pop("PYTHONPATH", None)
+    command = [sys.executable, str(ROOT / "agent_evals.py"), "compare", "--local", *argv]
+    return subprocess.Popen(command, cwd=project, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def wait_for(predicate, seconds: float = 20.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.02)
+
+
+def test_sigint_keeps_what_finished_and_resume_asks_each_case_once(make_suite) -> None:
+    with OpenAICompatible(
+        lambda r: Answer(**{**chat_answer(r.body["messages"][-1]["content"]).__dict__, "delay": 0.3})
+    ) as server:
+        project = make_suite(helper=HELPER, config=CONFIG, cases=many(20))
+        child = start(project, server, "-p", "2")
+        wait_for(lambda: len(server.chats()) >= 6)
+        child.send_signal(signal.SIGINT)
+        out, err = child.communicate(timeout=30)
+        assert child.returncode == 130, err
+        assert "interrupted: the cases in flight may finish" in err
+        (log,) = read_logs(project)
+        finished = [row["case"] for row in log["rows"]]
+        assert 6 <= len(finished) < 20 and not any(row["error"] for row in log["rows"])
+        assert sorted(finished + log["not_run"]) == [f"a/{i:03d}" for i in range(1, 21)]
+        assert out.startswith(
+            f"partial: interrupted after {len(finished)} of 20 cases; finish with: agent-evals compare --resume"
+        )
+        assert "│ ds      │ openai/gpt-4.1-mini │ default │    - │ 100.0% │" in out
+        asked_before = len(server.chats())
+        assert asked_before == len(finished)  # the cases in flight finished in the grace period
+        resumed = start(project, server, "-p", "4", "--resume")
+        out, err = resumed.communicate(timeout=30)
+        assert resumed.returncode == 0, err
+        assert f"resume: {len(finished)} finished cases" in err
+    assert Counter(case_of(r) for r in server.chats()) == Counter({f"a/{i:03d}": 1 for i in range(1, 21)})
+    newest = read_logs(project)[-1]
+    assert len(newest["rows"]) == 20 and newest["not_run"] == [] and newest["resumed_from"] == log["stamp"]
+    assert "│ 100.0% │      0 │" in out
+
+
+def test_sigkill_loses_nothing_the_server_answered(make_suite) -> None:
+    answered: list[str] = []
+
+    def respond(request):
+        answered.append(case_of(request))
+        return Answer(**{**chat_answer(request.body["messages"][-1]["content"]).__dict__})
+
+    def slow(request):
+        time.sleep(0.3)
+        return respond(request)
+
+    with OpenAICompatible(slow) as server:
+        project = make_suite(helper=HELPER, config=CONFIG, cases=many(12))
+        child = start(project, server, "-p", "2")
+        wait_for(lambda: len(answered) >= 4)
+        time.sleep(0.15)  # the client has read and journaled those answers; the next two are in flight
+        child.kill()
+        child.wait(10)
+        done = list(answered)
+    (journal,) = (project / "log" / "agent-evals").glob("*.jsonl")
+    lines = [json.loads(line) for line in journal.read_text().splitlines()]
+    assert lines[0]["contender"]["model"] == "openai/gpt-4.1-mini"
+    journaled = {row["case"] for row in lines[1:]}
+    assert set(done[:4]) <= journaled
+    assert not list((project / "log" / "agent-evals").glob("*.json"))  # the final log never came
+
+
+def test_resume_from_a_killed_runs_journal_and_retry_errors(make_suite, cli, monkeypatch) -> None:
+    failing = {"a/002"}
+
+    def respond(request):
+        if case_of(request) in failing:
+            return Answer(400, {"error": {"message": "bad request"}})
+        return chat_answer(request.body["messages"][-1]["content"])
+
+    with OpenAICompatible(respond) as server:
+        monkeypatch.setenv("OPENROUTER_BASE_URL", server.url + "/api/v1")
+        monkeypatch.setenv("OPENROUTER_API_KEY", "sk-test-long-run")
+        project = make_suite(helper=HELPER, config=CONFIG, cases=many(4))
+        code, _, err = cli("compare", "--local", "-p", "1", cwd=project)
+        assert code == 0, err
+        log_dir = project / "log" / "agent-evals"
+        (journal,) = log_dir.glob("*.jsonl")
+        # pretend the first run was killed: only its journal, cut mid-line, survives
+        for path in log_dir.glob("*.json"):
+            path.unlink()
+        journal.write_text(journal.read_text()[:-20])
+        server.requests.clear()
+        code, _, err = cli("compare", "--local", "--resume", str(journal))
+        assert code == 0, err
+        assert [case_of(r) for r in server.chats()] == ["a/004"]  # a/002's error is kept, the cut line re-asked
+        server.requests.clear()
+        failing.clear()
+        code, out, err = cli("compare", "--local", "--resume", "--retry-errors")
+        assert code == 0, err
+        assert [case_of(r) for r in server.chats()] == ["a/002"]
+        assert "│ 100.0% │      0 │" in out
+
+
+@pytest.mark.parametrize(
+    ("arg", "message"),
+    [
+        ("nowhere.json", "--resume nowhere.json: no such file or folder"),
+        ("evals/eval_helper.py", "--resume evals/eval_helper.py: not an agent-evals log or journal"),
+        ("evals", "--resume: no logs or journals in evals; nothing to resume"),
+    ],
+)
+def test_resume_errors(make_suite, cli, arg, message) -> None:
+    project = make_suite()
+    code, _, err = cli("compare", "--local", "--resume", arg, cwd=project)
+    assert code == 2 and message in err
+
+
+def test_resume_of_an_unreadable_log(make_suite, cli) -> None:
+    project = make_suite()
+    log_dir = project / "log" / "agent-evals"
+    log_dir.mkdir(parents=True)
+    (log_dir / "x.20260101-000000-000.json").write_text('{"rows": []}')
+    code, _, err = cli("compare", "--local", "--resume", cwd=project)
+    assert code == 2 and "x.20260101-000000-000.json cannot be read (KeyError: 'contender')" in err
+
+
+def test_progress_draws_on_a_terminal_and_is_erased(make_suite) -> None:
+    import pty
+
+    project = make_suite(
+        fakes="{'slow': lambda s, u: (__import__('time').sleep(0.15), u)[1]}",
+        config="request_types: [prompt]\nvendors:\n  fake:\n    - model: slow\n",
+    )
+    primary, secondary = pty.openpty()
+    env = {**os.environ, "PYTHONIOENCODING": "utf-8", "COLUMNS": "120"}
+    command = [sys.executable, str(ROOT / "agent_evals.py"), "compare", "--local", "-p", "1"]
+    child = subprocess.Popen(command, cwd=project, env=env, stdout=subprocess.PIPE, stderr=secondary)
+    os.close(secondary)
+    out, _ = child.communicate(timeout=30)
+    screen = b""
+    while True:
+        try:
+            chunk = os.read(primary, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        screen += chunk
+    os.close(primary)
+    text = screen.decode()
+    assert child.returncode == 0
+    assert "\r2/4 cases · 0 errors · 0:00 elapsed · ETA 0:00 · $0.0020\x1b[K" in text
+    assert text.count("\r\x1b[K") >= 1  # erased before the closing lines
+    assert b"cases \xc2\xb7" not in out  # the bar never touches STDOUT
+
+
+def test_the_progress_line_is_not_drawn_off_a_terminal(make_suite, cli) -> None:
+    project = make_suite()
+    code, _, err = cli("compare", "--local", cwd=project)
+    assert code == 0 and "cases ·" not in err
+
+
+def test_stray_output_goes_to_the_warnings_file(make_suite) -> None:
+    helper = """
+import logging, warnings
+import agent_evals as ae
+logging.basicConfig(level=logging.INFO)
+class A(ae.EchoAdapter):
+    def call(self, case, model):
+        print("debug print from the adapter", case.id)
+        warnings.warn("a library warning")
+        logging.getLogger("lib").info("a log line")
+        return super().call(case, model)
+ae.configure(adapter=A(), scorer=ae.Scorer(), providers=[ae.FakeProvider()])
+"""
+    project = make_suite(helper=helper)
+    env = {**os.environ, "PYTHONIOENCODING": "utf-8"}
+    command = [sys.executable, str(ROOT / "agent_evals.py"), "compare", "--local"]
+    result = subprocess.run(command, cwd=project, env=env, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert (
+        "debug print" not in result.stdout + result.stderr and "a library warning" not in result.stdout + result.stderr
+    )
+    (path,) = (project / "log").glob("compare.warnings.*.log")
+    lines = path.read_text().splitlines()
+    assert sorted(line for line in lines if line.startswith("debug print")) == [
+        f"debug print from the adapter {v}/{n:03d}" for v in "ab" for n in (1, 2)
+    ]
+    assert any(line.endswith("UserWarning: a library warning") for line in lines)
+    assert lines.count("INFO:lib:a log line") == 4
+    assert f"warnings: what the suite printed or logged during the run is in log/{path.name}" in result.stderr
+    assert result.stdout.startswith("┌")
+
+
+def test_capture_restores_the_streams_and_logging_handlers(tmp_path) -> None:
+    import logging
+
+    handler = logging.StreamHandler(sys.stderr)
+    root = logging.getLogger()
+    root.addHandler(handler)
+    try:
+        before = sys.stdout, sys.stderr
+        with ae._Capture(tmp_path / "w.log") as capture:
+            print("partial", end="")
+            print(" line")
+            logging.getLogger("x").warning("captured")
+            assert handler.stream is capture
+        assert (sys.stdout, sys.stderr) == before and handler.stream is before[1]
+    finally:
+        root.removeHandler(handler)
+    assert (tmp_path / "w.log").read_text().splitlines() == ["partial line", "captured"]
+
+
+def test_an_unwritable_log_folder_fails_before_any_call(make_suite, cli) -> None:
+    if os.geteuid() == 0:
+        project = make_suite()
+        (project / "log").write_text("a file where the folder should be")
+    else:  # pragma: no cover - CI runs as root
+        project = make_suite()
+        (project / "log").mkdir()
+        (project / "log").chmod(0o500)
+    code, out, err = cli("compare", "--local", cwd=project)
+    assert code == 2 and out == ""
+    assert err.startswith("error: log/agent-evals: cannot write the logs there")
+
+
+def test_progress_line_and_clock() -> None:
+    assert ae._progress_line(0, 10, 0, 1.0, 0.0) == "0/10 cases · 0 errors · 0:01 elapsed · ETA - · $0.0000"
+    assert ae._progress_line(1, 3, 1, 3700, 1.5) == "1/3 cases · 1 error · 1:01:40 elapsed · ETA 2:03:20 · $1.5000"
