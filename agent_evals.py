@@ -1576,6 +1576,8 @@ def _glob_regex(pattern: str) -> re.Pattern[str]:
     True
     >>> bool(_glob_regex("datasets/*/cases/**/input.txt").match("datasets/a/b/cases/input.txt"))
     False
+    >>> [bool(_glob_regex("v[0-9]?/[!x]*.txt").match(p)) for p in ("v1a/in.txt", "v1/in.txt", "v1a/x.txt")]
+    [True, False, False]
     """
     out = []
     for segment in pattern.strip("/").split("/"):
@@ -2022,6 +2024,20 @@ class _Run:
         journal.flush()
         return journal
 
+    def next_finished(self) -> _Running | None:
+        """The next experiment to finish, or None after a tenth of a second.
+
+        The wait sits in this helper, not in a loop's ``except`` clause: a Ctrl-C that
+        lands on a ``continue`` inside an ``except`` escapes the enclosing ``try`` on
+        CPython 3.11.
+        """
+        import queue
+
+        try:
+            return self.finished.get(timeout=0.1)
+        except queue.Empty:
+            return None
+
     @staticmethod
     def journal_write(journal: Any, result: RunResult) -> None:
         if journal is not None:
@@ -2047,8 +2063,6 @@ def _run_all(
     A first Ctrl-C starts no new case and gives those in flight ``GRACE_SECONDS``; a
     second one abandons them. Either way every experiment that started is written.
     """
-    import queue
-
     _stop.reset()
     run = _Run(suite, trackers, journal_dir, progress or _Progress(None, 0))
     run.stamp = stamp
@@ -2080,13 +2094,12 @@ def _run_all(
                     pending = []
                     if not running:
                         break
-                try:
-                    done = run.finished.get(timeout=0.1)
-                except queue.Empty:
+                done = run.next_finished()
+                if done is None:
                     run.progress.draw()
-                    continue
-                done.finish()
-                running.remove(done)
+                else:
+                    done.finish()
+                    running.remove(done)
     except KeyboardInterrupt:
         _stop.set("interrupted (Ctrl-C)")
         run.progress.clear()
@@ -2107,16 +2120,12 @@ def _run_all(
 
 def _drain(run: _Run, running: list[_Running], deadline: float) -> None:
     """Wait for the experiments in flight until ``deadline`` or a second Ctrl-C."""
-    import queue
-
     try:
         while running and time.monotonic() < deadline:
-            try:
-                done = run.finished.get(timeout=0.1)
-            except queue.Empty:
-                continue
-            done.finish()
-            running.remove(done)
+            done = run.next_finished()
+            if done is not None:
+                done.finish()
+                running.remove(done)
     except KeyboardInterrupt:
         print("abandoning the cases still in flight", file=run.progress.err)
 
@@ -2949,6 +2958,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return EXIT_OK
+    finally:
+        _stop.reset()  # a stopped run must not stop a later one in the same process
 
 
 def _prepare(args: argparse.Namespace) -> tuple[_Suite, list[Case], _Loaded]:

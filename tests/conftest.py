@@ -118,6 +118,7 @@ def _isolate(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.delenv(key, raising=False)
     monkeypatch.setattr(sys, "path", list(sys.path))
     agent_evals._reset_configuration()
+    agent_evals._stop.reset()
 
 
 def read_logs(project: Path) -> list[dict]:

@@ -128,10 +128,10 @@ MALFORMED = [
     ),
     # cases on disk
     (
-        {"evals/datasets/ds/cases/a/001/expected.json": "[1, 2]"},
+        {"evals/datasets/ds/cases/a/001/expected.json": ""},
         ["verify"],
         1,
-        "a/001/expected.json: expected an object, got list",
+        "a/001/expected.json: line 1, column 1: invalid JSON",
     ),
     (
         {"evals/datasets/ds/cases/a/001/input.txt": b"\x00\x01\xff binary"},

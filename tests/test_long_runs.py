@@ -287,3 +287,77 @@ def test_an_unwritable_log_folder_fails_before_any_call(make_suite, cli) -> None
 def test_progress_line_and_clock() -> None:
     assert ae._progress_line(0, 10, 0, 1.0, 0.0) == "0/10 cases · 0 errors · 0:01 elapsed · ETA - · $0.0000"
     assert ae._progress_line(1, 3, 1, 3700, 1.5) == "1/3 cases · 1 error · 1:01:40 elapsed · ETA 2:03:20 · $1.5000"
+
+
+INTERRUPTING = """{
+    "nudge": lambda s, u: (__import__("time").sleep(0.2), __import__("_thread").interrupt_main() if "a/002" in u else None, u)[2],
+    "stuck": lambda s, u: (__import__("time").sleep(2.0 if "a/001" in u else 0.0), u)[1],
+}"""
+
+
+def test_first_ctrl_c_lets_cases_in_flight_finish(make_suite, cli) -> None:
+    config = "request_types: [prompt]\nvendors:\n  fake:\n    - model: nudge\n    - model: echo\n"
+    project = make_suite(fakes=INTERRUPTING, config=config, cases=many(8))
+    code, out, err = cli("compare", "--local", "-p", "2", "-j", "1", cwd=project)
+    assert code == 130
+    assert "interrupted: the cases in flight may finish for up to 10s" in err
+    (log,) = read_logs(project)  # the second contender never started
+    finished = [row["case"] for row in log["rows"]]
+    assert finished[:2] == ["a/001", "a/002"] and log["not_run"] and len(finished) + len(log["not_run"]) == 8
+    assert out.startswith(f"partial: interrupted after {len(finished)} of 16 cases")
+
+
+def test_second_ctrl_c_abandons_the_cases_in_flight(make_suite, cli, monkeypatch) -> None:
+    import _thread
+    import threading
+
+    project = make_suite(
+        fakes=INTERRUPTING, config="request_types: [prompt]\nvendors:\n  fake:\n    - model: stuck\n", cases=many(3)
+    )
+    timers = [threading.Timer(0.3, _thread.interrupt_main), threading.Timer(0.8, _thread.interrupt_main)]
+    for timer in timers:
+        timer.start()
+    started = time.monotonic()
+    code, _, err = cli("compare", "--local", "-p", "2", cwd=project)
+    assert code == 130 and time.monotonic() - started < 1.8
+    assert "abandoning the cases still in flight" in err
+    (log,) = read_logs(project)
+    assert log["not_run"] == ["a/001"] and [row["case"] for row in log["rows"]] == ["a/002", "a/003"]
+    time.sleep(1.5)  # the abandoned case's thread ends on its own and writes nothing more
+    assert [row["case"] for row in read_logs(project)[0]["rows"]] == ["a/002", "a/003"]
+
+
+def test_resume_when_everything_finished_asks_nothing(make_suite, cli) -> None:
+    project = make_suite(cases=many(2))
+    code, _, err = cli("compare", "--local", cwd=project)
+    assert code == 0, err
+    code, out, err = cli("compare", "--local", "--resume", "log/agent-evals")
+    assert code == 0 and "resume: 2 finished cases" in err and "│ 100.0% │" in out
+    assert len(read_logs(project)) == 2
+
+
+def test_a_stopped_run_leaves_later_experiments_not_run(make_suite, cli) -> None:
+    fakes = "{'refused': lambda s, u: (_ for _ in ()).throw(__import__('agent_evals').ProviderError('key refused', stops_run=True))}"
+    config = "request_types: [prompt]\nvendors:\n  fake:\n    - model: refused\n    - model: echo\n"
+    project = make_suite(fakes=fakes, config=config, cases=many(3))
+    code, out, err = cli("compare", "--local", "-p", "1", "-j", "1", cwd=project)
+    assert code == 1 and out == ""
+    assert err.strip().endswith("error: the run stopped after 1 of 6 cases: key refused")
+    (log,) = read_logs(project)
+    assert log["not_run"] == ["a/002", "a/003"]
+
+
+def test_progress_draws_throttled_and_clears() -> None:
+    import io
+
+    stream = io.StringIO()
+    progress = ae._Progress(stream, 4)
+    progress.add(ae.RunResult(None, ae.Case("a"), error="x", usage=ae.Usage(1, 1, 0.5)))
+    progress.draw()
+    progress.draw()  # within 0.1s: not drawn again
+    progress.clear()
+    assert stream.getvalue().count("1/4 cases · 1 error") == 1 and stream.getvalue().endswith("\r\x1b[K")
+    silent = ae._Progress(None, 4)
+    silent.draw()
+    silent.clear()
+    assert not silent.shown
