@@ -38,6 +38,21 @@ ae.configure(suite="t", root=Path(__file__).parent, adapter=Adapter(), scorer=Sc
              providers=[ae.FakeProvider(__FAKES__)])
 """
 
+# An exact-match suite for the tests that talk to a real (local) OpenAI-compatible server.
+EXACT_HELPER = """
+import agent_evals as ae
+
+class S(ae.Scorer):
+    def metrics(self):
+        return [ae.Metric("exact", "1 when right.", primary=True)]
+
+    def call(self, case, reply, context):
+        right = float(reply.output == case.expected)
+        return ae.Score(value=right, metrics={"exact": right})
+
+ae.configure(suite="routed", adapter=ae.EchoAdapter(), scorer=S())
+"""
+
 CONFIG = """
 request_types: [prompt]
 vendors:

@@ -11,23 +11,11 @@ import pytest
 from servers import Answer, OpenAICompatible, chat_answer
 
 import agent_evals as ae
-from conftest import ROOT, case_files, read_logs
+from conftest import EXACT_HELPER, ROOT, case_files, read_logs
 
 KEY = "sk-or-test-SECRET-123"
 
-ROUTED = """
-import agent_evals as ae
-
-class S(ae.Scorer):
-    def metrics(self):
-        return [ae.Metric("exact", "1 when right.", primary=True)]
-
-    def call(self, case, reply, context):
-        right = float(reply.output == case.expected)
-        return ae.Score(value=right, metrics={"exact": right})
-
-ae.configure(suite="routed", adapter=ae.EchoAdapter(), scorer=S())
-"""
+ROUTED = EXACT_HELPER
 
 LINEUP = """
 project: routed
