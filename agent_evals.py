@@ -1925,7 +1925,7 @@ class _Running:
         self.experiment.started_at = time.strftime("%Y-%m-%dT%H:%M:%S%z")
         for tracker in self.run.trackers:
             with self.run.lock:
-                tracker.start(self.experiment)
+                self.run.call(tracker, "start", self.experiment)
         if not self.active:
             self.run.finished.put(self)
         for n in range(self.active):
@@ -1952,7 +1952,7 @@ class _Running:
         """Record the finished prefix in case order (the caller holds the lock)."""
         while self.recorded < len(self.results) and (done := self.results[self.recorded]) is not None:
             for tracker in self.run.trackers:
-                tracker.record(done)
+                self.run.call(tracker, "record", done)
             self.recorded += 1
 
     def finish(self) -> None:
@@ -1967,14 +1967,14 @@ class _Running:
             for result in self.results[self.recorded :]:  # what finished after a gap
                 if result is not None:
                     for tracker in run.trackers:
-                        tracker.record(result)
+                        run.call(tracker, "record", result)
             if self.journal:
                 self.journal.close()
         x.duration = time.perf_counter() - self.started
         summary = _summarize(x.results, run.suite.metrics, x.duration)
         for tracker in run.trackers:
             with run.lock:
-                tracker.finish(x, summary)
+                run.call(tracker, "finish", x, summary)
 
 
 def _summarize(results: Sequence[RunResult], metrics: Sequence[Metric], duration: float) -> Summary:
@@ -2012,6 +2012,7 @@ class _Run:
         self.metric_names = frozenset(m.name for m in suite.metrics)
         self.lock = threading.Lock()
         self.finished: queue.SimpleQueue[_Running] = queue.SimpleQueue()
+        self.failed: dict[Tracker, str] = {}
         self.stamp = ""
 
     def open_journal(self, experiment: Experiment) -> Any:
@@ -2023,6 +2024,16 @@ class _Run:
         journal.write(_json_dumps({**header, "contender": experiment.contender.to_json()}) + "\n")
         journal.flush()
         return journal
+
+    def call(self, tracker: Tracker, hook: str, *args: Any) -> None:
+        """A tracker's hook, isolated: one that raises is switched off for the rest of the
+        run and named once at the end; the local log and the tables stay complete."""
+        if tracker in self.failed:
+            return
+        try:
+            getattr(tracker, hook)(*args)
+        except Exception as e:
+            self.failed[tracker] = f"tracker {tracker.name}: {hook} raised {type(e).__name__}: {e}"
 
     def next_finished(self) -> _Running | None:
         """The next experiment to finish, or None after a tenth of a second.
@@ -2112,10 +2123,16 @@ def _run_all(
             _drain(run, running, time.monotonic() + GRACE_SECONDS)
         for remaining in running:
             remaining.finish()
-        run.progress.clear()
+        _report_trackers(run)
         return True
-    run.progress.clear()
+    _report_trackers(run)
     return False
+
+
+def _report_trackers(run: _Run) -> None:
+    run.progress.clear()
+    for message in run.failed.values():
+        print(f"warning: {_redact(message)}; it was switched off, the local log is complete", file=run.progress.err)
 
 
 def _drain(run: _Run, running: list[_Running], deadline: float) -> None:

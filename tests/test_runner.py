@@ -349,3 +349,22 @@ def test_missing_pyyaml_is_named_with_how_to_install(make_suite, monkeypatch, cl
     code, _, err = cli("cases", cwd=project)
     assert code == 2
     assert err.strip() == "error: reading evals/.agent-eval.config.yml needs the PyYAML package: pip install PyYAML"
+
+
+def test_a_tracker_that_raises_never_loses_the_run(make_suite, cli, monkeypatch) -> None:
+    helper = TRACKER_HELPER.replace(
+        "    def record(self, result):\n",
+        "    def record(self, result):\n        if result.case.id == 'a/002':\n            raise ConnectionError('service unreachable')\n",
+    )
+    project = make_suite(helper=helper)
+    monkeypatch.setenv("MINE_KEY", "k")
+    code, out, err = cli("compare", "--tracker", "mine", cwd=project)
+    assert code == 0, err
+    assert "warning: tracker mine: record raised ConnectionError: service unreachable; it was switched off" in err
+    assert "│ ds      │ fake/echo │" in out
+    (log,) = read_logs(project)
+    assert len(log["rows"]) == 4
+    import builtins
+
+    assert [s[0] for s in builtins._agent_evals_seen] == ["start", "record"]  # no finish after the failure
+    del builtins._agent_evals_seen
