@@ -320,6 +320,16 @@ class RunResult:
     usage: Usage = field(default_factory=Usage)
     traceback: str | None = None
     retries: int = 0
+    repeat: int = 0  # which of ``--repeat N`` independent runs of the case, from 0
+
+    @property
+    def label(self) -> str:
+        """The case id, with ``#repeat`` when the case runs more than once."""
+        return (
+            f"{self.case.id}#{self.repeat}"
+            if self.repeat or getattr(self.experiment, "repeat", 1) > 1
+            else self.case.id
+        )
 
 
 # ═══════════════════════════════════════════════════════════════════════════════
@@ -465,6 +475,7 @@ class Model:
         self.usage = Usage()
         self.calls = 0
         self.retries = 0
+        self.repeat = 0  # which independent run of the case this is (``--repeat``)
         self._lock = threading.Lock()
 
     @property
@@ -1055,15 +1066,20 @@ class Summary:
     usage: Usage
     duration: float
     retries: int = 0
+    intervals: Mapping[str, Mapping[str, Any] | None] = field(default_factory=dict)
+    lost: Usage = field(default_factory=Usage)  # what the runs that ended in an error spent
 
     def to_json(self) -> dict[str, Any]:
         return {
             "cases": self.cases,
             "scored": self.scored,
             "errors": self.errors,
+            "error_rate": self.errors / self.cases if self.cases else 0.0,
             "score": self.score,
             "means": dict(self.means),
+            "intervals": dict(self.intervals),
             "usage": self.usage.to_json(),
+            "lost_to_errors": self.lost.to_json(),
             "duration": self.duration,
             "retries": self.retries,
         }
@@ -1826,9 +1842,16 @@ class Experiment:
     """One contender over one dataset's cases; results stay in case order."""
 
     def __init__(
-        self, contender: Contender, provider: Provider, dataset: str, cases: list[Case], parallelism: int
+        self,
+        contender: Contender,
+        provider: Provider,
+        dataset: str,
+        cases: list[Case],
+        parallelism: int,
+        repeat: int = 1,
     ) -> None:
         self.contender = contender
+        self.repeat = repeat  # independent runs of every case
         self.provider = provider
         self.dataset = dataset
         self.cases = cases
@@ -1853,9 +1876,12 @@ def _safe_name(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._=-]+", "-", text).strip("-.") or "experiment"
 
 
-def _run_case(suite: _Suite, experiment: Experiment, case: Case, metric_names: frozenset[str]) -> RunResult:
+def _run_case(
+    suite: _Suite, experiment: Experiment, case: Case, metric_names: frozenset[str], repeat: int = 0
+) -> RunResult:
     """Run and score one case. An exception is an error; a ``Reply.error`` is a 0."""
     model = experiment.model
+    model.repeat = repeat
     started = time.perf_counter()
     reply = score = None
     error = trace = None
@@ -1880,7 +1906,7 @@ def _run_case(suite: _Suite, experiment: Experiment, case: Case, metric_names: f
             _stop.set(_redact(str(e)))
     usage = model.usage if model.calls else (reply.usage if reply and reply.usage else Usage())
     duration = time.perf_counter() - started
-    return RunResult(experiment, case, reply, score, duration, error, usage, trace, model.retries)
+    return RunResult(experiment, case, reply, score, duration, error, usage, trace, model.retries, repeat)
 
 
 def _check_score(scorer: Any, case: Case, score: Any, metric_names: frozenset[str]) -> None:
@@ -1904,13 +1930,17 @@ class _Running:
     order, every finished case not yet recorded; no futures, no queue, no idle consumer.
     """
 
-    def __init__(self, run: _Run, experiment: Experiment, previous: Mapping[str, RunResult]) -> None:
+    def __init__(self, run: _Run, experiment: Experiment, previous: Mapping[tuple[str, int], RunResult]) -> None:
         import itertools
 
         self.run, self.experiment = run, experiment
-        cases = experiment.cases
-        self.results: list[RunResult | None] = [previous.get(c.id) for c in cases]
-        self.todo = [i for i, r in enumerate(self.results) if r is None]
+        # one unit per case and repeat, in case order
+        self.units = [(case, r) for case in experiment.cases for r in range(experiment.repeat)]
+        self.results: list[RunResult | None] = [
+            dataclasses.replace(p, experiment=experiment) if (p := previous.get((c.id, r))) else None
+            for c, r in self.units
+        ]
+        self.todo = [i for i, result in enumerate(self.results) if result is None]
         self.claim = itertools.count().__next__  # atomic under the GIL
         self.recorded = 0
         self.closed = False
@@ -1932,10 +1962,11 @@ class _Running:
             threading.Thread(target=self._work, name=f"case-{n}", daemon=True).start()
 
     def _work(self) -> None:
-        run, cases = self.run, self.experiment.cases
+        run = self.run
         while (k := self.claim()) < len(self.todo) and not _stop.event.is_set():
             i = self.todo[k]
-            result = _run_case(run.suite, self.experiment, cases[i], run.metric_names)
+            case, repeat = self.units[i]
+            result = _run_case(run.suite, self.experiment, case, run.metric_names, repeat)
             with run.lock:
                 if self.closed:
                     return  # abandoned after the grace period: its experiment is written already
@@ -1963,7 +1994,11 @@ class _Running:
                 return
             self.closed = True
             x.results = [r for r in self.results if r is not None]
-            x.not_run = [c.id for c, r in zip(x.cases, self.results, strict=True) if r is None]
+            x.not_run = [
+                f"{c.id}#{n}" if x.repeat > 1 else c.id
+                for (c, n), r in zip(self.units, self.results, strict=True)
+                if r is None
+            ]
             for result in self.results[self.recorded :]:  # what finished after a gap
                 if result is not None:
                     for tracker in run.trackers:
@@ -1979,17 +2014,18 @@ class _Running:
 
 def _summarize(results: Sequence[RunResult], metrics: Sequence[Metric], duration: float) -> Summary:
     scored = [r.score for r in results if r.score is not None]
-    means = {m.name: _mean([s.metrics.get(m.name) for s in scored]) for m in metrics}
-    usage = sum((r.usage for r in results), Usage())
+    estimates = {m.name: _estimate(list(_case_values(results, m.name).values())) for m in metrics}
     return Summary(
         cases=len(results),
         scored=len(scored),
         errors=sum(r.error is not None for r in results),
         score=_mean([s.value for s in scored]),
-        means=means,
-        usage=usage,
+        means={name: e.mean if e else None for name, e in estimates.items()},
+        usage=sum((r.usage for r in results), Usage()),
         duration=duration,
         retries=sum(r.retries for r in results),
+        intervals={name: e.to_json() if e else None for name, e in estimates.items()},
+        lost=sum((r.usage for r in results if r.error is not None), Usage()),
     )
 
 
@@ -2064,7 +2100,7 @@ def _run_all(
     *,
     journal_dir: Path | None = None,
     stamp: str = "",
-    previous: Mapping[tuple[str, str], Mapping[str, RunResult]] | None = None,
+    previous: Mapping[tuple[str, str], Mapping[tuple[str, int], RunResult]] | None = None,
     progress: _Progress | None = None,
 ) -> bool:
     """Run every experiment; True when a Ctrl-C cut the run short.
@@ -2277,7 +2313,7 @@ def _resume_files(arg: str | bool, log_dir: Path) -> tuple[str, list[Path]]:
 
 def _load_previous(
     files: Iterable[Path], cases: Sequence[Case], retry_errors: bool
-) -> dict[tuple[str, str], dict[str, RunResult]]:
+) -> dict[tuple[str, str], dict[tuple[str, int], RunResult]]:
     """Finished cases from earlier logs and journals, by (contender, dataset) and case id."""
     known = {(c.dataset, c.id): c for c in cases}
     out: dict[tuple[str, str], dict[str, RunResult]] = {}
@@ -2302,7 +2338,7 @@ def _load_previous(
             case = known.get((head["dataset"], row.get("case")))
             if case is None or (row.get("error") and retry_errors):
                 continue
-            out.setdefault(key, {})[case.id] = _row_result(row, case)
+            out.setdefault(key, {})[(case.id, int(row.get("repeat") or 0))] = _row_result(row, case)
     return out
 
 
@@ -2324,6 +2360,7 @@ def _row_result(row: Mapping[str, Any], case: Case) -> RunResult:
         Usage.coerce(row.get("usage")) or Usage(),
         row.get("traceback"),
         int(row.get("retries") or 0),
+        int(row.get("repeat") or 0),
     )
 
 
@@ -2337,6 +2374,164 @@ def _prepare_dataset(suite: _Suite, dataset: str) -> str | None:
 
 def _contender_key(contender: Contender) -> str:
     return json.dumps(contender.to_json(), sort_keys=True)
+
+
+# ═══════════════════════════════════════════════════════════════════════════════
+# Statistics: means with 95% intervals over cases, and paired tests between runs
+# ═══════════════════════════════════════════════════════════════════════════════
+
+ALPHA = 0.05  # a difference is "significant" when its paired test gives p below this
+_Z95 = 1.959963984540054
+
+
+@dataclass(frozen=True, slots=True)
+class _Estimate:
+    """A mean over cases with its standard error and 95% interval.
+
+    The unit is the case: with ``--repeat`` each case's repeats are averaged first, so
+    the interval is clustered by case. 0/1 values get the Wilson score interval (sound
+    at small n and near 0% or 100%, where mean ± t·se collapses); other values get
+    Student's t over the case means, clipped to 0..1.
+    """
+
+    mean: float
+    n: int
+    se: float
+    low: float
+    high: float
+    method: str
+
+    @property
+    def half_width(self) -> float:
+        return (self.high - self.low) / 2
+
+    def to_json(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in ("mean", "n", "se", "low", "high", "method")}
+
+
+def _estimate(values: Sequence[float]) -> _Estimate | None:
+    """
+    >>> e = _estimate([1.0, 1.0, 0.0, 1.0])
+    >>> (e.mean, e.method, round(e.low, 3), round(e.high, 3))
+    (0.75, 'wilson', 0.301, 0.954)
+    >>> _estimate([0.5, 0.5]).half_width
+    0.0
+    """
+    n = len(values)
+    if not n:
+        return None
+    mean = sum(values) / n
+    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1)) if n > 1 else 0.0
+    se = sd / math.sqrt(n)
+    if all(v in (0.0, 1.0) for v in values):
+        z2 = _Z95 * _Z95
+        center = (mean + z2 / (2 * n)) / (1 + z2 / n)
+        half = _Z95 * math.sqrt(mean * (1 - mean) / n + z2 / (4 * n * n)) / (1 + z2 / n)
+        return _Estimate(mean, n, se, max(0.0, center - half), min(1.0, center + half), "wilson")
+    if n == 1:
+        return _Estimate(mean, 1, 0.0, 0.0, 1.0, "one case")
+    t = _t_quantile(0.975, n - 1)
+    return _Estimate(mean, n, se, max(0.0, mean - t * se), min(1.0, mean + t * se), "t")
+
+
+@dataclass(frozen=True, slots=True)
+class _Paired:
+    """A paired comparison over the cases two runs share: ``delta`` is first minus second."""
+
+    delta: float
+    p: float
+    n: int
+    method: str
+
+    @property
+    def significant(self) -> bool:
+        return self.p < ALPHA
+
+
+def _paired(first: Mapping[str, float], second: Mapping[str, float]) -> _Paired | None:
+    """McNemar's exact test for 0/1 values, the paired t-test otherwise.
+
+    >>> same = {str(i): float(i % 2) for i in range(100)}
+    >>> _paired(same, same).p
+    1.0
+    >>> worse = {k: 0.0 if int(k) < 30 else 1.0 for k in same}
+    >>> right = {k: 1.0 for k in same}
+    >>> _paired(worse, right).significant
+    True
+    """
+    keys = sorted(first.keys() & second.keys())
+    n = len(keys)
+    if not n:
+        return None
+    a, b = [first[k] for k in keys], [second[k] for k in keys]
+    delta = (sum(a) - sum(b)) / n
+    if all(v in (0.0, 1.0) for v in (*a, *b)):
+        only_first = sum(1 for x, y in zip(a, b, strict=True) if x > y)
+        only_second = sum(1 for x, y in zip(a, b, strict=True) if y > x)
+        m = only_first + only_second
+        tail = sum(math.comb(m, i) for i in range(min(only_first, only_second) + 1))
+        return _Paired(delta, 1.0 if m == 0 else min(1.0, 2 * tail / 2**m), n, "McNemar")
+    diffs = [x - y for x, y in zip(a, b, strict=True)]
+    sd = math.sqrt(sum((d - delta) ** 2 for d in diffs) / (n - 1)) if n > 1 else 0.0
+    if sd == 0:
+        return _Paired(delta, 1.0 if delta == 0 else 0.0, n, "paired t")
+    t = delta / (sd / math.sqrt(n))
+    return _Paired(delta, 2 * (1 - _t_cdf(abs(t), n - 1)), n, "paired t")
+
+
+def _t_cdf(t: float, df: int) -> float:
+    """Student's t distribution function, through the regularized incomplete beta."""
+    tail = 0.5 * _betainc(df / 2, 0.5, df / (df + t * t))
+    return 1 - tail if t > 0 else tail
+
+
+def _t_quantile(p: float, df: int) -> float:
+    """
+    >>> round(_t_quantile(0.975, 1), 3), round(_t_quantile(0.975, 10), 3), round(_t_quantile(0.975, 1000), 3)
+    (12.706, 2.228, 1.962)
+    """
+    low, high = 0.0, 1000.0
+    for _ in range(100):
+        mid = (low + high) / 2
+        low, high = (mid, high) if _t_cdf(mid, df) < p else (low, mid)
+    return (low + high) / 2
+
+
+def _betainc(a: float, b: float, x: float) -> float:
+    """The regularized incomplete beta I_x(a, b), by Lentz's continued fraction."""
+    if x <= 0 or x >= 1:
+        return max(0.0, min(1.0, x))
+    if x > (a + 1) / (a + b + 2):
+        return 1 - _betainc(b, a, 1 - x)
+    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)) / a
+    tiny = 1e-300
+    c, d = 1.0, 1 - (a + b) * x / (a + 1)
+    d = 1 / (d if abs(d) > tiny else tiny)
+    result = d
+    for m in range(1, 300):
+        for numerator in (
+            m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
+            -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1)),
+        ):
+            d = 1 + numerator * d
+            d = 1 / (d if abs(d) > tiny else tiny)
+            c = 1 + numerator / c
+            c = c if abs(c) > tiny else tiny
+            result *= c * d
+        if abs(c * d - 1) < 1e-12:
+            break
+    return front * result
+
+
+def _case_values(results: Iterable[RunResult], metric: str) -> dict[str, float]:
+    """Each case's mean of ``metric`` over its repeats, by ``dataset/id``; errors and
+    None (does not apply) left out."""
+    sums: dict[str, list[float]] = {}
+    for r in results:
+        value = r.score.metrics.get(metric) if r.score is not None else None
+        if value is not None:
+            sums.setdefault(r.case.key, []).append(float(value))
+    return {key: sum(v) / len(v) for key, v in sums.items()}
 
 
 # ═══════════════════════════════════════════════════════════════════════════════
@@ -2362,6 +2557,7 @@ def _result_row(result: RunResult) -> dict[str, Any]:
     score, reply, case = result.score, result.reply, result.case
     return {
         "case": case.id,
+        "repeat": result.repeat,
         "dataset": case.dataset,
         "variant": case.variant,
         "score": score.value if score else None,
@@ -2510,38 +2706,68 @@ class _Row:
 
     dataset: str
     contender: Contender
-    means: Mapping[str, float | None]
+    values: Mapping[str, Mapping[str, float]]  # metric -> dataset/id -> the case's mean over repeats
     errors: int
+    runs: int  # case runs that finished, repeats included
     duration: float
     usage: Usage
-    weights: Mapping[str, int]  # how many values each mean is over
+    lost: Usage  # what the runs that ended in an error spent
+
+    def mean(self, metric: str) -> float | None:
+        values = self.values.get(metric) or {}
+        return sum(values.values()) / len(values) if values else None
+
+    def estimate(self, metric: str) -> _Estimate | None:
+        return _estimate(list((self.values.get(metric) or {}).values()))
 
 
 def _rows(experiments: Sequence[Experiment], metrics: Sequence[Metric]) -> list[_Row]:
     out = []
     for x in experiments:
-        summary = _summarize(x.results, metrics, x.duration)
-        weights = {
-            m.name: sum(1 for r in x.results if r.score is not None and r.score.metrics.get(m.name) is not None)
-            for m in metrics
-        }
-        out.append(_Row(x.dataset, x.contender, summary.means, summary.errors, x.duration, summary.usage, weights))
+        errored = [r for r in x.results if r.error is not None]
+        out.append(
+            _Row(
+                x.dataset,
+                x.contender,
+                {m.name: _case_values(x.results, m.name) for m in metrics},
+                len(errored),
+                len(x.results),
+                x.duration,
+                sum((r.usage for r in x.results), Usage()),
+                sum((r.usage for r in errored), Usage()),
+            )
+        )
     return out
+
+
+def _fmt_estimate(row: _Row, metric: str) -> str:
+    """The primary metric's cell: the mean, and ± the 95% interval's half-width in
+    points when the cases disagree (all alike: the plain mean)."""
+    estimate = row.estimate(metric)
+    if estimate is None:
+        return "-"
+    spread = f" ±{estimate.half_width * 100:.1f}" if estimate.se > 0 else ""
+    return _fmt_pct(estimate.mean) + spread
 
 
 def _row_cells(row: _Row, metrics: Sequence[Metric]) -> list[str]:
     c = row.contender
+    primary = _primary(metrics)
     return [
         c.model,
         c.effort or "default",
         _fmt_temp(c.temperature),
-        *(_fmt_pct(row.means.get(m.name)) for m in metrics),
+        *(_fmt_estimate(row, m.name) if m is primary else _fmt_pct(row.mean(m.name)) for m in metrics),
         str(row.errors),
         _fmt_time(row.duration),
         str(row.usage.input_tokens),
         str(row.usage.output_tokens),
         _fmt_cost(row.usage.cost_usd),
     ]
+
+
+def _primary(metrics: Sequence[Metric]) -> Metric:
+    return next((m for m in metrics if m.primary), metrics[0])
 
 
 def _metric_table(lead: str, leads: Sequence[str], rows: Sequence[_Row], metrics: Sequence[Metric], style: str) -> str:
@@ -2569,15 +2795,17 @@ def _results_table(rows: Sequence[_Row], metrics: Sequence[Metric], style: str) 
 
 def _best_value(rows: Sequence[_Row], primary: Metric) -> _Row | None:
     """The cheapest row within two points of the top primary score (ties: higher score)."""
-    scored = [r for r in rows if r.means.get(primary.name) is not None]
+    scored = [r for r in rows if r.mean(primary.name) is not None]
     if not scored:
         return None
-    top = max(r.means[primary.name] or 0.0 for r in scored)
-    near = [r for r in scored if (r.means[primary.name] or 0.0) >= top - BEST_VALUE_MARGIN - 1e-12]
-    return min(near, key=lambda r: (r.usage.cost_usd, -(r.means[primary.name] or 0.0)))
+    top = max(r.mean(primary.name) or 0.0 for r in scored)
+    near = [r for r in scored if (r.mean(primary.name) or 0.0) >= top - BEST_VALUE_MARGIN - 1e-12]
+    return min(near, key=lambda r: (r.usage.cost_usd, -(r.mean(primary.name) or 0.0)))
 
 
 def _best_value_lines(rows: Sequence[_Row], primary: Metric) -> list[str]:
+    """``best value [dataset] (...)``, and, when it is not the top itself, whether its
+    gap to the top is significant by a paired test over the cases both answered."""
     lines = []
     for dataset in dict.fromkeys(r.dataset for r in rows):
         group = [r for r in rows if r.dataset == dataset]
@@ -2585,18 +2813,42 @@ def _best_value_lines(rows: Sequence[_Row], primary: Metric) -> list[str]:
         if best is None:
             lines.append(f"best value [{dataset}]: none ({primary.name} was not scored)")
             continue
-        c = best.contender
-        temps = {r.contender.temperature for r in group if r.contender.model == c.model}
-        temp = f" temp={_fmt_temp(c.temperature)}" if len(temps) > 1 else ""
-        lines.append(
-            f"best value [{dataset}] ({c.model} effort={c.effort or 'default'}{temp}): "
-            f"{_fmt_pct(best.means[primary.name])} at {_fmt_cost(best.usage.cost_usd)}"
-        )
+        line = f"best value [{dataset}] ({_short_label(best, group)}): {_fmt_pct(best.mean(primary.name))} at {_fmt_cost(best.usage.cost_usd)}"
+        top = max((r for r in group if r.mean(primary.name) is not None), key=lambda r: r.mean(primary.name) or 0.0)
+        if (top.mean(primary.name) or 0.0) > (best.mean(primary.name) or 0.0):
+            paired = _paired(best.values[primary.name], top.values[primary.name])
+            if paired is not None:
+                verdict = "significant" if paired.significant else "not significant"
+                line += (
+                    f"; {paired.delta * 100:+.1f} points vs the top ({_short_label(top, group)}): {verdict} "
+                    f"({paired.method}, p={paired.p:.2g}, {paired.n} cases)"
+                )
+        if best.errors:
+            line += f"; {best.errors} error{'s' if best.errors != 1 else ''} left out"
+        lines.append(line)
     return lines
 
 
-def _glossary(metrics: Sequence[Metric]) -> str:
-    primary = next((m for m in metrics if m.primary), metrics[0])
+def _short_label(row: _Row, group: Sequence[_Row]) -> str:
+    """``model effort=e``, with ``temp=t`` when the group has that model at several."""
+    c = row.contender
+    temps = {r.contender.temperature for r in group if r.contender.model == c.model}
+    temp = f" temp={_fmt_temp(c.temperature)}" if len(temps) > 1 else ""
+    return f"{c.model} effort={c.effort or 'default'}{temp}"
+
+
+def _error_lines(rows: Sequence[_Row]) -> list[str]:
+    """For each experiment with errors: how many, the rate, and the spend they cost."""
+    return [
+        f"errors [{r.dataset}] {_short_label(r, rows)}: {r.errors} of {r.runs} runs ({r.errors / r.runs:.1%}) "
+        f"raised and are left out of the means; {_fmt_cost(r.lost.cost_usd)} was spent on them"
+        for r in rows
+        if r.errors
+    ]
+
+
+def _glossary(metrics: Sequence[Metric], intervals: bool = False) -> str:
+    primary = _primary(metrics)
     entries = [
         ("dataset", "the folder under datasets/"),
         ("model", "the contender's model id; (direct) ones use the vendor's own API"),
@@ -2615,33 +2867,33 @@ def _glossary(metrics: Sequence[Metric]) -> str:
     width = max(len(name) for name, _ in entries)
     lines = ["glossary:", *(f"  {name.ljust(width)}  {text}" for name, text in entries)]
     lines.append("  metrics are means over scored cases; a metric of None (does not apply) is skipped")
+    if intervals:
+        lines.append(
+            f"  ±N after {primary.name}: half the width of its 95% interval, in points, over cases (Wilson for "
+            "0/1 scores, Student's t over case means otherwise; repeats are averaged per case first)"
+        )
     return "\n".join(lines)
 
 
 def _overall(rows: Sequence[_Row], metrics: Sequence[Metric], primary: Metric) -> list[_Row]:
-    """One row per contender across datasets: case-weighted means, summed totals."""
+    """One row per contender across datasets: means over all their cases, summed totals."""
     groups: dict[Contender, list[_Row]] = {}
     for row in rows:
         groups.setdefault(row.contender, []).append(row)
-    out = []
-    for contender, group in groups.items():
-        means, weights = {}, {}
-        for m in metrics:
-            total = sum(r.weights[m.name] for r in group)
-            weights[m.name] = total
-            means[m.name] = sum((r.means[m.name] or 0.0) * r.weights[m.name] for r in group) / total if total else None
-        out.append(
-            _Row(
-                "all",
-                contender,
-                means,
-                sum(r.errors for r in group),
-                sum(r.duration for r in group),
-                sum((r.usage for r in group), Usage()),
-                weights,
-            )
+    out = [
+        _Row(
+            "all",
+            contender,
+            {m.name: {k: v for r in group for k, v in r.values[m.name].items()} for m in metrics},
+            sum(r.errors for r in group),
+            sum(r.runs for r in group),
+            sum(r.duration for r in group),
+            sum((r.usage for r in group), Usage()),
+            sum((r.lost for r in group), Usage()),
         )
-    out.sort(key=lambda r: (-(r.means[primary.name] if r.means[primary.name] is not None else -1.0), r.usage.cost_usd))
+        for contender, group in groups.items()
+    ]
+    out.sort(key=lambda r: (-(m if (m := r.mean(primary.name)) is not None else -1.0), r.usage.cost_usd))
     return out
 
 
@@ -2650,16 +2902,18 @@ def _leaderboard_table(rows: Sequence[_Row], metrics: Sequence[Metric], style: s
 
 
 def _render_report(experiments: Sequence[Experiment], metrics: Sequence[Metric], style: str) -> str:
-    """Everything ``compare`` prints: the table, best values, glossary, leaderboard."""
-    primary = next((m for m in metrics if m.primary), metrics[0])
+    """Everything ``compare`` prints: the table, best values, errors, glossary, leaderboard."""
+    primary = _primary(metrics)
     rows = _rows(experiments, metrics)
     overall = _overall(rows, metrics, primary)
+    spread = any((e := r.estimate(primary.name)) is not None and e.se > 0 for r in [*rows, *overall])
     return "\n".join(
         [
             _results_table(rows, metrics, style),
             *_best_value_lines(rows, primary),
+            *_error_lines(rows),
             "",
-            _glossary(metrics),
+            _glossary(metrics, spread),
             "",
             f"leaderboard: all datasets, case-weighted, ranked by {primary.name} then cost",
             _leaderboard_table(overall, metrics, style),

@@ -21,14 +21,16 @@ def row(
     errors: int = 0,
     n: int = 4,
 ) -> ae._Row:
+    values = {f"{dataset}/c{i}": acc for i in range(n)} if acc is not None else {}
     return ae._Row(
         dataset,
         Contender(model, effort, temp),
-        {"acc": acc, "strict": None},
+        {"acc": values, "strict": {}},
         errors,
+        n,
         1.5,
         Usage(100, 20, cost),
-        {"acc": n if acc is not None else 0, "strict": 0},
+        Usage(),
     )
 
 
@@ -79,7 +81,8 @@ def test_best_value_is_the_cheapest_within_two_points() -> None:
     ]
     assert ae._best_value(rows[:3], primary).contender.model == "mid"
     assert ae._best_value_lines(rows, primary) == [
-        "best value [ds] (mid effort=default): 88.5% at $0.1000",
+        "best value [ds] (mid effort=default): 88.5% at $0.1000; -1.5 points vs the top (big effort=default): "
+        "significant (paired t, p=0, 4 cases)",
         "best value [other]: none (acc was not scored)",
     ]
     exactly_two = [row("ds", "top", 0.90, 1.0), row("ds", "edge", 0.88, 0.5)]
@@ -102,7 +105,7 @@ def test_overall_is_case_weighted_and_ranked_by_primary_then_cost() -> None:
         row("one", "c", None, 0.0, errors=4),
     ]
     overall = ae._overall(rows, METRICS, METRICS[0])
-    assert [(r.contender.model, r.means["acc"], round(r.usage.cost_usd, 4), r.errors) for r in overall] == [
+    assert [(r.contender.model, r.mean("acc"), round(r.usage.cost_usd, 4), r.errors) for r in overall] == [
         ("b", 0.625, 0.1, 0),
         ("a", 0.625, 0.2, 0),
         ("c", None, 0.0, 4),
@@ -110,7 +113,7 @@ def test_overall_is_case_weighted_and_ranked_by_primary_then_cost() -> None:
     table = ae._leaderboard_table(overall, METRICS, "ascii")
     assert (
         table.splitlines()[3]
-        == "| 1 | b     | default |    - | 62.5% |      - |      0 | 3.00s |    200 |      40 | $0.1000 |"
+        == "| 1 | b     | default |    - |       62.5% |      - |      0 | 3.00s |    200 |      40 | $0.1000 |"
     )
 
 

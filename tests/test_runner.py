@@ -31,7 +31,8 @@ def test_failure_rules_wrong_zero_error_uncounted_none_skipped(make_suite, cli) 
     assert code == 0, err
     rows = table_rows(out)
     # echo: one wrong answer scores 0 -> 2/3 exact; "maybe" skips variant b (None) -> 1/2
-    assert rows[0][:8] == ["ds", "fake/echo", "default", "-", "66.7%", "50.0%", "0", rows[0][7]]
+    # (± is half the Wilson interval's width: the three cases disagree)
+    assert rows[0][:8] == ["ds", "fake/echo", "default", "-", "66.7% ±36.5", "50.0%", "0", rows[0][7]]
     # mute: the model failed (Reply.error): scored 0 on every metric, not an error
     assert rows[1][:7] == ["ds", "fake/mute", "default", "-", "0.0%", "0.0%", "0"]
     # broken: transport errors are errors, never a 0; no mean at all
