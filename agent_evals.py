@@ -1172,6 +1172,7 @@ class _Defaults:
     temperature: list[float | None] = field(default_factory=lambda: [None])
     max_tokens: int | None = None
     parallelism: int = DEFAULT_PARALLELISM
+    repeat: int = 1
     transport: dict[str, float] = field(default_factory=dict)  # timeout, retries, ... as Provider names them
 
 
@@ -1204,7 +1205,7 @@ _TOP_KEYS = (
 )
 # Transport settings every provider takes, with the kind of number each is.
 _TRANSPORT = {"timeout": float, "connect_timeout": float, "retries": int, "retry_wait": float, "retry_backoff": float}
-_DEFAULT_KEYS = ("effort", "temperature", "max_tokens", "parallelism", *_TRANSPORT)
+_DEFAULT_KEYS = ("effort", "temperature", "max_tokens", "parallelism", "repeat", *_TRANSPORT)
 _ENTRY_KEYS = ("model", "effort", "temperature", "max_tokens")
 
 
@@ -1383,6 +1384,8 @@ def _parse_config(
         config.defaults.max_tokens = _check_positive(defaults["max_tokens"], where, "defaults.max_tokens")
     if "parallelism" in defaults:
         config.defaults.parallelism = _check_positive(defaults["parallelism"], where, "defaults.parallelism")
+    if "repeat" in defaults:
+        config.defaults.repeat = _check_positive(defaults["repeat"], where, "defaults.repeat")
     for key, kind in _TRANSPORT.items():
         if key in defaults:
             config.defaults.transport[key] = _check_number(defaults[key], where, f"defaults.{key}", kind)
@@ -2605,6 +2608,11 @@ class LocalTracker(Tracker):
             "summary": summary.to_json(),
             "not_run": experiment.not_run,
             "resumed_from": self.context.get("resumed_from"),
+            "repeat": experiment.repeat,
+            "metrics": [
+                {"name": m.name, "description": m.description, "primary": m.primary}
+                for m in self.context.get("metrics", ())
+            ],
         }
         # indent the header for people; one compact line a row, which json writes in C
         head = _json_dumps(document, indent=2)[:-2]
@@ -2943,7 +2951,7 @@ def _render_breakdown(experiment: Experiment, metrics: Sequence[Metric], style: 
             note = ""
         rows.append(
             [
-                r.case.id,
+                r.label,
                 "-" if r.score is None else _fmt_pct(r.score.value),
                 *("-" if r.score is None else _fmt_pct(r.score.metrics.get(m.name)) for m in metrics),
                 _fmt_time(r.duration),
@@ -2982,9 +2990,251 @@ def _render_matrix(experiments: Sequence[Experiment], style: str) -> str:
         ]
         for x in experiments
     ]
-    calls = sum(len(x.cases) for x in experiments)
-    table = _table(headers, rows, [False, False, False, False, True, True, True, True], style)
-    return f"{table}\n{len(experiments)} experiments, {calls} cases; nothing was called (dry run)"
+    right = [False, False, False, False, True, True, True, True]
+    if any(x.repeat > 1 for x in experiments):
+        headers.append("repeat")
+        right.append(True)
+        for row, x in zip(rows, experiments, strict=True):
+            row.append(str(x.repeat))
+    calls = sum(len(x.cases) * x.repeat for x in experiments)
+    table = _table(headers, rows, right, style)
+    return f"{table}\n{len(experiments)} experiments, {calls} case runs; nothing was called (dry run)"
+
+
+# ═══════════════════════════════════════════════════════════════════════════════
+# Baselines, gates and JUnit: what CI acts on
+# ═══════════════════════════════════════════════════════════════════════════════
+
+
+def _experiment_record(x: Experiment) -> dict[str, Any]:
+    """An experiment in the shape of its log: contender, dataset and rows."""
+    return {"contender": x.contender.to_json(), "dataset": x.dataset, "rows": [_result_row(r) for r in x.results]}
+
+
+def _read_run(arg: str | bool, log_dir: Path, flag: str) -> dict[tuple[str, str], dict[str, Any]]:
+    """Every experiment of a logged run, by (contender, dataset): its JSON log, or its
+    journal when the run never wrote one (killed)."""
+    try:
+        _, files = _resume_files(arg, log_dir)
+    except ConfigError as e:
+        raise ConfigError(str(e).replace("--resume", flag)) from None
+    run: dict[tuple[str, str], dict[str, Any]] = {}
+    for path in sorted(files, key=lambda p: p.suffix == ".json"):  # a JSON log wins over its journal
+        try:
+            if path.suffix == ".jsonl":
+                lines = []
+                for line in path.read_text(encoding="utf-8").splitlines():
+                    try:
+                        lines.append(json.loads(line))
+                    except ValueError:
+                        continue  # a line cut short by a kill
+                record = {**lines[0], "rows": lines[1:]}
+            else:
+                record = json.loads(path.read_text(encoding="utf-8"))
+            run[(json.dumps(record["contender"], sort_keys=True), record["dataset"])] = record
+        except (OSError, ValueError, KeyError, TypeError, IndexError) as e:
+            raise ConfigError(f"{flag}: {_display(path)} cannot be read ({type(e).__name__}: {e})") from None
+    return run
+
+
+def _row_values(record: Mapping[str, Any], metric: str) -> dict[str, float]:
+    """A logged experiment's per-case means of ``metric`` (repeats averaged, errors out)."""
+    sums: dict[str, list[float]] = {}
+    for row in record.get("rows", ()):
+        value = (row.get("metrics") or {}).get(metric) if not row.get("error") else None
+        if value is not None:
+            sums.setdefault(f"{record['dataset']}/{row['case']}", []).append(float(value))
+    return {k: sum(v) / len(v) for k, v in sums.items()}
+
+
+@dataclass(frozen=True, slots=True)
+class _Change:
+    """One metric of one experiment, before and after."""
+
+    dataset: str
+    contender: Mapping[str, Any]
+    metric: str
+    old: float | None
+    new: float | None
+    paired: _Paired | None
+
+    @property
+    def verdict(self) -> str:
+        if self.old is None or self.new is None:
+            return "only in new" if self.old is None else "only in old"
+        if self.paired is None or not self.paired.significant:
+            return ""
+        return "regressed" if self.paired.delta < 0 else "improved"
+
+
+def _compare_runs(
+    old: Mapping[tuple[str, str], Mapping[str, Any]],
+    new: Mapping[tuple[str, str], Mapping[str, Any]],
+    metrics: Sequence[str],
+) -> list[_Change]:
+    """Experiments matched by contender, settings and dataset; cases by id."""
+    changes = []
+    for key in [*new, *(k for k in old if k not in new)]:
+        before, after = old.get(key), new.get(key)
+        record = after or before or {}
+        for metric in metrics:
+            a = _row_values(before, metric) if before else {}
+            b = _row_values(after, metric) if after else {}
+            if not a and not b:
+                continue
+            mean_a = sum(a.values()) / len(a) if a else None
+            mean_b = sum(b.values()) / len(b) if b else None
+            paired = _paired(b, a) if a and b else None
+            changes.append(_Change(record["dataset"], record["contender"], metric, mean_a, mean_b, paired))
+    return changes
+
+
+def _render_changes(changes: Sequence[_Change], style: str) -> str:
+    headers = ["dataset", "model", "effort", "temp", "metric", "old", "new", "delta", "p", "verdict"]
+    rows = []
+    for c in changes:
+        p = c.paired
+        rows.append(
+            [
+                c.dataset,
+                c.contender.get("model", "?"),
+                c.contender.get("effort") or "default",
+                _fmt_temp(c.contender.get("temperature")),
+                c.metric,
+                _fmt_pct(c.old),
+                _fmt_pct(c.new),
+                "-" if p is None else f"{p.delta * 100:+.1f}",
+                "-" if p is None else f"{p.p:.2g}",
+                c.verdict,
+            ]
+        )
+    right = [False, False, False, True, False, True, True, True, True, False]
+    regressed = sum(c.verdict == "regressed" for c in changes)
+    note = f"{regressed} regression{'s' if regressed != 1 else ''} (paired tests over the cases both runs answered, p < {ALPHA})"
+    return f"{_table(headers, rows, right, style)}\n{note}"
+
+
+@dataclass
+class _Gates:
+    """The CI gates a run was given; each failure is one line naming the gate and the figures."""
+
+    under: list[tuple[str, float]] = field(default_factory=list)  # (metric, fraction)
+    max_errors: tuple[float, bool] | None = None  # (limit, is a rate in percent)
+    on_regression: bool = False
+
+    @classmethod
+    def parse(cls, args: argparse.Namespace, metrics: Sequence[Metric]) -> _Gates:
+        names = [m.name for m in metrics]
+        gates = cls(on_regression=args.fail_on_regression)
+        for spec in args.fail_under or ():
+            metric, _, value = spec.rpartition("=")
+            metric = metric or _primary(metrics).name
+            if metric not in names:
+                raise ConfigError(
+                    f"--fail-under {spec}: the scorer declares no metric {metric!r}{_hint(metric, names)}; "
+                    f"known: {', '.join(names)}"
+                )
+            gates.under.append((metric, _percent(value, f"--fail-under {spec}") / 100))
+        if args.max_errors is not None:
+            if args.max_errors.endswith("%"):
+                gates.max_errors = (_percent(args.max_errors, f"--max-errors {args.max_errors}"), True)
+            elif args.max_errors.isdigit():
+                gates.max_errors = (float(args.max_errors), False)
+            else:
+                raise ConfigError(f"--max-errors {args.max_errors}: expected a count (3) or a rate (5%)")
+        if gates.on_regression and not args.baseline:
+            raise ConfigError("--fail-on-regression needs --baseline LOG: a regression is against an earlier run")
+        return gates
+
+    def check(self, rows: Sequence[_Row], changes: Sequence[_Change] | None) -> list[str]:
+        failed = []
+        for metric, floor in self.under:
+            for r in rows:
+                mean = r.mean(metric)
+                if mean is None or mean < floor:
+                    failed.append(
+                        f"--fail-under {metric}={floor * 100:g}%: [{r.dataset}] {_short_label(r, rows)} "
+                        f"scored {_fmt_pct(mean)}"
+                    )
+        if self.max_errors is not None:
+            limit, rate = self.max_errors
+            for r in rows:
+                if (r.errors / max(r.runs, 1) * 100 if rate else r.errors) > limit:
+                    failed.append(
+                        f"--max-errors {limit:g}{'%' if rate else ''}: [{r.dataset}] {_short_label(r, rows)} "
+                        f"had {r.errors} of {r.runs} runs end in an error"
+                    )
+        for c in changes or () if self.on_regression else ():
+            if c.verdict == "regressed" and c.paired is not None:
+                failed.append(f"--fail-on-regression: {_change_text(c)}")
+        return failed
+
+
+def _change_text(c: _Change) -> str:
+    who = f"{c.contender.get('model')} effort={c.contender.get('effort') or 'default'}"
+    paired = f" ({c.paired.method}, p={c.paired.p:.2g})" if c.paired else ""
+    return f"[{c.dataset}] {who} {c.metric} fell {_fmt_pct(c.old)} -> {_fmt_pct(c.new)}{paired}"
+
+
+def _percent(value: str, where: str) -> float:
+    try:
+        number = float(value.rstrip("%"))
+    except ValueError:
+        number = -1.0
+    if not 0 <= number <= 100:
+        raise ConfigError(f"{where}: expected a percentage from 0 to 100, like 85 or 85%")
+    return number
+
+
+def _write_junit(path: Path, experiments: Sequence[Experiment]) -> None:
+    """JUnit XML for CI: a testsuite per experiment, a testcase per case run; errors as
+    ``<error>``, wrong answers (a score below 100%, or the model's failure) as ``<failure>``."""
+    import xml.etree.ElementTree as ET
+
+    root = ET.Element("testsuites", name="agent-evals")
+    totals = {"tests": 0, "failures": 0, "errors": 0}
+    for x in experiments:
+        suite = ET.SubElement(root, "testsuite", name=f"{x.dataset} · {x.contender.label}")
+        counts = {"tests": 0, "failures": 0, "errors": 0}
+        for r in x.results:
+            counts["tests"] += 1
+            case = ET.SubElement(
+                suite, "testcase", classname=f"{x.dataset}.{x.contender.model}", name=r.label, time=f"{r.duration:.3f}"
+            )
+            if r.error is not None:
+                counts["errors"] += 1
+                ET.SubElement(case, "error", message=r.error, type=r.error.split(":")[0]).text = r.traceback or r.error
+            elif r.score is not None and r.score.value < 1.0:
+                counts["failures"] += 1
+                why = (
+                    f"model failed: {r.reply.error}"
+                    if r.reply and r.reply.error
+                    else f"score {_fmt_pct(r.score.value)}"
+                )
+                ET.SubElement(case, "failure", message=why).text = _json_dumps(dict(r.score.diagnostics))
+        for key, value in counts.items():
+            suite.set(key, str(value))
+            totals[key] += value
+        suite.set("time", f"{x.duration:.3f}")
+    for key, value in totals.items():
+        root.set(key, str(value))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    ET.ElementTree(root).write(path, encoding="utf-8", xml_declaration=True)
+
+
+def _cmd_diff(args: argparse.Namespace) -> int:
+    old = _read_run(args.old, Path(args.old), "diff OLD")
+    new = _read_run(args.new, Path(args.new), "diff NEW")
+    metrics: dict[str, None] = {}  # declared first, then any other a row carries; in order, once
+    for record in [*new.values(), *old.values()]:
+        metrics |= dict.fromkeys(m["name"] for m in record.get("metrics") or ())
+        metrics |= dict.fromkeys(name for row in record.get("rows", ()) for name in (row.get("metrics") or {}))
+    changes = _compare_runs(old, new, list(metrics))
+    print(_render_changes(changes, _style_for(sys.stdout)))
+    failed = [c for c in changes if c.verdict == "regressed"] if args.fail_on_regression else []
+    for c in failed:
+        print(f"gate failed: --fail-on-regression: {_change_text(c)}", file=sys.stderr)
+    return EXIT_FAILED if failed else EXIT_OK
 
 
 # ═══════════════════════════════════════════════════════════════════════════════
@@ -3173,6 +3423,40 @@ def _parser() -> _Parser:
     running.add_argument("--no-open", action="store_true", help="do not open the tracker's page when the run finishes")
     running.add_argument("-n", "--dry-run", action="store_true", help="show the experiment matrix; call nothing")
     running.add_argument(
+        "--repeat",
+        type=_whole(1),
+        metavar="N",
+        help="run every case N times per contender (default: defaults.repeat, else 1)",
+    )
+    running.add_argument(
+        "--baseline",
+        nargs="?",
+        const=True,
+        metavar="LOG",
+        help="compare with an earlier run (default: the newest in log/agent-evals) and mark regressions",
+    )
+    running.add_argument(
+        "--fail-under",
+        action="append",
+        metavar="[METRIC=]PCT",
+        help="exit 1 when an experiment's metric (the primary by default) is below PCT percent",
+    )
+    running.add_argument(
+        "--max-errors",
+        metavar="N|PCT%",
+        help="exit 1 when an experiment has more errors than N (or than PCT%% of its runs)",
+    )
+    running.add_argument(
+        "--fail-on-regression",
+        action="store_true",
+        help="with --baseline: exit 1 when a metric regressed significantly",
+    )
+    running.add_argument(
+        "--junit",
+        metavar="FILE",
+        help="write JUnit XML: a testcase per case run, errors as errors, wrong answers as failures",
+    )
+    running.add_argument(
         "--resume",
         nargs="?",
         const=True,
@@ -3197,6 +3481,11 @@ def _parser() -> _Parser:
     sub.add_parser("verify", parents=[common], help="offline checks: inputs, expected.json, adapter, scorer")
     sub.add_parser("run", parents=[common, running], help="run models over every dataset, with the per-case breakdown")
     sub.add_parser("compare", parents=[common, running], help="everything the lineup lists; leaderboard only")
+    diff = sub.add_parser("diff", help="compare two runs' logs: each metric's delta and its paired significance")
+    diff.add_argument("old", metavar="OLD", help="a log or journal of the earlier run (its whole run is read)")
+    diff.add_argument("new", metavar="NEW", help="a log or journal of the later run")
+    diff.add_argument("--fail-on-regression", action="store_true", help="exit 1 when a metric regressed significantly")
+    diff.add_argument("--debug", action="store_true", help="show tracebacks")
     return parser
 
 
@@ -3307,11 +3596,13 @@ def _cmd_run(args: argparse.Namespace) -> int:
             f"nothing to run: every contender was refused or left out by -m ({_display(suite.config.path)})"
         )
     parallelism = args.parallelism or suite.config.defaults.parallelism
+    repeat = args.repeat or suite.config.defaults.repeat
     experiments = [
-        Experiment(contender, provider, dataset, [c for c in cases if c.dataset == dataset], parallelism)
+        Experiment(contender, provider, dataset, [c for c in cases if c.dataset == dataset], parallelism, repeat)
         for dataset in sorted({c.dataset for c in cases})
         for contender, provider in lineup.contenders
     ]
+    gates = _Gates.parse(args, suite.metrics)
     out, notes = sys.stdout, []
     style = _style_for(out)
     if not args.dry_run:
@@ -3339,6 +3630,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         previous = _load_previous(files, cases, args.retry_errors)
         skipped = sum(len(v) for v in previous.values())
         print(f"resume: {skipped} finished cases from the run of {resumed_from} are not asked again", file=sys.stderr)
+    baseline = _read_run(args.baseline, log_dir, "--baseline") if args.baseline else None
     if suite.before_run:
         try:
             suite.before_run()
@@ -3354,6 +3646,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         "log_dir": log_dir,
         "resumed_from": resumed_from,
         "adapter_metadata": _adapter_metadata(suite.adapter),
+        "metrics": suite.metrics,
     }
     trackers: list[Tracker] = [LocalTracker({**context, "options": {}})]
     if remote:
@@ -3400,7 +3693,19 @@ def _cmd_run(args: argparse.Namespace) -> int:
         print(_render_report(shown, suite.metrics, style), file=out)
     if interrupted:
         return EXIT_INTERRUPTED
-    return EXIT_FAILED if any(x.failure for x in experiments) else EXIT_OK
+    changes = None
+    if baseline is not None:
+        current = {(_contender_key(x.contender), x.dataset): _experiment_record(x) for x in experiments}
+        changes = _compare_runs(baseline, current, [m.name for m in suite.metrics])
+        print(f"\nbaseline: {args.baseline if isinstance(args.baseline, str) else 'the newest run'}", file=out)
+        print(_render_changes(changes, style), file=out)
+    if args.junit:
+        _write_junit(Path(args.junit), experiments)
+        print(f"junit: {_display(args.junit)}", file=err)
+    failed = gates.check(_rows(shown, suite.metrics), changes)
+    for message in failed:
+        print(f"gate failed: {message}", file=err)
+    return EXIT_FAILED if failed or any(x.failure for x in experiments) else EXIT_OK
 
 
 def _stamp() -> str:
@@ -3483,6 +3788,7 @@ def _adapter_metadata(adapter: Any) -> Mapping[str, Any]:
 
 
 _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "diff": _cmd_diff,
     "cases": _cmd_cases,
     "verify": _cmd_verify,
     "run": _cmd_run,

@@ -70,7 +70,7 @@ def test_toy_suite_cases_verify_dry_run_and_run(toy: Path) -> None:
     verify = agent_evals("verify", cwd=toy)
     assert verify.returncode == 0 and verify.stdout.strip() == "ok: 8 cases, 2 datasets, 3 contenders"
     dry = agent_evals("compare", "-n", cwd=toy)
-    assert dry.returncode == 0 and "6 experiments, 24 cases; nothing was called (dry run)" in dry.stdout
+    assert dry.returncode == 0 and "6 experiments, 24 case runs; nothing was called (dry run)" in dry.stdout
     assert REFUSAL in dry.stderr and not (toy / "log").exists()
     run = agent_evals("run", "-m", "fake/echo", "-d", "animals", "--local", cwd=toy)
     assert run.returncode == 0, run.stderr

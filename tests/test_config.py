@@ -39,7 +39,7 @@ def test_lists_multiply_and_defaults_fill(make_suite, cli) -> None:
         ["ds", "fake/echo", "fake", "high", "0.7", "100", "4", "3"],
         ["ds", "fake/parrot", "fake", "low", "0.2", "50", "4", "3"],
     ]
-    assert out.rstrip().endswith("5 experiments, 20 cases; nothing was called (dry run)")
+    assert out.rstrip().endswith("5 experiments, 20 case runs; nothing was called (dry run)")
     assert not (project / "log").exists()
 
 

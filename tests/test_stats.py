@@ -1,0 +1,315 @@
+"""Numbers you can act on: intervals, paired tests, repeats, baselines, gates and JUnit."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+
+import pytest
+
+import agent_evals as ae
+from conftest import ROOT, case_files, read_logs
+
+
+def test_wilson_interval_covers_p_at_the_stated_rate() -> None:
+    rng = random.Random(20261202)
+    for p in (0.1, 0.5, 0.9):
+        covered = 0
+        for _ in range(1000):
+            values = [1.0 if rng.random() < p else 0.0 for _ in range(50)]
+            e = ae._estimate(values)
+            covered += e.low <= p <= e.high
+        assert 0.90 <= covered / 1000 <= 0.99, (p, covered)
+
+
+def test_t_interval_over_case_means_covers_the_mean() -> None:
+    rng = random.Random(7)
+    covered = 0
+    for _ in range(1000):
+        values = [min(1.0, max(0.0, rng.gauss(0.6, 0.15))) for _ in range(30)]
+        e = ae._estimate(values)
+        covered += e.method == "t" and e.low <= 0.6 <= e.high
+    assert 0.90 <= covered / 1000 <= 0.99
+
+
+def test_estimates_at_the_edges() -> None:
+    assert ae._estimate([]) is None
+    perfect = ae._estimate([1.0] * 4)
+    assert (
+        perfect.mean == 1.0 and perfect.se == 0 and perfect.high == 1.0 and perfect.low < 0.6
+    )  # four cases prove little
+    assert ae._estimate([0.4]).method == "one case"
+    assert ae._estimate([0.25, 0.75]).method == "t"
+
+
+def test_paired_tests_sanity() -> None:
+    keys = [str(i) for i in range(100)]
+    answers = {k: float(i % 3 == 0) for i, k in enumerate(keys)}
+    same = ae._paired(answers, dict(answers))
+    assert same.p == 1.0 and not same.significant and same.method == "McNemar"
+    right = dict.fromkeys(keys, 1.0)
+    wrong30 = {k: 0.0 if i < 30 else 1.0 for i, k in enumerate(keys)}
+    worse = ae._paired(wrong30, right)
+    assert worse.significant and worse.delta == pytest.approx(-0.3) and worse.p < 1e-6
+    few = ae._paired({k: 0.0 if i < 2 else 1.0 for i, k in enumerate(keys)}, right)
+    assert not few.significant  # two discordant cases prove nothing
+    graded = {k: 0.5 + 0.1 * (i % 5) / 5 for i, k in enumerate(keys)}
+    shifted = {k: v - 0.05 for k, v in graded.items()}
+    t_test = ae._paired(shifted, graded)
+    assert t_test.method == "paired t" and t_test.p == 0.0 and t_test.delta == pytest.approx(-0.05)
+    noisy = {k: v + (0.01 if i % 2 else -0.01) for i, (k, v) in enumerate(graded.items())}
+    assert not ae._paired(noisy, graded).significant
+    assert ae._paired({"a": 1.0}, {"b": 1.0}) is None
+
+
+def test_t_distribution_against_known_values() -> None:
+    assert ae._t_cdf(0.0, 5) == pytest.approx(0.5)
+    assert ae._t_cdf(2.015, 5) == pytest.approx(0.95, abs=1e-3)
+    assert ae._t_cdf(-1.96, 10_000) == pytest.approx(0.025, abs=1e-3)
+    assert ae._betainc(2, 3, 0.0) == 0.0 and ae._betainc(2, 3, 1.0) == 1.0
+
+
+NOISY = """
+import itertools
+import agent_evals as ae
+
+class Cheap(ae.FakeProvider):
+    name = "cheap"
+    prefix = "cheap/"
+    COST_USD = 0.0001
+
+    def __init__(self):
+        # wrong on every 60th call: which case it hits depends on thread timing, how often does not
+        calls = itertools.count(1)
+        super().__init__({"noisy": lambda s, u: "{}" if next(calls) % 60 == 0 else u})
+
+    def catalog(self):
+        return ["cheap/noisy"]
+
+class S(ae.Scorer):
+    def metrics(self):
+        return [ae.Metric("exact", "1 when right.", primary=True), ae.Metric("graded", "half credit")]
+
+    def call(self, case, reply, context):
+        right = float(reply.output == case.expected)
+        return ae.Score(value=right, metrics={"exact": right, "graded": 0.5 + right / 2})
+
+ae.configure(adapter=ae.EchoAdapter(), scorer=S(), providers=[ae.FakeProvider(), Cheap()])
+"""
+LINEUP = "request_types: [prompt]\nvendors:\n  fake:\n    - model: echo\n  cheap:\n    - model: noisy\n"
+
+
+def many(n: int) -> dict[str, str]:
+    cases: dict[str, str] = {}
+    for i in range(1, n + 1):
+        cases |= case_files("ds", f"a/{i:03d}", {"v": i})
+    return cases
+
+
+def test_repeat_prints_intervals_and_the_best_value_states_significance(make_suite, cli) -> None:
+    project = make_suite(helper=NOISY, config=LINEUP, cases=many(40))
+    code, out, err = cli("compare", "--local", "--repeat", "5", cwd=project)
+    assert code == 0, err
+    noisy_row = next(line for line in out.splitlines() if line.startswith("│ ds      │ cheap/noisy"))
+    assert " ±" in noisy_row.split("│")[5]
+    best = next(line for line in out.splitlines() if line.startswith("best value [ds]"))
+    assert best.startswith("best value [ds] (cheap/noisy effort=default): ")
+    assert "points vs the top (fake/echo effort=default): " in best and "significant (" in best and "40 cases)" in best
+    assert "±N after exact: half the width of its 95% interval" in out
+    logs = {log["contender"]["model"]: log for log in read_logs(project)}
+    noisy = logs["cheap/noisy"]
+    assert len(noisy["rows"]) == 200 and sorted({row["repeat"] for row in noisy["rows"]}) == [0, 1, 2, 3, 4]
+    assert noisy["repeat"] == 5 and noisy["summary"]["intervals"]["exact"]["n"] == 40
+    assert noisy["summary"]["intervals"]["exact"]["method"] in ("t", "wilson")
+    assert noisy["metrics"][0] == {"name": "exact", "description": "1 when right.", "primary": True}
+
+
+def test_repeat_from_the_config_and_in_the_matrix(make_suite, cli) -> None:
+    project = make_suite(
+        config="request_types: [prompt]\ndefaults:\n  repeat: 3\nvendors:\n  fake:\n    - model: echo\n"
+    )
+    code, out, _ = cli("compare", "-n", cwd=project)
+    assert (
+        code == 0
+        and "│ repeat │" in out
+        and out.rstrip().endswith("1 experiments, 12 case runs; nothing was called (dry run)")
+    )
+    code, out, err = cli("run", "--local", "-c", "a/001")
+    assert code == 0, err
+    assert [line.split("│")[1].strip() for line in out.splitlines() if line.startswith("│ a/001")] == [
+        "a/001#0",
+        "a/001#1",
+        "a/001#2",
+    ]
+
+
+def test_error_line_counts_the_errors_and_their_spend(make_suite, cli) -> None:
+    config = "request_types: [prompt]\nvendors:\n  fake:\n    - model: broken\n"
+    project = make_suite(config=config)
+    code, out, _ = cli("compare", "--local", cwd=project)
+    assert code == 0
+    assert (
+        "errors [ds] fake/broken effort=default: 4 of 4 runs (100.0%) raised and are left out of the means; $0.0000 was spent on them"
+        in out
+    )
+    (log,) = read_logs(project)
+    assert log["summary"]["error_rate"] == 1.0 and log["summary"]["lost_to_errors"]["cost_usd"] == 0.0
+
+
+PLANTED = """
+import os
+import agent_evals as ae
+
+class S(ae.Scorer):
+    def metrics(self):
+        return [ae.Metric("exact", "1 when right.", primary=True)]
+
+    def call(self, case, reply, context):
+        broken = os.environ.get("PLANT_REGRESSION") and int(case.id.split("/")[1]) <= 30
+        right = 0.0 if broken else float(reply.output == case.expected)
+        return ae.Score(value=right, metrics={"exact": right})
+
+ae.configure(adapter=ae.EchoAdapter(), scorer=S(), providers=[ae.FakeProvider()])
+"""
+
+
+def cli_run(project, *argv, env=None):
+    full = {**os.environ, "PYTHONIOENCODING": "utf-8", **(env or {})}
+    full.pop("PYTHONPATH", None)
+    return subprocess.run(
+        [sys.executable, str(ROOT / "agent_evals.py"), *argv],
+        cwd=project,
+        env=full,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_baseline_and_fail_on_regression_through_the_real_cli(make_suite) -> None:
+    project = make_suite(
+        helper=PLANTED, config="request_types: [prompt]\nvendors:\n  fake:\n    - model: echo\n", cases=many(60)
+    )
+    first = cli_run(project, "compare", "--local")
+    assert first.returncode == 0, first.stderr
+    (old_log,) = (project / "log" / "agent-evals").glob("*.json")
+    same = cli_run(project, "compare", "--local", "--baseline", str(old_log), "--fail-on-regression")
+    assert same.returncode == 0, same.stderr
+    assert "0 regressions (paired tests over the cases both runs answered, p < 0.05)" in same.stdout
+    planted = cli_run(
+        project, "compare", "--local", "--baseline", str(old_log), "--fail-on-regression", env={"PLANT_REGRESSION": "1"}
+    )
+    assert planted.returncode == 1
+    assert "│ ds      │ fake/echo │ default │    - │ exact  │ 100.0% │ 50.0% │ -50.0 │" in planted.stdout
+    assert "regressed" in planted.stdout
+    assert (
+        "gate failed: --fail-on-regression: [ds] fake/echo effort=default exact fell 100.0% -> 50.0% (McNemar, p="
+        in planted.stderr
+    )
+    logs = sorted((project / "log" / "agent-evals").glob("*.json"))
+    diff = cli_run(project, "diff", str(logs[0]), str(logs[-1]), "--fail-on-regression")
+    assert diff.returncode == 1 and "regressed" in diff.stdout and "1 regression " in diff.stdout
+    back = cli_run(project, "diff", str(logs[-1]), str(logs[0]))
+    assert back.returncode == 0 and "improved" in back.stdout
+
+
+def test_baseline_marks_experiments_only_on_one_side(make_suite, cli) -> None:
+    project = make_suite()
+    code, _, err = cli("compare", "--local", cwd=project)
+    assert code == 0, err
+    code, out, err = cli("compare", "--local", "-e", "low", "--baseline")
+    assert code == 0, err
+    assert "only in new" in out and "only in old" in out and "baseline: the newest run" in out
+
+
+@pytest.mark.parametrize(
+    ("argv", "code", "message"),
+    [
+        (["--fail-under", "70"], 0, ""),
+        (
+            ["--fail-under", "exact=99"],
+            1,
+            "gate failed: --fail-under exact=99%: [ds] fake/echo effort=default scored 75.0%",
+        ),
+        (["--fail-under", "maybe=40%"], 0, ""),
+        (["--max-errors", "0"], 0, ""),
+        (["--max-errors", "0%"], 0, ""),
+    ],
+)
+def test_gates_pass_and_fail_with_the_figures(make_suite, cli, argv, code, message) -> None:
+    cases = {**case_files("ds", "a/001", {"v": 1}, expected={"v": 0})}
+    for n in (2, 3, 4):
+        cases |= case_files("ds", f"a/{n:03d}", {"v": n})
+    project = make_suite(cases=cases)
+    got, out, err = cli("compare", "--local", *argv, cwd=project)
+    assert got == code, err
+    assert message in err
+    assert "│ ds      │ fake/echo │" in out  # everything is printed and written whatever the gates say
+
+
+def test_max_errors_gate_fails(make_suite, cli) -> None:
+    project = make_suite(config="request_types: [prompt]\nvendors:\n  fake:\n    - model: broken\n    - model: echo\n")
+    code, _, err = cli("compare", "--local", "--max-errors", "10%", cwd=project)
+    assert code == 1
+    assert "gate failed: --max-errors 10%: [ds] fake/broken effort=default had 4 of 4 runs end in an error" in err
+    assert "fake/echo effort=default had" not in err
+    code, _, err = cli("compare", "--local", "--max-errors", "3")
+    assert code == 1 and "gate failed: --max-errors 3: [ds] fake/broken" in err
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (
+            ["--fail-under", "exct=80"],
+            "--fail-under exct=80: the scorer declares no metric 'exct' (did you mean \"exact\"?)",
+        ),
+        (["--fail-under", "120"], "--fail-under 120: expected a percentage from 0 to 100"),
+        (["--max-errors", "many"], "--max-errors many: expected a count (3) or a rate (5%)"),
+        (["--max-errors", "150%"], "--max-errors 150%: expected a percentage from 0 to 100"),
+        (["--fail-on-regression"], "--fail-on-regression needs --baseline LOG"),
+        (["--baseline", "nowhere.json"], "--baseline nowhere.json: no such file or folder"),
+    ],
+)
+def test_gate_flags_are_checked_before_any_call(make_suite, cli, argv, message) -> None:
+    project = make_suite()
+    code, out, err = cli("compare", "--local", *argv, cwd=project)
+    assert code == 2 and out == "" and message in err, err
+    assert not list((project / "log" / "agent-evals").glob("*.json")) if (project / "log").exists() else True
+
+
+def test_junit_has_a_testcase_per_run_with_errors_and_failures(make_suite, cli, tmp_path) -> None:
+    config = "request_types: [prompt]\nvendors:\n  fake:\n    - model: echo\n    - model: broken\n    - model: mute\n"
+    cases = {**case_files("ds", "a/001", {"v": 1}), **case_files("ds", "a/002", {"v": 2}, expected={"v": 9})}
+    project = make_suite(config=config, cases=cases)
+    target = tmp_path / "reports" / "junit.xml"
+    code, _, err = cli("compare", "--local", "--junit", str(target), cwd=project)
+    assert code == 0, err
+    root = ET.parse(target).getroot()
+    assert (root.get("tests"), root.get("failures"), root.get("errors")) == ("6", "3", "2")
+    suites = {s.get("name"): s for s in root}
+    echo = suites["ds · fake/echo effort=default"]
+    failure = echo.find("testcase[@name='a/002']/failure")
+    assert failure.get("message") == "score 0.0%" and json.loads(failure.text) == {"got": {"v": 2}}
+    broken = suites["ds · fake/broken effort=default"].find("testcase[@name='a/001']/error")
+    assert broken.get("type") == "ProviderError" and "connection refused" in broken.get("message")
+    mute = suites["ds · fake/mute effort=default"].find("testcase[@name='a/001']/failure")
+    assert mute.get("message") == "model failed: no JSON object in the reply"
+
+
+def test_diff_reads_a_killed_runs_journal_and_names_bad_input(make_suite, cli) -> None:
+    project = make_suite()
+    code, _, _ = cli("compare", "--local", cwd=project)
+    (journal,) = (project / "log" / "agent-evals").glob("*.jsonl")
+    code, out, _ = cli("diff", str(journal), str(journal))
+    assert code == 0 and "0 regressions" in out and "│ exact  │ 100.0% │ 100.0% │  +0.0 │ 1 │" in out
+    code, _, err = cli("diff", "nowhere", str(journal))
+    assert code == 2 and "diff OLD nowhere: no such file or folder" in err
+    bad = project / "log" / "agent-evals" / "x.20260101-000000-000.jsonl"
+    bad.write_text("[]\n")
+    code, _, err = cli("diff", str(bad), str(journal))
+    assert code == 2 and "diff OLD: log/agent-evals/x.20260101-000000-000.jsonl cannot be read" in err
