@@ -2315,30 +2315,14 @@ def _resume_files(arg: str | bool, log_dir: Path) -> tuple[str, list[Path]]:
 
 
 def _load_previous(
-    files: Iterable[Path], cases: Sequence[Case], retry_errors: bool
+    records: Mapping[tuple[str, str], Mapping[str, Any]], cases: Sequence[Case], retry_errors: bool
 ) -> dict[tuple[str, str], dict[tuple[str, int], RunResult]]:
-    """Finished cases from earlier logs and journals, by (contender, dataset) and case id."""
+    """Finished case runs of an earlier run, by (contender, dataset) and (case id, repeat)."""
     known = {(c.dataset, c.id): c for c in cases}
-    out: dict[tuple[str, str], dict[str, RunResult]] = {}
-    for path in files:
-        try:
-            text = path.read_text(encoding="utf-8")
-            if path.suffix == ".jsonl":
-                lines = []
-                for line in text.splitlines():
-                    try:
-                        lines.append(json.loads(line))
-                    except ValueError:
-                        continue  # a line cut short by a kill
-                head, rows = (lines[0], lines[1:]) if lines else ({}, [])
-            else:
-                head = json.loads(text)
-                rows = head.get("rows", [])
-            key = (json.dumps(head["contender"], sort_keys=True), head["dataset"])
-        except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
-            raise ConfigError(f"--resume: {_display(path)} cannot be read ({type(e).__name__}: {e})") from None
-        for row in rows:
-            case = known.get((head["dataset"], row.get("case")))
+    out: dict[tuple[str, str], dict[tuple[str, int], RunResult]] = {}
+    for key, record in records.items():
+        for row in record.get("rows", ()):
+            case = known.get((record["dataset"], row.get("case")))
             if case is None or (row.get("error") and retry_errors):
                 continue
             out.setdefault(key, {})[(case.id, int(row.get("repeat") or 0))] = _row_result(row, case)
@@ -3012,12 +2996,17 @@ def _experiment_record(x: Experiment) -> dict[str, Any]:
 
 
 def _read_run(arg: str | bool, log_dir: Path, flag: str) -> dict[tuple[str, str], dict[str, Any]]:
-    """Every experiment of a logged run, by (contender, dataset): its JSON log, or its
-    journal when the run never wrote one (killed)."""
+    """Every experiment of the logged run that ``arg`` names (see ``_resume_files``)."""
     try:
         _, files = _resume_files(arg, log_dir)
     except ConfigError as e:
         raise ConfigError(str(e).replace("--resume", flag)) from None
+    return _read_records(files, flag)
+
+
+def _read_records(files: Iterable[Path], flag: str) -> dict[tuple[str, str], dict[str, Any]]:
+    """A run's experiments by (contender, dataset): each one's JSON log, or its journal
+    when the run never wrote the log (killed)."""
     run: dict[tuple[str, str], dict[str, Any]] = {}
     for path in sorted(files, key=lambda p: p.suffix == ".json"):  # a JSON log wins over its journal
         try:
@@ -3627,7 +3616,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     previous, resumed_from = {}, None
     if args.resume:
         resumed_from, files = _resume_files(args.resume, log_dir)
-        previous = _load_previous(files, cases, args.retry_errors)
+        previous = _load_previous(_read_records(files, "--resume"), cases, args.retry_errors)
         skipped = sum(len(v) for v in previous.values())
         print(f"resume: {skipped} finished cases from the run of {resumed_from} are not asked again", file=sys.stderr)
     baseline = _read_run(args.baseline, log_dir, "--baseline") if args.baseline else None
