@@ -1860,6 +1860,7 @@ class Experiment:
         self.cases = cases
         self.parallelism = parallelism
         self.results: list[RunResult] = []  # finished cases, in case order
+        self.rows_json: list[str] = []  # the same as log rows, serialized once as they finish
         self.not_run: list[str] = []  # ids of cases an interrupt or a stopped run left out
         self.failure: str | None = None  # why none of its cases could run (prepare failed)
         self.duration = 0.0
@@ -1949,10 +1950,10 @@ class _Running:
         self.closed = False
         self.active = min(experiment.parallelism, len(self.todo))
         self.started = time.perf_counter()
+        # each finished run's row as JSON: appended to the journal, then reused by the log
+        self.lines: list[str | None] = [None if r is None else _json_dumps(_result_row(r)) for r in self.results]
         self.journal = run.open_journal(experiment)
-        for result in self.results:
-            if result is not None:
-                run.journal_write(self.journal, result)
+        run.journal_write(self.journal, "".join(f"{line}\n" for line in self.lines if line))
 
     def start(self) -> None:
         self.experiment.started_at = time.strftime("%Y-%m-%dT%H:%M:%S%z")
@@ -1970,13 +1971,14 @@ class _Running:
             i = self.todo[k]
             case, repeat = self.units[i]
             result = _run_case(run.suite, self.experiment, case, run.metric_names, repeat)
+            line = _json_dumps(_result_row(result))  # outside the lock: other threads go on
             with run.lock:
                 if self.closed:
                     return  # abandoned after the grace period: its experiment is written already
-                self.results[i] = result
-                run.journal_write(self.journal, result)
+                self.results[i], self.lines[i] = result, line
                 run.progress.add(result)
                 self._record()
+            run.journal_write(self.journal, f"{line}\n")
         with run.lock:
             self.active -= 1
             if self.active == 0 and not self.closed:
@@ -1997,6 +1999,7 @@ class _Running:
                 return
             self.closed = True
             x.results = [r for r in self.results if r is not None]
+            x.rows_json = [line for line in self.lines if line is not None]
             x.not_run = [
                 f"{c.id}#{n}" if x.repeat > 1 else c.id
                 for (c, n), r in zip(self.units, self.results, strict=True)
@@ -2006,8 +2009,8 @@ class _Running:
                 if result is not None:
                     for tracker in run.trackers:
                         run.call(tracker, "record", result)
-            if self.journal:
-                self.journal.close()
+            if self.journal is not None:
+                os.close(self.journal)
         x.duration = time.perf_counter() - self.started
         summary = _summarize(x.results, run.suite.metrics, x.duration)
         for tracker in run.trackers:
@@ -2054,14 +2057,15 @@ class _Run:
         self.failed: dict[Tracker, str] = {}
         self.stamp = ""
 
-    def open_journal(self, experiment: Experiment) -> Any:
+    def open_journal(self, experiment: Experiment) -> int | None:
+        """An append-only file descriptor: each row is one ``write`` straight into the
+        OS, so a killed process loses nothing that finished and threads need no lock."""
         if self.journal_dir is None:
             return None
         path = self.journal_dir / f"{experiment.name}.{self.stamp}.jsonl"
-        journal = path.open("a", encoding="utf-8")
+        journal = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         header = {"journal": 1, "experiment": experiment.name, "dataset": experiment.dataset}
-        journal.write(_json_dumps({**header, "contender": experiment.contender.to_json()}) + "\n")
-        journal.flush()
+        self.journal_write(journal, _json_dumps({**header, "contender": experiment.contender.to_json()}) + "\n")
         return journal
 
     def call(self, tracker: Tracker, hook: str, *args: Any) -> None:
@@ -2089,10 +2093,9 @@ class _Run:
             return None
 
     @staticmethod
-    def journal_write(journal: Any, result: RunResult) -> None:
-        if journal is not None:
-            journal.write(_json_dumps(_result_row(result)) + "\n")
-            journal.flush()  # into the OS now: a killed process loses nothing that finished
+    def journal_write(journal: int | None, text: str) -> None:
+        if journal is not None and text:
+            os.write(journal, text.encode("utf-8"))
 
 
 def _run_all(
@@ -2600,7 +2603,8 @@ class LocalTracker(Tracker):
         }
         # indent the header for people; one compact line a row, which json writes in C
         head = _json_dumps(document, indent=2)[:-2]
-        rows = ",\n".join("    " + _json_dumps(_result_row(r)) for r in experiment.results)
+        lines = getattr(experiment, "rows_json", None) or [_json_dumps(_result_row(r)) for r in experiment.results]
+        rows = ",\n".join(f"    {line}" for line in lines)
         path = folder / f"{experiment.name}.{self.context.get('stamp')}.json"
         tmp = path.with_suffix(".json.tmp")
         tmp.write_text(f'{head},\n  "rows": [\n{rows}\n  ]\n}}\n', encoding="utf-8")

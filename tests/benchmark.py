@@ -34,7 +34,7 @@ async def _serve(port_file: Path, latency: float, rate_429: float, rate_500: flo
     rng = random.Random(seed)
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        stats["connections"] += 1
+        counted = False  # connections that carried a completion: the catalog and /stats probes are not
         try:
             while True:
                 head = await reader.readuntil(b"\r\n\r\n")
@@ -51,6 +51,9 @@ async def _serve(port_file: Path, latency: float, rate_429: float, rate_500: flo
                     ).encode()
                 else:
                     stats["requests"] += 1
+                    if not counted:
+                        counted = True
+                        stats["connections"] += 1
                     await asyncio.sleep(latency)
                     roll = rng.random()
                     if roll < rate_429:
