@@ -83,6 +83,7 @@ __all__ = [
     "FakeModel",
     "FakeProvider",
     "LocalTracker",
+    "LiteLLM",
     "OpenRouter",
     "TypeSafe",
     # errors
@@ -161,7 +162,7 @@ def _hint(name: str, known: Iterable[str]) -> str:
 
 
 # module -> (distribution, pip extra or None when it is a core dependency)
-_OPTIONAL = {"yaml": ("PyYAML", None)}
+_OPTIONAL = {"yaml": ("PyYAML", None), "litellm": ("litellm", "litellm")}
 
 
 def _import_optional(module: str, purpose: str) -> Any:
@@ -440,6 +441,10 @@ class Provider:
     def complete(self, model: Model, *, system: str | None = None, user: str, json: bool = True) -> Completion:
         raise NotImplementedError(f"provider {self.name} does not implement complete()")
 
+    def missing_keys(self, model_id: str) -> list[str]:
+        """The environment variables ``model_id`` needs that are not set."""
+        return [key for key in self.env_keys if not os.environ.get(key)]
+
     def serves(self, model_id: str) -> bool:
         return self.prefix is None or model_id.startswith(self.prefix)
 
@@ -564,6 +569,38 @@ def _error_text(data: Any, raw: bytes) -> str:
         return str(error)
     text = raw[:200].decode("utf-8", errors="replace").strip()
     return text or "empty body"
+
+
+class _Retry(Exception):
+    """Raised by one attempt when the failure is worth another try."""
+
+    def __init__(self, failure: str, retry_after: float | None = None) -> None:
+        super().__init__(failure)
+        self.failure, self.retry_after = failure, retry_after
+
+
+def _retrying(provider: Provider, label: str, model: Model | None, attempt: Callable[[], Any]) -> Any:
+    """Call ``attempt`` until it returns, retrying each ``_Retry`` with exponential
+    backoff and jitter (or the server's Retry-After) within the provider's bounds: at
+    most ``retries`` more tries and ``retry_wait`` seconds of waiting. A stopped run
+    (Ctrl-C, a refused key) ends the wait at once."""
+    import random
+
+    waited, tries = 0.0, 0
+    while True:
+        try:
+            return attempt()
+        except _Retry as e:
+            failure, retry_after = e.failure, e.retry_after
+        delay = retry_after if retry_after is not None else provider.retry_backoff * 2**tries * random.uniform(0.5, 1)
+        if tries >= provider.retries or waited + delay > provider.retry_wait:
+            raise ProviderError(f"{label}: {failure} (gave up after {tries} retries)")
+        tries += 1
+        waited += delay
+        if model is not None:
+            model.note_retry()
+        if _stop.wait(delay):
+            raise ProviderError(f"{label}: {failure}; not retried: {_stop.reason}")
 
 
 class _TransportError(OSError):
@@ -727,9 +764,6 @@ class OpenRouter(Provider):
     catalog_ttl = 24 * 3600.0  # seconds a cached model list stays fresh
 
     def __init__(self) -> None:
-        import random
-
-        self._jitter = random.Random().uniform
         self._http = _HTTP()
         self._prices: dict[str, tuple[float | None, float | None]] | None = None
         self._catalog_loaded = False
@@ -769,46 +803,36 @@ class OpenRouter(Provider):
         self, model_id: str, method: str, path: str, body: bytes | None, model: Model | None = None
     ) -> tuple[Any, int]:
         """The JSON answer to one request, retrying what is worth retrying within the bounds."""
-        url, headers, waited = f"{self.base_url}{path}", self._headers(), 0.0
-        attempt = 0
-        while True:
-            retry_after = None
+        url, headers = f"{self.base_url}{path}", self._headers()
+
+        def attempt() -> tuple[Any, int]:
             try:
                 status, response_headers, raw = self._http.request(
                     method, url, body, headers, self.connect_timeout, self.timeout
                 )
             except (OSError, ValueError) as e:  # ValueError: a chunk size or length that is not a number
-                failure = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
-            else:
-                try:
-                    data = json.loads(raw) if raw else None
-                except ValueError:
-                    data = None
-                if status in _RETRY_STATUSES:
-                    failure = f"HTTP {status}: {_error_text(data, raw)}"
-                    retry_after = _retry_after(response_headers.get("retry-after"))
-                elif status in _FATAL_STATUSES:
-                    raise ProviderError(
-                        f"openrouter: HTTP {status}: {_error_text(data, raw)} ({_FATAL_STATUSES[status]}; "
-                        "check OPENROUTER_API_KEY and the account)",
-                        stops_run=True,
-                    )
-                elif status >= 400:
-                    raise ProviderError(f"openrouter: {model_id}: HTTP {status}: {_error_text(data, raw)}")
-                elif data is None:
-                    raise ProviderError(f"openrouter: {model_id}: HTTP {status}, the body is not JSON: {raw[:200]!r}")
-                else:
-                    return data, status
-            # exponential backoff with jitter, unless the server said how long to wait
-            delay = retry_after if retry_after is not None else self.retry_backoff * 2**attempt * self._jitter(0.5, 1)
-            if attempt >= self.retries or waited + delay > self.retry_wait:
-                raise ProviderError(f"openrouter: {model_id}: {failure} (gave up after {attempt} retries)")
-            attempt += 1
-            waited += delay
-            if model is not None:
-                model.note_retry()
-            if _stop.wait(delay):
-                raise ProviderError(f"openrouter: {model_id}: {failure}; not retried: {_stop.reason}")
+                raise _Retry(f"{type(e).__name__}: {e}" if str(e) else type(e).__name__) from None
+            try:
+                data = json.loads(raw) if raw else None
+            except ValueError:
+                data = None
+            if status in _RETRY_STATUSES:
+                raise _Retry(
+                    f"HTTP {status}: {_error_text(data, raw)}", _retry_after(response_headers.get("retry-after"))
+                )
+            if status in _FATAL_STATUSES:
+                raise ProviderError(
+                    f"openrouter: HTTP {status}: {_error_text(data, raw)} ({_FATAL_STATUSES[status]}; "
+                    "check OPENROUTER_API_KEY and the account)",
+                    stops_run=True,
+                )
+            if status >= 400:
+                raise ProviderError(f"openrouter: {model_id}: HTTP {status}: {_error_text(data, raw)}")
+            if data is None:
+                raise ProviderError(f"openrouter: {model_id}: HTTP {status}, the body is not JSON: {raw[:200]!r}")
+            return data, status
+
+        return _retrying(self, f"openrouter: {model_id}", model, attempt)
 
     def _completion(self, model: Model, data: Any, status: int) -> Completion:
         if not isinstance(data, dict):
@@ -928,6 +952,86 @@ class TypeSafe(Provider):
             "no typesafe consumer yet: the typed request shape will be defined by the first "
             "suite that declares request_types: [typesafe]"
         )
+
+
+class LiteLLM(Provider):
+    """Any vendor's own API through LiteLLM (``direct: litellm:``; the ``litellm`` extra).
+
+    Entries are LiteLLM model strings (``anthropic/claude-haiku-5.5``,
+    ``gemini/gemini-2.5-flash``, ``ollama_chat/llama3``) and render as
+    ``litellm/<model>``. Settings a vendor does not take are dropped, not fatal;
+    ``LITELLM_API_BASE`` sends every request to another server. LiteLLM is imported
+    only when a run or a key check needs it: it takes seconds.
+    """
+
+    name = "litellm"
+    direct = True
+    efforts = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
+    # LiteLLM's exceptions worth another try; a refused connection arrives as InternalServerError
+    RETRYABLE = (
+        "APIConnectionError",
+        "InternalServerError",
+        "Timeout",
+        "RateLimitError",
+        "ServiceUnavailableError",
+        "BadGatewayError",
+    )
+
+    def __init__(self) -> None:
+        self.unpriced: set[str] = set()
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def _litellm() -> Any:
+        os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no download at import
+        return _import_optional("litellm", "the litellm provider (direct: litellm:)")
+
+    def missing_keys(self, model_id: str) -> list[str]:
+        found = self._litellm().validate_environment(model=self.model_name(model_id))
+        return list(found.get("missing_keys") or [])
+
+    def complete(self, model: Model, *, system: str | None = None, user: str, json: bool = True) -> Completion:
+        litellm = self._litellm()
+        messages = [{"role": "system", "content": system}] if system else []
+        messages.append({"role": "user", "content": user})
+        # our own retries, and settings a vendor does not take dropped instead of fatal
+        kwargs: dict[str, Any] = {"model": model.name, "messages": messages, "timeout": self.timeout}
+        kwargs |= {"num_retries": 0, "drop_params": True}
+        settings = {"temperature": model.temperature, "max_tokens": model.max_tokens, "reasoning_effort": model.effort}
+        kwargs |= {key: value for key, value in settings.items() if value is not None}
+        if json:
+            kwargs["response_format"] = {"type": "json_object"}
+        if os.environ.get("LITELLM_API_BASE"):
+            kwargs["api_base"] = os.environ["LITELLM_API_BASE"]
+        retryable = tuple(getattr(litellm, name) for name in self.RETRYABLE if hasattr(litellm, name))
+
+        def attempt() -> Any:
+            try:
+                return litellm.completion(**kwargs)
+            except litellm.AuthenticationError as e:
+                raise ProviderError(f"litellm: {model.id}: the key was refused: {e}", stops_run=True) from None
+            except retryable as e:
+                headers = getattr(getattr(e, "response", None), "headers", None) or {}
+                raise _Retry(f"{type(e).__name__}: {e}", _retry_after(headers.get("retry-after"))) from None
+            except Exception as e:
+                raise ProviderError(f"litellm: {model.id}: {type(e).__name__}: {e}") from None
+
+        response = _retrying(self, f"litellm: {model.id}", model, attempt)
+        usage = getattr(response, "usage", None)
+        tokens_in = int(getattr(usage, "prompt_tokens", 0) or 0)
+        tokens_out = int(getattr(usage, "completion_tokens", 0) or 0)
+        cost = (getattr(response, "_hidden_params", None) or {}).get("response_cost")
+        if cost is None:
+            try:
+                cost = litellm.completion_cost(completion_response=response)
+            except Exception:  # a model LiteLLM has no price for
+                cost = None
+        if cost is None:
+            with self._lock:
+                self.unpriced.add(model.id)
+        text = response.choices[0].message.content or ""
+        raw = response.model_dump() if hasattr(response, "model_dump") else response
+        return Completion(text=text, usage=Usage(tokens_in, tokens_out, float(cost or 0.0)), raw=raw)
 
 
 def _approx_tokens(text: str | None) -> int:
@@ -1488,7 +1592,7 @@ def _request_types(providers: Iterable[Provider]) -> dict[str, str]:
 
 
 def _builtin_providers() -> list[Provider]:
-    return [TypeSafe(), OpenRouter()]
+    return [TypeSafe(), LiteLLM(), OpenRouter()]
 
 
 def _load_suite(helper_flag: str | None, config_flag: str | None) -> _Suite:
@@ -1865,8 +1969,10 @@ class Experiment:
         self.failure: str | None = None  # why none of its cases could run (prepare failed)
         self.duration = 0.0
         self.started_at = ""
+        # a direct contender's provider is in its name: it never shares a file with a vendors: id
+        via = f"--direct-{contender.provider}" if contender.provider else ""
         self.name = _safe_name(
-            f"{dataset}--{contender.model}--{contender.effort or 'default'}--t{_fmt_temp(contender.temperature)}"
+            f"{dataset}--{contender.model}{via}--{contender.effort or 'default'}--t{_fmt_temp(contender.temperature)}"
         )
 
     @property
@@ -3231,6 +3337,52 @@ def _cmd_diff(args: argparse.Namespace) -> int:
 
 
 # ═══════════════════════════════════════════════════════════════════════════════
+# Shell completion: generated from the argparse parser, so it never drifts from --help
+# ═══════════════════════════════════════════════════════════════════════════════
+
+_SHELLS = {"bash": "", "zsh": "autoload -U +X bashcompinit && bashcompinit\n"}
+# Flags whose value is a file or folder: the shell completes paths for them.
+_PATH_FLAGS = ("--helper", "-C", "--config", "-o", "--output", "--junit", "--resume", "--baseline")
+
+
+def _completion_script(shell: str) -> str:
+    """A bash completion function (zsh loads it through bashcompinit): commands, each
+    command's flags, and the values of flags with a fixed set (efforts, trackers)."""
+    parser = _parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    values = {"--effort": EFFORTS, "-e": EFFORTS, "--tracker": ("none",)}
+    cases = []
+    for name, command in sub.choices.items():
+        flags = sorted({o for a in command._actions for o in a.option_strings})
+        words = " ".join(
+            [*flags, *(c for a in command._actions if a.choices and not a.option_strings for c in a.choices)]
+        )
+        cases.append(f'        {name}) words="{words}" ;;')
+    value_cases = [
+        f'        {flag}) COMPREPLY=($(compgen -W "{" ".join(v)}" -- "$cur")); return ;;' for flag, v in values.items()
+    ]
+    paths = "|".join(_PATH_FLAGS)
+    return f"""{_SHELLS[shell]}# agent-evals {shell} completion: eval "$(agent-evals completion {shell})"
+_agent_evals() {{
+    local cur="${{COMP_WORDS[COMP_CWORD]}}" prev="${{COMP_WORDS[COMP_CWORD-1]}}" words
+    if [[ $COMP_CWORD -eq 1 ]]; then
+        COMPREPLY=($(compgen -W "{" ".join(sub.choices)} --help --version" -- "$cur"))
+        return
+    fi
+    case "$prev" in
+{chr(10).join(value_cases)}
+        {paths}) COMPREPLY=($(compgen -f -- "$cur")); return ;;
+    esac
+    case "${{COMP_WORDS[1]}}" in
+{chr(10).join(cases)}
+        *) words="" ;;
+    esac
+    COMPREPLY=($(compgen -W "$words" -- "$cur"))
+}}
+complete -F _agent_evals agent-evals"""
+
+
+# ═══════════════════════════════════════════════════════════════════════════════
 # Terminal I/O: streams, table style, and env files
 # ═══════════════════════════════════════════════════════════════════════════════
 
@@ -3474,6 +3626,8 @@ def _parser() -> _Parser:
     sub.add_parser("verify", parents=[common], help="offline checks: inputs, expected.json, adapter, scorer")
     sub.add_parser("run", parents=[common, running], help="run models over every dataset, with the per-case breakdown")
     sub.add_parser("compare", parents=[common, running], help="everything the lineup lists; leaderboard only")
+    completion = sub.add_parser("completion", help="print a shell completion script (bash or zsh)")
+    completion.add_argument("shell", choices=tuple(_SHELLS), help="the shell to complete in")
     diff = sub.add_parser("diff", help="compare two runs' logs: each metric's delta and its paired significance")
     diff.add_argument("old", metavar="OLD", help="a log or journal of the earlier run (its whole run is read)")
     diff.add_argument("new", metavar="NEW", help="a log or journal of the later run")
@@ -3734,12 +3888,14 @@ def _load_env(suite: _Suite, lineup: _Lineup) -> list[str]:
         path = Path(name) if Path(name).is_absolute() else suite.root / name
         if path.is_file():
             notes.append(f"env: {_display(path)} set {_load_env_file(path)} variables")
-    needed = {key for _, p in lineup.contenders for key in p.env_keys}
-    missing = sorted(k for k in needed if not os.environ.get(k))
+    missing: dict[str, list[str]] = {}
+    for contender, provider in lineup.contenders:
+        for key in provider.missing_keys(contender.model):
+            missing.setdefault(key, []).append(contender.model)
     if missing:
-        who = sorted({c.model for c, p in lineup.contenders if set(p.env_keys) & set(missing)})
+        who = sorted({model for models in missing.values() for model in models})
         raise ConfigError(
-            f"{', '.join(missing)} is not set (needed by {', '.join(who)}): export it or add it to an env file"
+            f"{', '.join(sorted(missing))} is not set (needed by {', '.join(who)}): export it or add it to an env file"
         )
     return notes
 
@@ -3781,6 +3937,7 @@ def _adapter_metadata(adapter: Any) -> Mapping[str, Any]:
 
 
 _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "completion": lambda args: print(_completion_script(args.shell)) or EXIT_OK,
     "diff": _cmd_diff,
     "cases": _cmd_cases,
     "verify": _cmd_verify,

@@ -1,0 +1,240 @@
+"""Providers beyond OpenRouter: your own, TypeSafe, LiteLLM; and shell completion."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+from servers import Answer, OpenAICompatible, chat_answer
+
+import agent_evals as ae
+from conftest import ROOT, read_logs
+
+CUSTOM = """
+import agent_evals as ae
+
+class Upper(ae.FakeProvider):
+    name = "upper"
+    prefix = "acme/"
+    efforts = ()
+
+    def __init__(self):
+        super().__init__({"m1": lambda s, u: u, "m2": lambda s, u: u})
+
+    def catalog(self):
+        return ["acme/m1", "acme/m2"]
+
+class Greedy(ae.FakeProvider):
+    name = "greedy"
+    prefix = "acme/"
+
+    def __init__(self):
+        super().__init__({"m1": lambda s, u: "{}", "m2": lambda s, u: "{}"})
+
+    def catalog(self):
+        return ["acme/m1", "acme/m2"]
+
+class Embed(ae.FakeProvider):
+    name = "embed"
+    prefix = "vec/"
+    request_type = "embedding"
+    request_type_description = "an embedding request"
+
+class S(ae.Scorer):
+    def call(self, case, reply, context):
+        right = float(reply.output == case.expected)
+        return ae.Score(value=right, metrics={"score": right})
+
+# the last registered is asked first: Upper serves acme/ ids, not Greedy
+ae.configure(adapter=ae.EchoAdapter(), scorer=S(), providers=[Greedy(), Embed(), Upper()])
+"""
+
+
+def test_custom_providers_route_by_prefix_last_registered_first(make_suite, cli) -> None:
+    config = "request_types: [prompt]\nvendors:\n  acme:\n    - model: m1\n  vec:\n    - model: e1\n"
+    project = make_suite(helper=CUSTOM, config=config)
+    code, out, err = cli("compare", "--local", cwd=project)
+    assert code == 0, err
+    assert "│ ds      │ acme/m1 │ default │    - │ 100.0% │" in out  # Upper answered, not Greedy
+    assert "warning: vec/e1 refused: needs embedding; this suite produces prompt" in err
+    (log,) = read_logs(project)
+    assert log["provider"] == "upper"
+    code, out, _ = cli("compare", "-n")
+    assert "│ acme/m1 │ upper    │" in out
+
+
+def test_a_custom_providers_efforts_are_refused_by_name(make_suite, cli) -> None:
+    config = "request_types: [prompt]\nvendors:\n  acme:\n    - model: m1\n      effort: low\n"
+    project = make_suite(helper=CUSTOM, config=config)
+    code, _, err = cli("compare", "-n", cwd=project)
+    assert code == 2 and "acme/m1: effort 'low' is not accepted by provider upper (accepts: default)" in err
+
+
+def test_request_types_of_registered_providers_are_known(make_suite, cli) -> None:
+    config = "request_types: [embedding]\nvendors:\n  vec:\n    - model: e1\n  acme:\n    - model: m2\n"
+    project = make_suite(helper=CUSTOM, config=config)
+    code, _, err = cli("cases", cwd=project)
+    assert code == 0 and "warning: acme/m2 refused: needs prompt; this suite produces embedding" in err
+
+
+def test_a_direct_contender_and_a_vendors_one_with_the_same_id_stay_apart(make_suite, cli, monkeypatch) -> None:
+    config = (
+        "request_types: [prompt, typesafe]\nvendors:\n  typesafe:\n    - model: jev-latest\n"
+        "direct:\n  typesafe:\n    - model: jev-latest\n"
+    )
+    project = make_suite(config=config)
+    code, out, err = cli("compare", "-n", "-m", "typesafe/jev-latest", cwd=project)
+    assert code == 0, err
+    assert "│ typesafe/jev-latest │ openrouter │" in out and "│ typesafe/jev-latest │ typesafe   │" in out
+    monkeypatch.setenv("OPENROUTER_API_KEY", "sk-or-test-value-1")
+    monkeypatch.setenv("TYPESAFE_API_KEY", "ts-test-value-1")
+    monkeypatch.setenv("OPENROUTER_BASE_URL", "http://127.0.0.1:9/api/v1")  # nothing listens: no catalog, refused fast
+    code, out, err = cli("compare", "--local", "--retries", "0")
+    assert code == 0, err
+    names = sorted(p.name.split(".2")[0] for p in (project / "log" / "agent-evals").glob("*.json"))
+    assert names == ["ds--typesafe-jev-latest--default--t", "ds--typesafe-jev-latest--direct-typesafe--default--t"]
+    logs = {log["provider"]: log for log in read_logs(project)}
+    assert logs["typesafe"]["rows"][0]["error"].startswith("ProviderError: no typesafe consumer yet")
+    assert (
+        logs["typesafe"]["contender"]["provider"] == "typesafe" and logs["openrouter"]["contender"]["provider"] is None
+    )
+    assert "ConnectionRefusedError" in logs["openrouter"]["rows"][0]["error"]
+
+
+def test_typesafe_ships_its_catalog_and_prices() -> None:
+    typesafe = ae.TypeSafe()
+    assert "typesafe/jev-latest" in typesafe.catalog() and typesafe.PRICES["typesafe/jev-latest"][1] > 0
+    assert typesafe.efforts == ("low", "medium", "high") and typesafe.request_type == "typesafe"
+    with pytest.raises(ae.ProviderError, match="no typesafe consumer yet"):
+        ae.Model("typesafe/jev-latest", typesafe).complete(user="x")
+
+
+def test_the_completion_scripts_come_from_the_parser(tmp_path) -> None:
+    script = subprocess.run(
+        [sys.executable, str(ROOT / "agent_evals.py"), "completion", "bash"], capture_output=True, text=True, check=True
+    ).stdout
+    assert subprocess.run(["bash", "-n"], input=script, text=True).returncode == 0
+    probe = tmp_path / "probe.sh"
+    probe.write_text(
+        script
+        + '\ncomplete_words() { COMP_WORDS=("$@"); COMP_CWORD=$(( ${#COMP_WORDS[@]} - 1 )); _agent_evals; echo "${COMPREPLY[*]}"; }\n'
+        + "complete_words agent-evals co\ncomplete_words agent-evals compare --ret\ncomplete_words agent-evals run -e h\n"
+        + "complete_words agent-evals completion z\ncomplete_words agent-evals nothing --\n"
+    )
+    lines = subprocess.run(["bash", str(probe)], capture_output=True, text=True, check=True).stdout.splitlines()
+    assert lines == ["compare completion", "--retries --retry-errors --retry-wait", "high", "zsh", ""]
+    zsh = subprocess.run(
+        [sys.executable, str(ROOT / "agent_evals.py"), "completion", "zsh"], capture_output=True, text=True, check=True
+    ).stdout
+    assert (
+        zsh.startswith("autoload -U +X bashcompinit && bashcompinit\n")
+        and "complete -F _agent_evals agent-evals" in zsh
+    )
+    for flag in ("--fail-under", "--resume", "--junit", "--repeat", "--max-tokens"):
+        assert flag in script
+
+
+litellm = pytest.importorskip("litellm", reason="the litellm extra is installed in CI")
+
+LITELLM_LINEUP = """
+request_types: [prompt]
+defaults:
+  temperature: 0.3
+  max_tokens: 50
+  retry_backoff: 0.01
+direct:
+  litellm:
+    - model: openai/gpt-4o-mini
+      effort: [default, high]
+"""
+
+
+@pytest.fixture
+def routed(monkeypatch):
+    with OpenAICompatible() as server:
+        monkeypatch.setenv("LITELLM_API_BASE", server.url + "/v1")
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-litellm-test-key")
+        yield server
+
+
+def test_litellm_over_its_openai_route_to_a_local_server(routed, make_suite, cli) -> None:
+    config = LITELLM_LINEUP.replace("openai/gpt-4o-mini", "openai/o3-mini")
+    project = make_suite(config=config)
+    code, out, err = cli("compare", "--local", cwd=project)
+    assert code == 0, err
+    rows = [line for line in out.splitlines() if line.startswith("│ ds")]
+    assert len(rows) == 2 and all("litellm/openai/o3-mini" in r for r in rows)
+    assert all("│ 100.0% │      0 │" in r and "│     40 │      20 │ $0.0008 │" in r for r in rows)
+    chats = routed.chats()
+    assert len(chats) == 8 and {c.path for c in chats} == {"/v1/chat/completions"}
+    body = chats[0].body
+    assert body["model"] == "o3-mini" and body["response_format"] == {"type": "json_object"}
+    assert body["max_completion_tokens"] == 50 and "temperature" not in body  # o3 takes none: dropped, not fatal
+    assert sorted(c.body.get("reasoning_effort", "default") for c in chats) == ["default"] * 4 + ["high"] * 4
+    assert chats[0].headers["authorization"] == "Bearer sk-litellm-test-key"
+    for path in (project / "log").glob("compare.warnings.*.log"):  # what LiteLLM logs is kept off the screen
+        assert "sk-litellm-test-key" not in path.read_text()
+
+
+def test_litellm_drops_an_effort_the_model_does_not_take(routed, make_suite, cli) -> None:
+    project = make_suite(config=LITELLM_LINEUP.replace("      effort: [default, high]\n", "      effort: high\n"))
+    code, _, err = cli("compare", "--local", cwd=project)
+    assert code == 0, err
+    body = routed.chats()[0].body
+    assert "reasoning_effort" not in body and body["temperature"] == 0.3 and body["max_tokens"] == 50
+    (log,) = read_logs(project)
+    assert log["summary"]["usage"]["cost_usd"] == pytest.approx(0.0008)
+
+
+def test_litellm_errors_are_retried_or_counted(routed, make_suite, cli) -> None:
+    seen: dict[str, int] = {}
+
+    def respond(request):
+        text = request.body["messages"][-1]["content"]
+        case = text.split()[2].rstrip(".")
+        seen[case] = seen.get(case, 0) + 1
+        if case == "a/001" and seen[case] == 1:
+            return Answer(503, {"error": {"message": "overloaded"}})
+        if case == "b/002":
+            return Answer(400, {"error": {"message": "bad request from the vendor"}})
+        return chat_answer(text)
+
+    routed.respond = respond
+    project = make_suite(config=LITELLM_LINEUP.replace("      effort: [default, high]\n", ""))
+    code, out, err = cli("compare", "--local", cwd=project)
+    assert code == 0, err
+    (log,) = read_logs(project)
+    rows = {row["case"]: row for row in log["rows"]}
+    assert rows["a/001"]["retries"] == 1 and rows["a/001"]["error"] is None
+    assert rows["b/002"]["error"].startswith("ProviderError: litellm: litellm/openai/gpt-4o-mini: BadRequestError")
+    assert "│ 100.0% ±0.0 │" not in out and "│      1 │" in out
+
+
+def test_litellm_missing_key_fails_before_any_call(routed, make_suite, cli, monkeypatch) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY")
+    project = make_suite(config=LITELLM_LINEUP)
+    code, _, err = cli("compare", "--local", cwd=project)
+    assert code == 2 and "OPENAI_API_KEY is not set (needed by litellm/openai/gpt-4o-mini)" in err
+    assert routed.requests == []
+
+
+def test_litellm_missing_package_names_the_extra(make_suite, cli, monkeypatch) -> None:
+    monkeypatch.setitem(sys.modules, "litellm", None)
+    project = make_suite(config=LITELLM_LINEUP)
+    code, _, err = cli("compare", "--local", cwd=project)
+    assert code == 2
+    assert (
+        err.strip()
+        == "error: the litellm provider (direct: litellm:) needs the litellm package: pip install 'agent-evals[litellm]'"
+    )
+
+
+def test_importing_agent_evals_never_imports_litellm() -> None:
+    code = "import sys, agent_evals; agent_evals._builtin_providers(); print('litellm' in sys.modules)"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    assert (
+        subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True).stdout.strip()
+        == "False"
+    )
