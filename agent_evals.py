@@ -82,7 +82,9 @@ __all__ = [
     "EchoAdapter",
     "FakeModel",
     "FakeProvider",
+    "Braintrust",
     "LocalTracker",
+    "Logfire",
     "LiteLLM",
     "OpenRouter",
     "TypeSafe",
@@ -162,7 +164,7 @@ def _hint(name: str, known: Iterable[str]) -> str:
 
 
 # module -> (distribution, pip extra or None when it is a core dependency)
-_OPTIONAL = {"yaml": ("PyYAML", None), "litellm": ("litellm", "litellm")}
+_OPTIONAL = {"yaml": ("PyYAML", None), "litellm": ("litellm", "litellm"), "braintrust": ("braintrust", "braintrust")}
 
 
 def _import_optional(module: str, purpose: str) -> Any:
@@ -1200,6 +1202,24 @@ class Tracker:
     name: ClassVar[str] = "tracker"
     env_key: ClassVar[str | None] = None
     packages: ClassVar[Sequence[str]] = ()
+    extra: ClassVar[str | None] = None  # the agent-evals pip extra that brings ``packages``
+
+    @classmethod
+    def problems(cls) -> list[str]:
+        """What stops it from running: a missing package (with how to get it) or key."""
+        found = []
+        missing = [p for p in cls.packages if not _importable(p)]
+        if missing:
+            how = f"pip install 'agent-evals[{cls.extra}]'" if cls.extra else f"pip install {' '.join(missing)}"
+            found.append(f"package {', '.join(missing)} is not installed ({how})")
+        if cls.env_key and not os.environ.get(cls.env_key):
+            found.append(f"{cls.env_key} is not set")
+        return found
+
+    @classmethod
+    def note(cls) -> str | None:
+        """A ``-v`` note on how it was configured, if any."""
+        return None
 
     def __init__(self, context: Mapping[str, Any] | None = None) -> None:
         self.context = dict(context or {})
@@ -1624,7 +1644,7 @@ def _load_suite(helper_flag: str | None, config_flag: str | None) -> _Suite:
             f"configure(adapter=..., scorer=...) or name them with adapter: and scorer: in {where}"
         )
     providers = [*reversed(conf.providers), *_builtin_providers()]
-    trackers = {cls.name: cls for cls in [LocalTracker, *conf.trackers]}
+    trackers = {cls.name: cls for cls in [LocalTracker, Braintrust, Logfire, *conf.trackers]}
     config = _parse_config(data, config_path, _request_types(providers), [n for n in trackers if n != "local"])
     metrics = _scorer_metrics(conf.scorer)
     root = conf.root or evals
@@ -2161,6 +2181,7 @@ class _Run:
         self.lock = threading.Lock()
         self.finished: queue.SimpleQueue[_Running] = queue.SimpleQueue()
         self.failed: dict[Tracker, str] = {}
+        self.pages: list[tuple[str, str]] = []  # (tracker, url) of the pages finish returned
         self.stamp = ""
 
     def open_journal(self, experiment: Experiment) -> int | None:
@@ -2180,9 +2201,12 @@ class _Run:
         if tracker in self.failed:
             return
         try:
-            getattr(tracker, hook)(*args)
+            answer = getattr(tracker, hook)(*args)
         except Exception as e:
             self.failed[tracker] = f"tracker {tracker.name}: {hook} raised {type(e).__name__}: {e}"
+            return
+        if hook == "finish" and isinstance(answer, Mapping) and answer.get("url"):
+            self.pages.append((tracker.name, str(answer["url"])))
 
     def next_finished(self) -> _Running | None:
         """The next experiment to finish, or None after a tenth of a second.
@@ -2214,6 +2238,7 @@ def _run_all(
     stamp: str = "",
     previous: Mapping[tuple[str, str], Mapping[tuple[str, int], RunResult]] | None = None,
     progress: _Progress | None = None,
+    pages: list[tuple[str, str]] | None = None,
 ) -> bool:
     """Run every experiment; True when a Ctrl-C cut the run short.
 
@@ -2225,6 +2250,8 @@ def _run_all(
     _stop.reset()
     run = _Run(suite, trackers, journal_dir, progress or _Progress(None, 0))
     run.stamp = stamp
+    if pages is not None:
+        run.pages = pages
     previous = previous or {}
     by_dataset: dict[str, list[Experiment]] = {}
     for experiment in experiments:
@@ -2719,6 +2746,222 @@ class LocalTracker(Tracker):
         return {"url": None, "path": str(path)}
 
 
+class Braintrust(Tracker):
+    """One Braintrust experiment per experiment, one eval row per case (the ``braintrust`` extra).
+
+    The project is ``--project``, ``project:`` or ``BRAINTRUST_PROJECT_ID``. Rows carry
+    input, expected, output (or ``{"_error": ...}``), the scorer's metrics as scores
+    (None left out), and diagnostics, outcomes and usage as metadata. ``finish`` returns
+    the experiment page, which opens at the end of the run unless ``--no-open``.
+    """
+
+    name = "braintrust"
+    env_key = "BRAINTRUST_API_KEY"
+    packages = ("braintrust",)
+    extra = "braintrust"
+
+    def __init__(self, context: Mapping[str, Any] | None = None) -> None:
+        super().__init__(context)
+        if not (self.context.get("project") or self.context.get("project_id")):
+            raise ConfigError(
+                "tracker braintrust: no project; name it with --project, project: in the config, or BRAINTRUST_PROJECT_ID"
+            )
+        self.experiments: dict[int, Any] = {}
+
+    def start(self, experiment: Experiment) -> None:
+        braintrust = _import_optional("braintrust", "the braintrust tracker")
+        c = experiment.contender
+        self.experiments[id(experiment)] = braintrust.init(
+            project=self.context.get("project"),
+            project_id=self.context.get("project_id"),
+            experiment=experiment.name,
+            metadata={"suite": self.context.get("suite"), "dataset": experiment.dataset, **c.to_json()},
+            open=False,
+            set_current=False,
+        )
+
+    def record(self, result: RunResult) -> None:
+        score, reply = result.score, result.reply
+        output: Any = reply.output if reply is not None and result.error is None else None
+        if output is None:
+            output = {"_error": result.error or (reply.error if reply else None)}
+        self.experiments[id(result.experiment)].log(
+            input=result.case.input,
+            expected=result.case.expected,
+            output=output,
+            error=result.error,
+            scores={k: float(v) for k, v in (score.metrics if score else {}).items() if v is not None},
+            metadata={
+                "case": result.case.key,
+                "repeat": result.repeat,
+                "diagnostics": dict(score.diagnostics) if score else {},
+                "outcomes": dict(score.outcomes) if score else {},
+                "usage": result.usage.to_json(),
+                "retries": result.retries,
+            },
+            metrics={"prompt_tokens": result.usage.input_tokens, "completion_tokens": result.usage.output_tokens},
+        )
+
+    def finish(self, experiment: Experiment, summary: Summary) -> Mapping[str, Any]:
+        # summarize() flushes, and raises when the service cannot be reached: the run reports it
+        done = self.experiments.pop(id(experiment)).summarize()
+        return {"url": getattr(done, "experiment_url", None)}
+
+
+class Logfire(Tracker):
+    """OTLP traces to Logfire over the OpenTelemetry SDK (the ``logfire`` extra): one span
+    per experiment, one child span per case. Its own tracer provider and exporter; the
+    global one is left alone. Subclass it, overriding ``exporter``, for another OTLP backend.
+    """
+
+    name = "logfire"
+    env_key = "LOGFIRE_TOKEN"
+    packages = ("opentelemetry.sdk", "opentelemetry.exporter.otlp.proto.http")
+    extra = "logfire"
+    OTEL_VARIABLES = (
+        "OTEL_EXPORTER_OTLP_ENDPOINT",
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+        "OTEL_EXPORTER_OTLP_HEADERS",
+        "OTEL_EXPORTER_OTLP_TRACES_HEADERS",
+    )
+    DIAGNOSTICS_LIMIT = 4096
+
+    def __init__(self, context: Mapping[str, Any] | None = None) -> None:
+        super().__init__(context)
+        self.provider: Any = None
+        self.spans: dict[int, Any] = {}
+        self.failures: list[str] = []
+
+    @classmethod
+    def problems(cls) -> list[str]:
+        found = super().problems()
+        if any(os.environ.get(v) for v in cls.OTEL_VARIABLES):  # they stand in for the token
+            found = [p for p in found if str(cls.env_key) not in p]
+        return found
+
+    @classmethod
+    def note(cls) -> str | None:
+        chosen = [v for v in cls.OTEL_VARIABLES if os.environ.get(v)]
+        return f"logfire: {', '.join(chosen)} set: they win over LOGFIRE_TOKEN" if chosen else None
+
+    def exporter(self) -> Any:
+        """The span exporter: OTLP/HTTP to Logfire, or where OTEL_EXPORTER_OTLP_* point."""
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+        if any(os.environ.get(v) for v in self.OTEL_VARIABLES):
+            return OTLPSpanExporter()
+        token = os.environ.get("LOGFIRE_TOKEN", "")
+        region = re.match(r"pylf_v\d+_([a-z]+)_", token)
+        base = os.environ.get("LOGFIRE_BASE_URL") or (
+            "https://logfire-eu.pydantic.dev" if region and region[1] == "eu" else "https://logfire-us.pydantic.dev"
+        )
+        return OTLPSpanExporter(endpoint=f"{base.rstrip('/')}/v1/traces", headers={"Authorization": token})
+
+    def _tracer(self) -> Any:
+        if self.provider is None:
+            from opentelemetry.sdk.resources import Resource
+            from opentelemetry.sdk.trace import TracerProvider
+            from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExportResult
+
+            inner, failures = self.exporter(), self.failures
+
+            def export(spans: Any) -> Any:
+                result = inner.export(spans)
+                if result != SpanExportResult.SUCCESS:
+                    failures.append(
+                        f"{len(spans)} spans were not accepted by {getattr(inner, '_endpoint', 'the endpoint')}"
+                    )
+                return result
+
+            wrapper = _ExportProxy(inner, export)  # force_flush says success even when exports fail
+            resource = Resource.create({"service.name": "agent-evals", "service.version": __version__})
+            self.provider = TracerProvider(resource=resource, shutdown_on_exit=False)
+            self.provider.add_span_processor(BatchSpanProcessor(wrapper))
+        return self.provider.get_tracer("agent_evals", __version__)
+
+    def start(self, experiment: Experiment) -> None:
+        c = experiment.contender
+        attributes = {
+            "suite": self.context.get("suite") or "",
+            "project": self.context.get("project") or "",
+            "model": c.model,
+            "provider": experiment.provider.name,
+            "effort": c.effort or "default",
+            "dataset": experiment.dataset,
+            "cases": len(experiment.cases),
+            "repeat": experiment.repeat,
+        }
+        attributes |= {k: v for k, v in (("temperature", c.temperature), ("max_tokens", c.max_tokens)) if v is not None}
+        self.spans[id(experiment)] = self._tracer().start_span(f"experiment {experiment.name}", attributes=attributes)
+
+    def record(self, result: RunResult) -> None:
+        from opentelemetry import trace
+
+        parent = self.spans[id(result.experiment)]
+        end = time.time_ns()
+        attributes: dict[str, Any] = {
+            "case.id": result.case.id,
+            "case.dataset": result.case.dataset,
+            "case.variant": result.case.variant,
+            "case.repeat": result.repeat,
+            "duration_s": result.duration,
+            "tokens.input": result.usage.input_tokens,
+            "tokens.output": result.usage.output_tokens,
+            "cost_usd": result.usage.cost_usd,
+            "retries": result.retries,
+        }
+        if result.score is not None:
+            attributes["score"] = float(result.score.value)
+            attributes |= {f"metric.{k}": float(v) for k, v in result.score.metrics.items() if v is not None}
+            attributes |= {f"outcome.{k}": v for k, v in result.score.outcomes.items() if isinstance(v, int | float)}
+            if result.score.diagnostics:
+                attributes["diagnostics"] = _json_dumps(dict(result.score.diagnostics))[: self.DIAGNOSTICS_LIMIT]
+        if result.reply is not None and self.context.get("options", {}).get("include_replies"):
+            attributes["reply.raw"] = _json_dumps(result.reply.raw)[: self.DIAGNOSTICS_LIMIT]
+        span = self._tracer().start_span(
+            f"case {result.label}",
+            context=trace.set_span_in_context(parent),
+            attributes=attributes,
+            start_time=end - int(result.duration * 1e9),
+        )
+        if result.error:
+            kind, _, message = result.error.partition(": ")
+            event = {
+                "exception.type": kind,
+                "exception.message": message,
+                "exception.stacktrace": result.traceback or "",
+            }
+            span.add_event("exception", event)
+            span.set_status(trace.Status(trace.StatusCode.ERROR, result.error))
+        span.end(end_time=end)
+
+    def finish(self, experiment: Experiment, summary: Summary) -> Mapping[str, Any]:
+        span = self.spans.pop(id(experiment))
+        span.set_attribute("cases.finished", summary.cases)
+        span.set_attribute("errors", summary.errors)
+        for name, mean in summary.means.items():
+            if mean is not None:
+                span.set_attribute(f"mean.{name}", mean)
+        span.end()
+        self.provider.force_flush()
+        if self.failures:
+            raise RuntimeError(f"export failed: {self.failures[0]}")
+        return {"url": None}
+
+
+class _ExportProxy:
+    """An exporter that delegates to another but reports each export's result."""
+
+    def __init__(self, inner: Any, export: Callable[[Any], Any]) -> None:
+        self._inner, self.export = inner, export
+
+    def shutdown(self) -> None:
+        self._inner.shutdown()
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return bool(self._inner.force_flush(timeout_millis))
+
+
 def _choose_tracker(suite: _Suite, flag: str | None, local: bool, notes: list[str]) -> type[Tracker] | None:
     """The one remote tracker: --tracker, then tracker:, then the only key set."""
     remotes = {n: t for n, t in suite.trackers.items() if n != "local"}
@@ -2735,6 +2978,7 @@ def _choose_tracker(suite: _Suite, flag: str | None, local: bool, notes: list[st
             if name not in remotes:
                 raise ConfigError(f"{source} {name}: unknown tracker{_hint(name, remotes)}; known: {names}")
             notes.append(f"tracker: {name} (chosen by {source})")
+            notes += filter(None, [remotes[name].note()])
             return _check_tracker(remotes[name])
     keyed = [t for t in remotes.values() if t.env_key and os.environ.get(t.env_key)]
     if len(keyed) > 1:
@@ -2742,21 +2986,24 @@ def _choose_tracker(suite: _Suite, flag: str | None, local: bool, notes: list[st
         raise ConfigError(f"{keys} are both set: choose a tracker with --tracker NAME or tracker: in {where}")
     if keyed:
         notes.append(f"tracker: {keyed[0].name} (its key {keyed[0].env_key} is the only one set)")
+        notes += filter(None, [keyed[0].note()])
         return _check_tracker(keyed[0])
     notes.append("tracker: none beside the local log (no tracker key is set)")
     return None
 
 
 def _check_tracker(tracker: type[Tracker]) -> type[Tracker]:
-    missing = [p for p in tracker.packages if importlib.util.find_spec(p) is None]
-    problems = []
-    if missing:
-        problems.append(f"package {', '.join(missing)} is not installed (pip install {' '.join(missing)})")
-    if tracker.env_key and not os.environ.get(tracker.env_key):
-        problems.append(f"{tracker.env_key} is not set")
+    problems = tracker.problems()
     if problems:
         raise ConfigError(f"tracker {tracker.name}: {'; '.join(problems)}")
     return tracker
+
+
+def _importable(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):  # a parent that is not a package, or a module set to None
+        return False
 
 
 # ═══════════════════════════════════════════════════════════════════════════════
@@ -3805,6 +4052,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     progress = _Progress(err if err.isatty() else None, total, err)
     progress.done = sum(len(v) for v in previous.values())
     capture = _Capture(log_dir.parent / f"{args.command}.warnings.{stamp}.log")
+    pages: list[tuple[str, str]] = []
     with capture:
         interrupted = _run_all(
             suite,
@@ -3815,7 +4063,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
             stamp=stamp,
             previous=previous,
             progress=progress,
+            pages=pages,
         )
+    _show_pages(pages, open_them=not args.no_open and err.isatty() and not os.environ.get("CI"))
     if capture.file is not None:
         print(f"warnings: what the suite printed or logged during the run is in {_display(capture.path)}", file=err)
     _report_transport(suite, experiments)
@@ -3853,6 +4103,17 @@ def _cmd_run(args: argparse.Namespace) -> int:
     for message in failed:
         print(f"gate failed: {message}", file=err)
     return EXIT_FAILED if failed or any(x.failure for x in experiments) else EXIT_OK
+
+
+def _show_pages(pages: Sequence[tuple[str, str]], *, open_them: bool) -> None:
+    """Name each tracker page on STDERR; open the first in a browser when a person is
+    at a terminal (never in CI, never with --no-open)."""
+    for tracker, url in pages:
+        print(f"{tracker}: {url}", file=sys.stderr)
+    if pages and open_them:
+        import webbrowser
+
+        webbrowser.open(pages[0][1])
 
 
 def _stamp() -> str:

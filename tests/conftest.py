@@ -129,7 +129,21 @@ def cli(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> 
 @pytest.fixture(autouse=True)
 def _isolate(monkeypatch: pytest.MonkeyPatch) -> None:
     """Each test starts with no suite configured, no keys, and its own sys.path."""
-    for key in ("AGENT_EVALS_HELPER", "OPENROUTER_API_KEY", "OPENROUTER_BASE_URL", "TYPESAFE_API_KEY", "NO_COLOR"):
+    for key in (
+        "AGENT_EVALS_HELPER",
+        "OPENROUTER_API_KEY",
+        "OPENROUTER_BASE_URL",
+        "TYPESAFE_API_KEY",
+        "NO_COLOR",
+        "BRAINTRUST_API_KEY",
+        "BRAINTRUST_PROJECT_ID",
+        "LOGFIRE_TOKEN",
+        "LOGFIRE_BASE_URL",
+        "OTEL_EXPORTER_OTLP_ENDPOINT",
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+        "OTEL_EXPORTER_OTLP_HEADERS",
+        "OTEL_EXPORTER_OTLP_TRACES_HEADERS",
+    ):
         monkeypatch.delenv(key, raising=False)
     monkeypatch.setattr(sys, "path", list(sys.path))
     agent_evals._reset_configuration()

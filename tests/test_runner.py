@@ -278,7 +278,7 @@ def test_a_registered_tracker_is_chosen_in_order_and_sees_every_case(make_suite,
     assert code == 2 and err.strip() == "error: tracker mine: MINE_KEY is not set"
     assert builtins._agent_evals_seen == []
     code, _, err = cli("compare", "--tracker", "min")
-    assert code == 2 and 'unknown tracker (did you mean "mine"?); known: none, mine' in err
+    assert code == 2 and 'unknown tracker (did you mean "mine"?); known: none, braintrust, logfire, mine' in err
     monkeypatch.setenv("MINE_KEY", "secret-value")
     code, _, err = cli("compare", "-v")
     assert code == 0 and "tracker: mine (its key MINE_KEY is the only one set)" in err
