@@ -324,6 +324,8 @@ class RunResult:
     traceback: str | None = None
     retries: int = 0
     repeat: int = 0  # which of ``--repeat N`` independent runs of the case, from 0
+    cached: int = 0  # completions the response cache answered (no spend)
+    saved: float = 0.0  # what those completions cost when first paid for
 
     @property
     def label(self) -> str:
@@ -483,6 +485,9 @@ class Model:
         self.calls = 0
         self.retries = 0
         self.repeat = 0  # which independent run of the case this is (``--repeat``)
+        self.cache: _Cache | None = None
+        self.hits = 0  # completions the cache answered
+        self.saved = 0.0  # what those cost when they were first paid for
         self._lock = threading.Lock()
 
     @property
@@ -495,13 +500,30 @@ class Model:
         return {"effort": self.effort, "temperature": self.temperature, "max_tokens": self.max_tokens}
 
     def complete(self, system: str | None = None, user: str = "", json: bool = True) -> Completion:
+        key = self.cache.key(self, system, user, json) if self.cache is not None else ""
+        if self.cache is not None and (hit := self.cache.get(key)) is not None:
+            with self._lock:  # paid for in an earlier run: nothing is spent now
+                self.hits += 1
+                self.saved += hit.usage.cost_usd
+                self.calls += 1
+                self.usage = self.usage + Usage(hit.usage.input_tokens, hit.usage.output_tokens, 0.0)
+            return Completion(hit.text, Usage(hit.usage.input_tokens, hit.usage.output_tokens, 0.0), hit.raw)
         completion = self.provider.complete(self, system=system, user=user, json=json)
         if not isinstance(completion, Completion):
             raise ProviderError(f"provider {self.provider.name} returned {type(completion).__name__}, not a Completion")
+        if self.cache is not None:
+            self.cache.put(key, completion)
         with self._lock:
             self.usage = self.usage + completion.usage
             self.calls += 1
         return completion
+
+    async def acomplete(self, system: str | None = None, user: str = "", json: bool = True) -> Completion:
+        """``complete`` for async code: the request runs on a worker thread, so the event
+        loop never blocks."""
+        import asyncio
+
+        return await asyncio.to_thread(self.complete, system, user, json)
 
     def note_retry(self) -> None:
         """A provider tried again: counted per case in the log."""
@@ -1174,6 +1196,8 @@ class Summary:
     retries: int = 0
     intervals: Mapping[str, Mapping[str, Any] | None] = field(default_factory=dict)
     lost: Usage = field(default_factory=Usage)  # what the runs that ended in an error spent
+    cached: int = 0  # completions the response cache answered
+    saved: float = 0.0  # what they cost when first paid for
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -1188,6 +1212,8 @@ class Summary:
             "lost_to_errors": self.lost.to_json(),
             "duration": self.duration,
             "retries": self.retries,
+            "cached": self.cached,
+            "saved_usd": self.saved,
         }
 
 
@@ -1313,6 +1339,7 @@ class _Config:
     tracker: str | None = None
     sections: dict[str, dict[str, Any]] = field(default_factory=dict)
     cases: str | None = None
+    cache: bool = False
 
 
 _TOP_KEYS = (
@@ -1326,6 +1353,7 @@ _TOP_KEYS = (
     "adapter",
     "scorer",
     "cases",
+    "cache",
 )
 # Transport settings every provider takes, with the kind of number each is.
 _TRANSPORT = {"timeout": float, "connect_timeout": float, "retries": int, "retry_wait": float, "retry_backoff": float}
@@ -1487,6 +1515,10 @@ def _parse_config(
                 f"known: {', '.join(request_types)}"
             )
     config = _Config(path=path, request_types=types)
+    if "cache" in data:
+        if not isinstance(data["cache"], bool):
+            raise ConfigError(f"{where}: cache: expected true or false, got {data['cache']!r}")
+        config.cache = data["cache"]
     for key in ("project", "tracker", "cases"):
         if key in data and data[key] is not None:
             if not isinstance(data[key], str):
@@ -1987,6 +2019,7 @@ class Experiment:
         self.rows_json: list[str] = []  # the same as log rows, serialized once as they finish
         self.not_run: list[str] = []  # ids of cases an interrupt or a stopped run left out
         self.failure: str | None = None  # why none of its cases could run (prepare failed)
+        self.cache: _Cache | None = None
         self.duration = 0.0
         self.started_at = ""
         # a direct contender's provider is in its name: it never shares a file with a vendors: id
@@ -1998,7 +2031,9 @@ class Experiment:
     @property
     def model(self) -> Model:
         c = self.contender
-        return Model(c.model, self.provider, effort=c.effort, temperature=c.temperature, max_tokens=c.max_tokens)
+        model = Model(c.model, self.provider, effort=c.effort, temperature=c.temperature, max_tokens=c.max_tokens)
+        model.cache = self.cache
+        return model
 
 
 def _safe_name(text: str) -> str:
@@ -2036,7 +2071,9 @@ def _run_case(
             _stop.set(_redact(str(e)))
     usage = model.usage if model.calls else (reply.usage if reply and reply.usage else Usage())
     duration = time.perf_counter() - started
-    return RunResult(experiment, case, reply, score, duration, error, usage, trace, model.retries, repeat)
+    return RunResult(
+        experiment, case, reply, score, duration, error, usage, trace, model.retries, repeat, model.hits, model.saved
+    )
 
 
 def _check_score(scorer: Any, case: Case, score: Any, metric_names: frozenset[str]) -> None:
@@ -2158,12 +2195,91 @@ def _summarize(results: Sequence[RunResult], metrics: Sequence[Metric], duration
         retries=sum(r.retries for r in results),
         intervals={name: e.to_json() if e else None for name, e in estimates.items()},
         lost=sum((r.usage for r in results if r.error is not None), Usage()),
+        cached=sum(r.cached for r in results),
+        saved=sum(r.saved for r in results),
     )
 
 
 def _mean(values: Iterable[float | None]) -> float | None:
     kept = [float(v) for v in values if v is not None]
     return sum(kept) / len(kept) if kept else None
+
+
+class _Cache:
+    """Completions already paid for, in SQLite (``--cache``): keyed by provider, model,
+    settings, prompt, JSON mode and repeat, so a repeat never reuses another repeat's
+    answer. Only successful completions are stored. One connection per thread, WAL and a
+    busy timeout: safe under the thread pool and across processes sharing the file."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._local = threading.local()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with self._db() as db:
+            db.execute(
+                "CREATE TABLE IF NOT EXISTS completions (key TEXT PRIMARY KEY, model TEXT, text TEXT, "
+                "usage TEXT, raw TEXT, created REAL)"
+            )
+
+    def _db(self) -> Any:
+        db = getattr(self._local, "db", None)
+        if db is None:
+            import sqlite3
+
+            db = sqlite3.connect(self.path, timeout=30.0)
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA busy_timeout=30000")
+            self._local.db = db
+        return db
+
+    @staticmethod
+    def key(model: Model, system: str | None, user: str, json_mode: bool) -> str:
+        import hashlib
+
+        parts = [
+            model.provider.name,
+            model.id,
+            model.effort,
+            model.temperature,
+            model.max_tokens,
+            system,
+            user,
+            json_mode,
+            model.repeat,
+        ]
+        return hashlib.sha256(_json_dumps(parts).encode()).hexdigest()
+
+    def get(self, key: str) -> Completion | None:
+        row = self._db().execute("SELECT text, usage, raw FROM completions WHERE key = ?", (key,)).fetchone()
+        if row is None:
+            return None
+        return Completion(row[0], Usage.coerce(json.loads(row[1])) or Usage(), json.loads(row[2]))
+
+    def put(self, key: str, completion: Completion) -> None:
+        with self._db() as db:
+            db.execute(
+                "INSERT OR REPLACE INTO completions VALUES (?, ?, ?, ?, ?, ?)",
+                (
+                    key,
+                    "",
+                    completion.text,
+                    _json_dumps(completion.usage.to_json()),
+                    _json_dumps(completion.raw),
+                    time.time(),
+                ),
+            )
+
+    def stats(self) -> list[tuple[str, int, float]]:
+        return [
+            (str(n), c, s)
+            for n, c, s in self._db().execute(
+                "SELECT 'all', COUNT(*), COALESCE(SUM(json_extract(usage, '$.cost_usd')), 0) FROM completions"
+            )
+        ]
+
+    def clear(self) -> int:
+        with self._db() as db:
+            return db.execute("DELETE FROM completions").rowcount
 
 
 GRACE_SECONDS = 10.0  # after a first Ctrl-C, how long cases in flight may finish
@@ -2484,6 +2600,8 @@ def _row_result(row: Mapping[str, Any], case: Case) -> RunResult:
         row.get("traceback"),
         int(row.get("retries") or 0),
         int(row.get("repeat") or 0),
+        int(row.get("cached") or 0),
+        float(row.get("saved_usd") or 0.0),
     )
 
 
@@ -2694,6 +2812,8 @@ def _result_row(result: RunResult) -> dict[str, Any]:
         "raw": reply.raw if reply else None,
         "usage": result.usage.to_json(),
         "retries": result.retries,
+        "cached": result.cached,
+        "saved_usd": result.saved,
         "duration": round(result.duration, 6),
     }
 
@@ -3815,6 +3935,9 @@ def _parser() -> _Parser:
     running.add_argument("--no-open", action="store_true", help="do not open the tracker's page when the run finishes")
     running.add_argument("-n", "--dry-run", action="store_true", help="show the experiment matrix; call nothing")
     running.add_argument(
+        "--cache", action="store_true", help="answer from, and store in, the response cache (or cache: true)"
+    )
+    running.add_argument(
         "--repeat",
         type=_whole(1),
         metavar="N",
@@ -3873,6 +3996,10 @@ def _parser() -> _Parser:
     sub.add_parser("verify", parents=[common], help="offline checks: inputs, expected.json, adapter, scorer")
     sub.add_parser("run", parents=[common, running], help="run models over every dataset, with the per-case breakdown")
     sub.add_parser("compare", parents=[common, running], help="everything the lineup lists; leaderboard only")
+    cache = sub.add_parser("cache", help="the response cache: stats or clear")
+    cache.add_argument("action", choices=("stats", "clear"), help="stats: what it holds; clear: empty it")
+    cache.add_argument("--helper", metavar="PATH", help="the suite's eval_helper.py or config file")
+    cache.add_argument("--debug", action="store_true", help="show tracebacks")
     completion = sub.add_parser("completion", help="print a shell completion script (bash or zsh)")
     completion.add_argument("shell", choices=tuple(_SHELLS), help="the shell to complete in")
     diff = sub.add_parser("diff", help="compare two runs' logs: each metric's delta and its paired significance")
@@ -4030,6 +4157,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
             suite.before_run()
         except Exception as e:
             raise SuiteError(f"before_run raised {type(e).__name__}: {e}") from e
+    if args.cache or suite.config.cache:
+        cache = _Cache(log_dir / "cache" / "completions.sqlite3")
+        for x in experiments:
+            x.cache = cache
     stamp = _stamp()
     context = {
         "suite": suite.name,
@@ -4088,6 +4219,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
         )
     if shown:
         print(_render_report(shown, suite.metrics, style), file=out)
+    for line in _cache_lines(shown):
+        print(line, file=out)
     if interrupted:
         return EXIT_INTERRUPTED
     changes = None
@@ -4103,6 +4236,20 @@ def _cmd_run(args: argparse.Namespace) -> int:
     for message in failed:
         print(f"gate failed: {message}", file=err)
     return EXIT_FAILED if failed or any(x.failure for x in experiments) else EXIT_OK
+
+
+def _cache_lines(experiments: Sequence[Experiment]) -> list[str]:
+    """For each experiment the cache served: how many answers, and the spend not repeated."""
+    lines = []
+    for x in experiments:
+        hits, runs = sum(r.cached for r in x.results), len(x.results)
+        if hits:
+            saved = sum(r.saved for r in x.results)
+            lines.append(
+                f"cache [{x.dataset}] {x.contender.label}: {hits} answers of {runs} runs from the cache; "
+                f"{_fmt_cost(saved)} not spent again (the cost column counts this run's spend only)"
+            )
+    return lines
 
 
 def _show_pages(pages: Sequence[tuple[str, str]], *, open_them: bool) -> None:
@@ -4197,7 +4344,24 @@ def _adapter_metadata(adapter: Any) -> Mapping[str, Any]:
         raise SuiteError(f"adapter {type(adapter).__name__}.metadata() raised {type(e).__name__}: {e}") from e
 
 
+def _cmd_cache(args: argparse.Namespace) -> int:
+    _, _, evals = _find_suite(args.helper, None)
+    path = evals.parent / "log" / "agent-evals" / "cache" / "completions.sqlite3"
+    if not path.is_file():
+        print(f"{_display(path)}: no cache yet (run with --cache, or cache: true in the config)")
+        return EXIT_OK
+    cache = _Cache(path)
+    if args.action == "clear":
+        print(f"{_display(path)}: cleared {cache.clear()} answers")
+    else:
+        for _, count, cost in cache.stats():
+            size = path.stat().st_size + sum(p.stat().st_size for p in path.parent.glob(path.name + "-*"))
+            print(f"{_display(path)}: {count} answers, first paid {_fmt_cost(cost)}, {size / 1e6:.1f} MB")
+    return EXIT_OK
+
+
 _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "cache": _cmd_cache,
     "completion": lambda args: print(_completion_script(args.shell)) or EXIT_OK,
     "diff": _cmd_diff,
     "cases": _cmd_cases,
