@@ -45,6 +45,7 @@ import dataclasses
 import difflib
 import importlib
 import importlib.util
+import inspect
 import json
 import math
 import os
@@ -2020,6 +2021,7 @@ class Experiment:
         self.not_run: list[str] = []  # ids of cases an interrupt or a stopped run left out
         self.failure: str | None = None  # why none of its cases could run (prepare failed)
         self.cache: _Cache | None = None
+        self.order = 0  # its contender's place in the lineup: report and rescore keep compare's order
         self.duration = 0.0
         self.started_at = ""
         # a direct contender's provider is in its name: it never shares a file with a vendors: id
@@ -2045,35 +2047,90 @@ def _run_case(
     suite: _Suite, experiment: Experiment, case: Case, metric_names: frozenset[str], repeat: int = 0
 ) -> RunResult:
     """Run and score one case. An exception is an error; a ``Reply.error`` is a 0."""
+    model, started = _case_model(experiment, repeat), time.perf_counter()
+    try:
+        answer, failure = suite.adapter.call(case, model), None
+    except Exception as e:
+        answer, failure = None, e
+    return _conclude(suite, experiment, case, metric_names, model, started, answer, failure)
+
+
+async def _arun_case(
+    suite: _Suite, experiment: Experiment, case: Case, metric_names: frozenset[str], repeat: int = 0
+) -> RunResult:
+    """``_run_case`` for an adapter whose ``call`` is ``async def``."""
+    model, started = _case_model(experiment, repeat), time.perf_counter()
+    try:
+        answer, failure = await suite.adapter.call(case, model), None
+    except Exception as e:
+        answer, failure = None, e
+    return _conclude(suite, experiment, case, metric_names, model, started, answer, failure)
+
+
+def _case_model(experiment: Experiment, repeat: int) -> Model:
     model = experiment.model
     model.repeat = repeat
-    started = time.perf_counter()
-    reply = score = None
-    error = trace = None
+    return model
+
+
+def _conclude(
+    suite: _Suite,
+    experiment: Experiment,
+    case: Case,
+    metric_names: frozenset[str],
+    model: Model,
+    started: float,
+    answer: Any,
+    failure: Exception | None,
+) -> RunResult:
+    """Score what the adapter answered, or record why it could not answer."""
+    reply = score = error = trace = None
     try:
-        answer = suite.adapter.call(case, model)
-        if not isinstance(answer, Reply):
-            raise SuiteError(
-                f"adapter {type(suite.adapter).__name__}.call returned {type(answer).__name__}, not a Reply"
-            )
-        reply = answer
-        if reply.error is not None:
-            score = Score(value=0.0, metrics={name: 0.0 for name in metric_names})
-        else:
-            context = suite.adapter.context(case)
-            score = suite.scorer.call(case, reply, context)
-            _check_score(suite.scorer, case, score, metric_names)
+        if failure is not None:
+            raise failure
+        reply = _check_reply(suite.adapter, answer)
+        score = _score(suite, case, reply, metric_names)
     except Exception as e:
-        error = _redact(f"{type(e).__name__}: {e}")
-        trace = _redact("".join(traceback.format_exception(type(e), e, e.__traceback__, limit=-4)))
-        score = None
+        error, trace = _describe(e)
         if getattr(e, "stops_run", False):
             _stop.set(_redact(str(e)))
     usage = model.usage if model.calls else (reply.usage if reply and reply.usage else Usage())
     duration = time.perf_counter() - started
     return RunResult(
-        experiment, case, reply, score, duration, error, usage, trace, model.retries, repeat, model.hits, model.saved
+        experiment,
+        case,
+        reply,
+        score,
+        duration,
+        error,
+        usage,
+        trace,
+        model.retries,
+        model.repeat,
+        model.hits,
+        model.saved,
     )
+
+
+def _check_reply(adapter: Any, answer: Any) -> Reply:
+    if not isinstance(answer, Reply):
+        raise SuiteError(f"adapter {type(adapter).__name__}.call returned {type(answer).__name__}, not a Reply")
+    return answer
+
+
+def _score(suite: _Suite, case: Case, reply: Reply, metric_names: frozenset[str]) -> Score:
+    """The scorer's verdict on a reply; the model's own failure (``Reply.error``) is a 0."""
+    if reply.error is not None:
+        return Score(value=0.0, metrics={name: 0.0 for name in metric_names})
+    score = suite.scorer.call(case, reply, suite.adapter.context(case))
+    _check_score(suite.scorer, case, score, metric_names)
+    return score
+
+
+def _describe(error: BaseException) -> tuple[str, str]:
+    """An exception as the log keeps it: ``Type: message`` and a short traceback, secrets masked."""
+    trace = "".join(traceback.format_exception(type(error), error, error.__traceback__, limit=-4))
+    return _redact(f"{type(error).__name__}: {error}"), _redact(trace)
 
 
 def _check_score(scorer: Any, case: Case, score: Any, metric_names: frozenset[str]) -> None:
@@ -2125,27 +2182,59 @@ class _Running:
                 self.run.call(tracker, "start", self.experiment)
         if not self.active:
             self.run.finished.put(self)
-        for n in range(self.active):
-            threading.Thread(target=self._work, name=f"case-{n}", daemon=True).start()
+        elif inspect.iscoroutinefunction(self.run.suite.adapter.call):
+            # an async adapter: one event loop, ``parallelism`` cases in flight on it
+            self.workers = self.active
+            self.active = 1
+            threading.Thread(target=self._work_async, name="cases-async", daemon=True).start()
+        else:
+            for n in range(self.active):
+                threading.Thread(target=self._work, name=f"case-{n}", daemon=True).start()
 
     def _work(self) -> None:
         run = self.run
         while (k := self.claim()) < len(self.todo) and not _stop.event.is_set():
-            i = self.todo[k]
-            case, repeat = self.units[i]
-            result = _run_case(run.suite, self.experiment, case, run.metric_names, repeat)
-            line = _json_dumps(_result_row(result))  # outside the lock: other threads go on
-            with run.lock:
-                if self.closed:
-                    return  # abandoned after the grace period: its experiment is written already
-                self.results[i], self.lines[i] = result, line
-                run.progress.add(result)
-                self._record()
-            run.journal_write(self.journal, f"{line}\n")
+            case, repeat = self.units[self.todo[k]]
+            if not self._keep(self.todo[k], _run_case(run.suite, self.experiment, case, run.metric_names, repeat)):
+                return  # abandoned after the grace period: its experiment is written already
+        self._done()
+
+    def _work_async(self) -> None:
+        import asyncio
+
+        run = self.run
+
+        async def worker() -> None:
+            while (k := self.claim()) < len(self.todo) and not _stop.event.is_set():
+                case, repeat = self.units[self.todo[k]]
+                result = await _arun_case(run.suite, self.experiment, case, run.metric_names, repeat)
+                if not self._keep(self.todo[k], result):
+                    return
+
+        async def all_workers() -> None:
+            await asyncio.gather(*(worker() for _ in range(self.workers)))
+
+        asyncio.run(all_workers())
+        self._done()
+
+    def _keep(self, i: int, result: RunResult) -> bool:
+        """Store, record and journal a finished case; False once the experiment is closed."""
+        run = self.run
+        line = _json_dumps(_result_row(result))  # outside the lock: other threads go on
         with run.lock:
+            if self.closed:
+                return False
+            self.results[i], self.lines[i] = result, line
+            run.progress.add(result)
+            self._record()
+        run.journal_write(self.journal, f"{line}\n")
+        return True
+
+    def _done(self) -> None:
+        with self.run.lock:
             self.active -= 1
             if self.active == 0 and not self.closed:
-                run.finished.put(self)
+                self.run.finished.put(self)
 
     def _record(self) -> None:
         """Record the finished prefix in case order (the caller holds the lock)."""
@@ -2794,6 +2883,9 @@ def _json_default(value: Any) -> Any:
     return repr(value)
 
 
+_KEEP_RAW = [True]  # --no-raw clears it for the run: logs keep each reply's output but not its raw text
+
+
 def _result_row(result: RunResult) -> dict[str, Any]:
     score, reply, case = result.score, result.reply, result.case
     return {
@@ -2809,7 +2901,7 @@ def _result_row(result: RunResult) -> dict[str, Any]:
         "traceback": result.traceback,
         "reply_error": reply.error if reply else None,
         "output": reply.output if reply else None,
-        "raw": reply.raw if reply else None,
+        "raw": reply.raw if reply and _KEEP_RAW[0] else None,
         "usage": result.usage.to_json(),
         "retries": result.retries,
         "cached": result.cached,
@@ -2849,6 +2941,9 @@ class LocalTracker(Tracker):
             "not_run": experiment.not_run,
             "resumed_from": self.context.get("resumed_from"),
             "repeat": experiment.repeat,
+            "order": experiment.order,
+            "shard": self.context.get("shard"),
+            "rescored_from": self.context.get("rescored_from"),
             "metrics": [
                 {"name": m.name, "description": m.description, "primary": m.primary}
                 for m in self.context.get("metrics", ())
@@ -3935,6 +4030,12 @@ def _parser() -> _Parser:
     running.add_argument("--no-open", action="store_true", help="do not open the tracker's page when the run finishes")
     running.add_argument("-n", "--dry-run", action="store_true", help="show the experiment matrix; call nothing")
     running.add_argument(
+        "--shard", metavar="K/N", help="run only the K-th of N stable slices of the experiment matrix (CI matrices)"
+    )
+    running.add_argument(
+        "--no-raw", action="store_true", help="leave each reply's raw text out of the logs (output stays)"
+    )
+    running.add_argument(
         "--cache", action="store_true", help="answer from, and store in, the response cache (or cache: true)"
     )
     running.add_argument(
@@ -3996,6 +4097,13 @@ def _parser() -> _Parser:
     sub.add_parser("verify", parents=[common], help="offline checks: inputs, expected.json, adapter, scorer")
     sub.add_parser("run", parents=[common, running], help="run models over every dataset, with the per-case breakdown")
     sub.add_parser("compare", parents=[common, running], help="everything the lineup lists; leaderboard only")
+    report = sub.add_parser("report", help="the tables compare prints, from logs: merges the logs of every shard")
+    report.add_argument("logs", nargs="+", metavar="LOG", help="a log or journal of each run (its whole run is read)")
+    report.add_argument("--debug", action="store_true", help="show tracebacks")
+    rescore = sub.add_parser(
+        "rescore", parents=[common], help="the current scorer over the replies logs kept; calls no model"
+    )
+    rescore.add_argument("logs", nargs="+", metavar="LOG", help="a log or journal of each run to rescore")
     cache = sub.add_parser("cache", help="the response cache: stats or clear")
     cache.add_argument("action", choices=("stats", "clear"), help="stats: what it holds; clear: empty it")
     cache.add_argument("--helper", metavar="PATH", help="the suite's eval_helper.py or config file")
@@ -4123,6 +4231,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
         for dataset in sorted({c.dataset for c in cases})
         for contender, provider in lineup.contenders
     ]
+    for x in experiments:
+        x.order = [c for c, _ in lineup.contenders].index(x.contender)
+    if args.shard:
+        experiments = _shard(experiments, args.shard)
     gates = _Gates.parse(args, suite.metrics)
     out, notes = sys.stdout, []
     style = _style_for(out)
@@ -4157,6 +4269,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
             suite.before_run()
         except Exception as e:
             raise SuiteError(f"before_run raised {type(e).__name__}: {e}") from e
+    _KEEP_RAW[0] = not args.no_raw
     if args.cache or suite.config.cache:
         cache = _Cache(log_dir / "cache" / "completions.sqlite3")
         for x in experiments:
@@ -4172,6 +4285,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         "resumed_from": resumed_from,
         "adapter_metadata": _adapter_metadata(suite.adapter),
         "metrics": suite.metrics,
+        "shard": args.shard,
     }
     trackers: list[Tracker] = [LocalTracker({**context, "options": {}})]
     if remote:
@@ -4263,6 +4377,17 @@ def _show_pages(pages: Sequence[tuple[str, str]], *, open_them: bool) -> None:
         webbrowser.open(pages[0][1])
 
 
+def _shard(experiments: list[Experiment], spec: str) -> list[Experiment]:
+    """The K-th of N slices of the matrix: round robin over experiments in a stable
+    order (dataset, then name), so every machine cuts the same slices."""
+    k, _, n = spec.partition("/")
+    if not (k.isdigit() and n.isdigit() and 1 <= int(k) <= int(n)):
+        raise ConfigError(f"--shard {spec}: expected K/N with 1 <= K <= N, like 2/3")
+    ordered = sorted(experiments, key=lambda x: (x.dataset, x.name))
+    chosen = {id(x) for i, x in enumerate(ordered) if i % int(n) == int(k) - 1}
+    return [x for x in experiments if id(x) in chosen]
+
+
 def _stamp() -> str:
     """A run's stamp: sortable, and distinct for runs a millisecond apart."""
     now = time.time()
@@ -4344,6 +4469,112 @@ def _adapter_metadata(adapter: Any) -> Mapping[str, Any]:
         raise SuiteError(f"adapter {type(adapter).__name__}.metadata() raised {type(e).__name__}: {e}") from e
 
 
+def _records_of(paths: Sequence[str], flag: str) -> dict[tuple[str, str], dict[str, Any]]:
+    """The experiments of every run the paths name, refusing ones that do not belong together."""
+    merged: dict[tuple[str, str], dict[str, Any]] = {}
+    suites: set[Any] = set()
+    declared: set[str] = set()
+    for path in paths:
+        for key, record in _read_run(path, Path(path), flag).items():
+            if key in merged:
+                raise ConfigError(
+                    f"{flag}: {record.get('experiment', key[1])} is in two of the logs given; "
+                    "give each shard's run once"
+                )
+            merged[key] = record
+            suites.add(record.get("suite"))
+            declared.add(json.dumps(record.get("metrics") or [], sort_keys=True))
+    if len(suites - {None}) > 1:
+        raise ConfigError(
+            f"{flag}: the logs come from different suites ({', '.join(sorted(map(str, suites - {None})))})"
+        )
+    if len(declared) > 1:
+        raise ConfigError(f"{flag}: the logs declare different metrics; report runs of one scorer together")
+    return merged
+
+
+def _logged_metrics(records: Iterable[Mapping[str, Any]]) -> list[Metric]:
+    for record in records:
+        if record.get("metrics"):
+            return [
+                Metric(m["name"], m.get("description", ""), primary=bool(m.get("primary"))) for m in record["metrics"]
+            ]
+    names = dict.fromkeys(n for r in records for row in r.get("rows", ()) for n in (row.get("metrics") or {}))
+    if not names:
+        raise ConfigError("the logs hold no scored case: nothing to report")
+    return [Metric(name, primary=i == 0) for i, name in enumerate(names)]
+
+
+def _logged_experiment(record: Mapping[str, Any], cases: Mapping[tuple[str, str], Case] | None = None) -> Experiment:
+    """A logged experiment back as an ``Experiment`` with its results (for tables)."""
+    provider = Provider()
+    provider.name = str(record.get("provider") or "logged")
+    dataset = record["dataset"]
+    x = Experiment(Contender(**record["contender"]), provider, dataset, [], 1, int(record.get("repeat") or 1))
+    x.order = int(record.get("order") or 0)
+    x.duration = float((record.get("summary") or {}).get("duration") or 0.0)
+    for row in record.get("rows", ()):
+        case = (cases or {}).get((dataset, row["case"])) or Case(row["case"], dataset, row.get("variant") or "")
+        x.results.append(dataclasses.replace(_row_result(row, case), experiment=x))
+    x.cases = list({r.case.id: r.case for r in x.results}.values())
+    return x
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    records = _records_of(args.logs, "report")
+    metrics = _logged_metrics(records.values())
+    experiments = sorted((_logged_experiment(r) for r in records.values()), key=lambda x: (x.dataset, x.order))
+    print(_render_report(experiments, metrics, _style_for(sys.stdout)))
+    return EXIT_OK
+
+
+def _cmd_rescore(args: argparse.Namespace) -> int:
+    """The current scorer over the replies the logs kept: no model is called."""
+    suite, cases, _ = _prepare(args)
+    records = _records_of(args.logs, "rescore")
+    known = {(c.dataset, c.id): c for c in cases}
+    names = frozenset(m.name for m in suite.metrics)
+    experiments = []
+    for record in records.values():
+        old = _logged_experiment(record, known)
+        x = Experiment(old.contender, old.provider, old.dataset, old.cases, 1, old.repeat)
+        x.order, x.duration = old.order, old.duration
+        failure = _prepare_dataset(suite, x.dataset)
+        if failure:
+            raise SuiteError(failure)
+        for r in old.results:
+            if r.error is not None or r.reply is None or (r.case.dataset, r.case.id) not in known:
+                x.results.append(dataclasses.replace(r, experiment=x))  # errors stay errors: nothing to score
+                continue
+            try:
+                score, error, trace = _score(suite, r.case, r.reply, names), None, None
+            except Exception as e:
+                score, (error, trace) = None, _describe(e)
+            x.results.append(dataclasses.replace(r, experiment=x, score=score, error=error, traceback=trace))
+        experiments.append(x)
+    experiments.sort(key=lambda x: (x.dataset, x.order))
+    log_dir = suite.project_root / "log" / "agent-evals"
+    _check_writable(log_dir)
+    stamp = _stamp()
+    sources = sorted({m[1] for p in args.logs if (m := _STAMP.search(Path(p).name))})
+    tracker = LocalTracker(
+        {
+            "suite": suite.name,
+            "project": suite.config.project,
+            "command": "rescore",
+            "stamp": stamp,
+            "log_dir": log_dir,
+            "metrics": suite.metrics,
+            "rescored_from": sources or list(args.logs),
+        }
+    )
+    for x in experiments:
+        tracker.finish(x, _summarize(x.results, suite.metrics, x.duration))
+    print(f"logs: {_display(log_dir)} ({stamp}); rescored, no model was called", file=sys.stderr)
+    print(_render_report(experiments, suite.metrics, _style_for(sys.stdout)))
+    return EXIT_OK
+
+
 def _cmd_cache(args: argparse.Namespace) -> int:
     _, _, evals = _find_suite(args.helper, None)
     path = evals.parent / "log" / "agent-evals" / "cache" / "completions.sqlite3"
@@ -4361,6 +4592,8 @@ def _cmd_cache(args: argparse.Namespace) -> int:
 
 
 _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "report": _cmd_report,
+    "rescore": _cmd_rescore,
     "cache": _cmd_cache,
     "completion": lambda args: print(_completion_script(args.shell)) or EXIT_OK,
     "diff": _cmd_diff,
