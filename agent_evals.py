@@ -4474,8 +4474,16 @@ def _records_of(paths: Sequence[str], flag: str) -> dict[tuple[str, str], dict[s
     merged: dict[tuple[str, str], dict[str, Any]] = {}
     suites: set[Any] = set()
     declared: set[str] = set()
+    runs: set[tuple[Path, ...]] = set()
     for path in paths:
-        for key, record in _read_run(path, Path(path), flag).items():
+        try:
+            _, files = _resume_files(path, Path(path))
+        except ConfigError as e:
+            raise ConfigError(str(e).replace("--resume", flag)) from None
+        if tuple(files) in runs:
+            continue  # another file of a run already read: each run counts once
+        runs.add(tuple(files))
+        for key, record in _read_records(files, flag).items():
             if key in merged:
                 raise ConfigError(
                     f"{flag}: {record.get('experiment', key[1])} is in two of the logs given; "

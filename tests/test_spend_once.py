@@ -145,7 +145,13 @@ def test_report_refuses_logs_that_do_not_belong_together(make_suite, cli, tmp_pa
     project = make_suite(helper=SYNC, config=LINEUP, cases=cases())
     cli("compare", "--local", cwd=project)
     log = next((project / "log" / "agent-evals").glob("*.json"))
-    code, _, err = cli("report", str(log), str(log))
+    every = sorted(str(p) for p in (project / "log" / "agent-evals").glob("*.json"))
+    code, out, err = cli("report", *every)  # every file of one run: the run counts once
+    assert code == 0 and out.count("│ one ") == 3, err
+    copy = project / "copy"
+    copy.mkdir()
+    (copy / log.name).write_text(log.read_text())
+    code, _, err = cli("report", str(log), str(copy / log.name))
     assert code == 2 and "is in two of the logs given; give each shard's run once" in err
     other = json.loads(log.read_text())
     other["suite"], other["dataset"] = "another", "elsewhere"
