@@ -2902,6 +2902,8 @@ def _result_row(result: RunResult) -> dict[str, Any]:
         "reply_error": reply.error if reply else None,
         "output": reply.output if reply else None,
         "raw": reply.raw if reply and _KEEP_RAW[0] else None,
+        "input": case.input,
+        "expected": case.expected,
         "usage": result.usage.to_json(),
         "retries": result.retries,
         "cached": result.cached,
@@ -3845,6 +3847,280 @@ complete -F _agent_evals agent-evals"""
 
 
 # ═══════════════════════════════════════════════════════════════════════════════
+# The HTML report: one self-contained file (inline CSS, SVG and a little JavaScript)
+# ═══════════════════════════════════════════════════════════════════════════════
+
+_HTML_STYLE = """
+:root{color-scheme:light dark;--bg:#fff;--fg:#1b1f24;--muted:#57606a;--line:#d0d7de;--accent:#0969da;--bad:#cf222e;--good:#1a7f37;--card:#f6f8fa}
+@media (prefers-color-scheme:dark){:root{--bg:#0d1117;--fg:#e6edf3;--muted:#8d96a0;--line:#30363d;--accent:#4493f8;--bad:#f85149;--good:#3fb950;--card:#161b22}}
+body{margin:0 auto;max-width:1200px;padding:1rem 1.5rem;background:var(--bg);color:var(--fg);font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif}
+h1{font-size:1.4rem;margin:.2rem 0}h2{font-size:1.15rem;margin:1.6rem 0 .4rem;border-bottom:1px solid var(--line)}h3{font-size:1rem;margin:1rem 0 .3rem}
+.muted{color:var(--muted)}table{border-collapse:collapse;width:100%;margin:.4rem 0 1rem;font-variant-numeric:tabular-nums}
+th,td{border-bottom:1px solid var(--line);padding:.3rem .5rem;text-align:left;vertical-align:top}td.n,th.n{text-align:right}
+th button{all:unset;cursor:pointer;font-weight:600}th button:focus-visible{outline:2px solid var(--accent)}
+tr.best td{background:color-mix(in srgb,var(--good) 12%,transparent)}.err{color:var(--bad)}
+.plot{width:100%;max-width:760px;height:auto;background:var(--card);border:1px solid var(--line);border-radius:6px}
+.plot text{fill:var(--muted);font-size:11px}.plot .axis{stroke:var(--line)}.plot .frontier{stroke:var(--accent);fill:none;stroke-width:1.5}
+.plot circle{fill:var(--accent)}.plot circle.best{fill:var(--good);stroke:var(--fg);stroke-width:2}
+details{border:1px solid var(--line);border-radius:6px;margin:.4rem 0;padding:.3rem .6rem}summary{cursor:pointer;font-weight:600}
+pre{white-space:pre-wrap;word-break:break-word;margin:0;max-height:12rem;overflow:auto;font-size:12px}
+.filters{margin:.5rem 0}.filters button{margin-right:.4rem}
+body.only-errors tr.case:not(.error),body.only-wrong tr.case:not(.wrong){display:none}
+"""
+
+_HTML_SCRIPT = """
+document.querySelectorAll("table.sortable th button").forEach(function (button, _) {
+  button.addEventListener("click", function () {
+    var th = button.parentElement, table = th.closest("table"), index = Array.prototype.indexOf.call(th.parentElement.children, th);
+    var body = table.tBodies[0], rows = Array.prototype.slice.call(body.rows);
+    var down = th.getAttribute("aria-sort") !== "descending";
+    table.querySelectorAll("th").forEach(function (h) { h.removeAttribute("aria-sort"); });
+    th.setAttribute("aria-sort", down ? "descending" : "ascending");
+    function key(row) { var c = row.cells[index]; var v = c.getAttribute("data-value"); return v === null ? c.textContent : parseFloat(v); }
+    rows.sort(function (a, b) { var x = key(a), y = key(b); var o = x < y ? -1 : x > y ? 1 : 0; return down ? -o : o; });
+    rows.forEach(function (row) { body.appendChild(row); });
+  });
+});
+document.querySelectorAll(".filters button").forEach(function (button) {
+  button.addEventListener("click", function () {
+    document.body.classList.remove("only-errors", "only-wrong");
+    if (button.dataset.filter) { document.body.classList.add(button.dataset.filter); }
+  });
+});
+"""
+
+
+def _h(value: Any) -> str:
+    """Any value as escaped HTML text."""
+    import html
+
+    return html.escape(value if isinstance(value, str) else _json_dumps(value), quote=True)
+
+
+def _pareto(points: Sequence[tuple[float, float]]) -> list[tuple[float, float]]:
+    """The points no other beats on both cost (lower) and score (higher), cheapest first.
+
+    >>> _pareto([(1.0, 0.5), (2.0, 0.4), (3.0, 0.9), (0.5, 0.5)])
+    [(0.5, 0.5), (3.0, 0.9)]
+    """
+    frontier: list[tuple[float, float]] = []
+    for cost, score in sorted(points, key=lambda p: (p[0], -p[1])):
+        if not frontier or score > frontier[-1][1]:
+            frontier.append((cost, score))
+    return frontier
+
+
+def _scatter(rows: Sequence[_Row], primary: Metric, best: _Row | None) -> str:
+    """Score against cost as inline SVG: a log cost axis when costs span decades,
+    the Pareto frontier drawn, the best value ringed."""
+    points = [(r, r.usage.cost_usd, r.mean(primary.name)) for r in rows if r.mean(primary.name) is not None]
+    if not points:
+        return '<p class="muted">Nothing was scored.</p>'
+    width, height, left, bottom, pad, right = 720, 300, 56, 36, 14, 60
+    costs = [c for _, c, _ in points]
+    positive = [c for c in costs if c > 0]
+    log = bool(positive) and min(positive) > 0 and max(positive) / min(positive) >= 10
+    low, high = (min(positive), max(positive)) if log else (0.0, max(costs) or 1.0)
+
+    def x(cost: float) -> float:
+        if log:
+            cost = max(cost, low)
+            span = math.log10(high) - math.log10(low) or 1.0
+            return left + (math.log10(cost) - math.log10(low)) / span * (width - left - right)
+        return left + cost / (high or 1.0) * (width - left - right)
+
+    def y(score: float) -> float:
+        return pad + (1 - score) * (height - pad - bottom)
+
+    parts = [
+        f'<svg class="plot" viewBox="0 0 {width} {height}" role="img" aria-label="{_h(primary.name)} against cost">',
+        f'<line class="axis" x1="{left}" y1="{y(0):.1f}" x2="{width - right}" y2="{y(0):.1f}"/>',
+        f'<line class="axis" x1="{left}" y1="{pad}" x2="{left}" y2="{y(0):.1f}"/>',
+    ]
+    for tick in (0.0, 0.5, 1.0):
+        parts.append(f'<text x="{left - 6}" y="{y(tick) + 4:.1f}" text-anchor="end">{tick:.0%}</text>')
+    for tick in (low, high):
+        parts.append(f'<text x="{x(tick):.1f}" y="{height - 12}" text-anchor="middle">{_fmt_cost(tick)}</text>')
+    scale = "cost, log scale" if log else "cost"
+    parts.append(f'<text x="{(width + left) / 2:.0f}" y="{height - 1}" text-anchor="middle">{scale}</text>')
+    frontier = _pareto([(c, s or 0.0) for _, c, s in points])
+    path = " ".join(f"{x(c):.1f},{y(s):.1f}" for c, s in frontier)
+    parts.append(f'<polyline class="frontier" points="{path}"><title>Pareto frontier</title></polyline>')
+    for row, cost, score in points:
+        label = f"{row.contender.label}: {_fmt_pct(score)} at {_fmt_cost(cost)}"
+        css = ' class="best"' if row is best else ""
+        radius = 7 if row is best else 5
+        parts.append(
+            f'<circle{css} cx="{x(cost):.1f}" cy="{y(score or 0):.1f}" r="{radius}"><title>{_h(label)}</title></circle>'
+        )
+        if row is best:
+            parts.append(
+                f'<text x="{x(cost) - 10:.1f}" y="{y(score or 0) + 22:.1f}" text-anchor="end">best value</text>'
+            )
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def _html_table(
+    headers: Sequence[str],
+    rows: Sequence[Sequence[tuple[str, Any]]],
+    numeric: Sequence[bool],
+    classes: Sequence[str] = (),
+) -> str:
+    """A sortable table: each cell is (text, sort value or None)."""
+    head = "".join(
+        f'<th scope="col"{" class=n" if n else ""}><button type="button">{_h(h)}</button></th>'
+        for h, n in zip(headers, numeric, strict=True)
+    )
+    body = []
+    for i, row in enumerate(rows):
+        css = f' class="{classes[i]}"' if i < len(classes) and classes[i] else ""
+        cells = "".join(_html_cell(text, value, n) for (text, value), n in zip(row, numeric, strict=True))
+        body.append(f"<tr{css}>{cells}</tr>")
+    return f'<table class="sortable"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
+
+
+def _html_cell(text: str, value: Any, numeric: bool) -> str:
+    """A cell; ``value`` (when not None) is what sorting compares."""
+    css = " class=n" if numeric else ""
+    sort = "" if value is None else f' data-value="{_h(str(value))}"'
+    return f"<td{css}{sort}>{_h(text)}</td>"
+
+
+def _html_rows(
+    rows: Sequence[_Row], metrics: Sequence[Metric], lead: str
+) -> tuple[list[str], list[list[tuple[str, Any]]], list[bool]]:
+    headers = [
+        lead,
+        "model",
+        "effort",
+        "temp",
+        *(m.name for m in metrics),
+        "errors",
+        "time",
+        "tok_in",
+        "tok_out",
+        "cost",
+    ]
+    numeric = [lead == "#", False, False, True, *(True for _ in metrics), True, True, True, True, True]
+    cells = []
+    for i, r in enumerate(rows, 1):
+        c = r.contender
+        cells.append(
+            [
+                (str(i) if lead == "#" else r.dataset, i if lead == "#" else None),
+                (c.model, None),
+                (c.effort or "default", None),
+                (_fmt_temp(c.temperature), c.temperature if c.temperature is not None else -1),
+                *((_fmt_pct(r.mean(m.name)), r.mean(m.name) if r.mean(m.name) is not None else -1) for m in metrics),
+                (str(r.errors), r.errors),
+                (_fmt_time(r.duration), r.duration),
+                (str(r.usage.input_tokens), r.usage.input_tokens),
+                (str(r.usage.output_tokens), r.usage.output_tokens),
+                (_fmt_cost(r.usage.cost_usd), r.usage.cost_usd),
+            ]
+        )
+    return headers, cells, numeric
+
+
+def _render_html(
+    experiments: Sequence[Experiment], metrics: Sequence[Metric], *, title: str, refused: Sequence[str] = ()
+) -> str:
+    """The whole report as one HTML page: no external assets, no network requests."""
+    primary = _primary(metrics)
+    rows = _rows(experiments, metrics)
+    out = [
+        "<!doctype html><html lang=en><head><meta charset=utf-8>",
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:\">",
+        f"<title>{_h(title)}</title><style>{_HTML_STYLE}</style></head><body>",
+        f"<header><h1>{_h(title)}</h1><p class=muted>agent-evals {__version__} · {len(experiments)} experiments · "
+        f"primary metric <strong>{_h(primary.name)}</strong> · generated {_h(time.strftime('%Y-%m-%d %H:%M'))}</p></header>",
+    ]
+    if refused:
+        out.append("<p><strong>Refused</strong> (not scored): " + "; ".join(_h(r) for r in refused) + "</p>")
+    for dataset in dict.fromkeys(r.dataset for r in rows):
+        group = [r for r in rows if r.dataset == dataset]
+        best = _best_value(group, primary)
+        headers, cells, numeric = _html_rows(group, metrics, "dataset")
+        out.append(f"<section><h2>{_h(dataset)}</h2>")
+        out.append(_html_table(headers, cells, numeric, ["best" if r is best else "" for r in group]))
+        out.extend(f"<p>{_h(line)}</p>" for line in _best_value_lines(group, primary) + _error_lines(group))
+        out.append(_scatter(group, primary, best))
+        out.append("</section>")
+    overall = _overall(rows, metrics, primary)
+    headers, cells, numeric = _html_rows(overall, metrics, "#")
+    out.append(f"<section><h2>Leaderboard, all datasets</h2>{_html_table(headers, cells, numeric)}</section>")
+    out.append("<section><h2>Cases</h2><div class=filters role=group aria-label=Show>")
+    out.append(
+        '<button type=button data-filter="">all</button><button type=button data-filter="only-errors">errors only</button>'
+    )
+    out.append('<button type=button data-filter="only-wrong">wrong only</button></div>')
+    for x in experiments:
+        wrong = sum(1 for r in x.results if r.score is not None and r.score.value < 1)
+        errors = sum(1 for r in x.results if r.error)
+        out.append(
+            f"<details><summary>{_h(x.dataset)} · {_h(x.contender.label)} — {len(x.results)} runs, {wrong} wrong, {errors} errors</summary>"
+        )
+        out.append(_html_cases(x, metrics))
+        out.append("</details>")
+    out.append(f"</section>{_html_glossary(metrics)}<script>{_HTML_SCRIPT}</script></body></html>")
+    return "\n".join(out)
+
+
+def _html_cases(x: Experiment, metrics: Sequence[Metric]) -> str:
+    head = "".join(
+        f"<th scope=col>{_h(h)}</th>"
+        for h in [
+            "case",
+            "score",
+            *(m.name for m in metrics),
+            "input",
+            "expected",
+            "output",
+            "diagnostics / error",
+            "usage",
+        ]
+    )
+    rows = []
+    for r in x.results:
+        kind = "error" if r.error else "wrong" if r.score is not None and r.score.value < 1 else "right"
+        score = "-" if r.score is None else _fmt_pct(r.score.value)
+        metric_cells = "".join(
+            f"<td class=n>{_h('-' if r.score is None else _fmt_pct(r.score.metrics.get(m.name)))}</td>" for m in metrics
+        )
+        output = r.reply.output if r.reply is not None else None
+        if r.error:
+            note = f'<pre class="err">{_h(r.error)}</pre>'
+        elif r.reply is not None and r.reply.error:
+            note = f'<pre class="err">model failed: {_h(r.reply.error)}</pre>'
+        else:
+            note = f"<pre>{_h(dict(r.score.diagnostics) if r.score else {})}</pre>"
+        usage = f"{r.usage.input_tokens} in · {r.usage.output_tokens} out · {_fmt_cost(r.usage.cost_usd)}"
+        rows.append(
+            f'<tr class="case {kind}"><td>{_h(r.label)}</td><td class=n>{_h(score)}</td>{metric_cells}'
+            f"<td><pre>{_h(r.case.input)}</pre></td><td><pre>{_h(r.case.expected)}</pre></td>"
+            f"<td><pre>{_h(output)}</pre></td><td>{note}</td><td>{_h(usage)}</td></tr>"
+        )
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+
+
+def _html_glossary(metrics: Sequence[Metric]) -> str:
+    lines = _glossary(metrics, True).splitlines()[1:]
+    return "<section><h2>Glossary</h2><pre>" + _h("\n".join(line.strip() for line in lines)) + "</pre></section>"
+
+
+def _write_html(path: Path, html_text: str, *, open_it: bool) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(html_text, encoding="utf-8")
+    print(f"report: {_display(path)}", file=sys.stderr)
+    if open_it:
+        import webbrowser
+
+        webbrowser.open(path.resolve().as_uri())
+
+
+# ═══════════════════════════════════════════════════════════════════════════════
 # Terminal I/O: streams, table style, and env files
 # ═══════════════════════════════════════════════════════════════════════════════
 
@@ -4033,6 +4309,14 @@ def _parser() -> _Parser:
         "--shard", metavar="K/N", help="run only the K-th of N stable slices of the experiment matrix (CI matrices)"
     )
     running.add_argument(
+        "--html",
+        nargs="?",
+        const=True,
+        metavar="FILE",
+        help="also write the HTML report (default: log/<command>.<stamp>.html)",
+    )
+    running.add_argument("--open", action="store_true", help="open the HTML report in a browser (on a terminal)")
+    running.add_argument(
         "--no-raw", action="store_true", help="leave each reply's raw text out of the logs (output stays)"
     )
     running.add_argument(
@@ -4099,6 +4383,8 @@ def _parser() -> _Parser:
     sub.add_parser("compare", parents=[common, running], help="everything the lineup lists; leaderboard only")
     report = sub.add_parser("report", help="the tables compare prints, from logs: merges the logs of every shard")
     report.add_argument("logs", nargs="+", metavar="LOG", help="a log or journal of each run (its whole run is read)")
+    report.add_argument("-o", "--output", metavar="FILE", help="write the report as one self-contained HTML file")
+    report.add_argument("--open", action="store_true", help="open the HTML report in a browser (on a terminal)")
     report.add_argument("--debug", action="store_true", help="show tracebacks")
     rescore = sub.add_parser(
         "rescore", parents=[common], help="the current scorer over the replies logs kept; calls no model"
@@ -4335,6 +4621,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
         print(_render_report(shown, suite.metrics, style), file=out)
     for line in _cache_lines(shown):
         print(line, file=out)
+    if args.html and shown:
+        target = Path(args.html) if isinstance(args.html, str) else log_dir.parent / f"{args.command}.{stamp}.html"
+        page = _render_html(shown, suite.metrics, title=f"agent-evals: {suite.name}", refused=lineup.refused)
+        _write_html(target, page, open_it=args.open and _at_terminal())
     if interrupted:
         return EXIT_INTERRUPTED
     changes = None
@@ -4522,7 +4812,9 @@ def _logged_experiment(record: Mapping[str, Any], cases: Mapping[tuple[str, str]
     x.order = int(record.get("order") or 0)
     x.duration = float((record.get("summary") or {}).get("duration") or 0.0)
     for row in record.get("rows", ()):
-        case = (cases or {}).get((dataset, row["case"])) or Case(row["case"], dataset, row.get("variant") or "")
+        case = (cases or {}).get((dataset, row["case"])) or Case(
+            row["case"], dataset, row.get("variant") or "", row.get("input") or "", row.get("expected")
+        )
         x.results.append(dataclasses.replace(_row_result(row, case), experiment=x))
     x.cases = list({r.case.id: r.case for r in x.results}.values())
     return x
@@ -4532,8 +4824,19 @@ def _cmd_report(args: argparse.Namespace) -> int:
     records = _records_of(args.logs, "report")
     metrics = _logged_metrics(records.values())
     experiments = sorted((_logged_experiment(r) for r in records.values()), key=lambda x: (x.dataset, x.order))
-    print(_render_report(experiments, metrics, _style_for(sys.stdout)))
+    if args.output:
+        suites = sorted({str(r.get("suite")) for r in records.values() if r.get("suite")})
+        title = f"agent-evals: {', '.join(suites) or 'report'}"
+        _write_html(
+            Path(args.output), _render_html(experiments, metrics, title=title), open_it=args.open and _at_terminal()
+        )
+    else:
+        print(_render_report(experiments, metrics, _style_for(sys.stdout)))
     return EXIT_OK
+
+
+def _at_terminal() -> bool:
+    return sys.stderr.isatty() and not os.environ.get("CI")
 
 
 def _cmd_rescore(args: argparse.Namespace) -> int:

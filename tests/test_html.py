@@ -1,0 +1,146 @@
+"""The HTML report: safe by construction, and checked in a real headless Chromium."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import struct
+import zlib
+from pathlib import Path
+
+import pytest
+
+import agent_evals as ae
+from agent_evals import Contender, Metric, Usage
+from conftest import case_files
+
+METRICS = [Metric("acc", "Accuracy.", primary=True)]
+
+
+def row(model: str, acc: float, cost: float) -> ae._Row:
+    return ae._Row("ds", Contender(model), {"acc": {"ds/a": acc}}, 0, 1, 1.0, Usage(1, 1, cost), Usage())
+
+
+def test_pareto_frontier_and_scaling() -> None:
+    assert ae._pareto([(1.0, 0.5), (2.0, 0.4), (3.0, 0.9), (0.5, 0.5)]) == [(0.5, 0.5), (3.0, 0.9)]
+    rows = [row("cheap", 0.5, 0.001), row("mid", 0.8, 0.01), row("dear", 0.9, 1.0), row("waste", 0.4, 0.5)]
+    svg = ae._scatter(rows, METRICS[0], rows[1])
+    assert "cost, log scale" in svg and svg.count("<circle") == 4 and svg.count('class="best"') == 1
+    frontier = svg.split('points="')[1].split('"')[0].split()
+    assert len(frontier) == 3  # waste is dominated
+    linear = ae._scatter([row("a", 0.5, 0.001), row("b", 0.9, 0.002)], METRICS[0], None)
+    assert "cost, log scale" not in linear and "best value" not in linear
+    assert "Nothing was scored" in ae._scatter([], METRICS[0], None)
+
+
+def test_every_value_is_escaped() -> None:
+    case = ae.Case("a/001", "ds", "a", input="<script>alert(1)</script>", expected={"k": "</pre><b>"})
+    x = ae.Experiment(Contender("m<x>"), ae.FakeProvider(), "ds", [case], 1)
+    reply = ae.Reply(output={"k": "<img src=x onerror=alert(2)>"})
+    x.results = [ae.RunResult(x, case, reply, ae.Score(0.0, {"acc": 0.0}, {}, {"why": "<i>"}), 0.1)]
+    page = ae._render_html([x], METRICS, title="t<itle>", refused=["r<efused>"])
+    assert "<script>alert" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    assert "<img src=x" not in page and "<b>" not in page and "<i>" not in page and "m<x>" not in page
+    assert "t&lt;itle&gt;" in page and "r&lt;efused&gt;" in page
+    assert page.count("<script>") == 1  # our own, inline
+    assert "http://" not in page and "https://" not in page and "src=" not in page.replace("src=x", "")
+
+
+def test_report_writes_html_from_logs_and_compare_html(make_suite, cli) -> None:
+    project = make_suite()
+    code, _, err = cli("compare", "--local", "--html", cwd=project)
+    assert code == 0, err
+    (page,) = (project / "log").glob("compare.*.html")
+    assert f"report: log/{page.name}" in err and "fake/echo" in page.read_text()
+    log = next((project / "log" / "agent-evals").glob("*.json"))
+    code, out, err = cli("report", str(log), "-o", "out/report.html")
+    assert code == 0 and out == "" and "report: out/report.html" in err
+    text = (project / "out" / "report.html").read_text()
+    assert "Question for a/001." in text and "prefers-color-scheme" in text and "<svg" in text
+
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+DRIVER = shutil.which("chromedriver")
+
+
+def png_has_content(png: bytes) -> bool:
+    """Not a blank page: the decoded pixels take more than a handful of values."""
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    data, pos = b"", 8
+    while pos < len(png):
+        length, kind = struct.unpack(">I4s", png[pos : pos + 8])
+        if kind == b"IDAT":
+            data += png[pos + 8 : pos + 8 + length]
+        pos += 12 + length
+    return len(set(zlib.decompress(data))) > 16
+
+
+@pytest.mark.skipif(not (CHROMIUM and DRIVER), reason="Debian's chromium and chromium-driver (.ci/run installs them)")
+def test_the_report_in_headless_chromium(make_suite, cli, tmp_path) -> None:
+    import json
+
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+    from selenium.webdriver.common.by import By
+
+    config = "request_types: [prompt]\nvendors:\n  fake:\n    - model: echo\n    - model: broken\n    - model: mute\n"
+    cases = {**case_files("ds", "a/001", {"v": 1}), **case_files("ds", "a/002", {"v": 2}, expected={"v": 0})}
+    cases |= {**case_files("ds", "b/001", {"v": "<script>window.pwned=1</script>"})}
+    project = make_suite(config=config, cases=cases)
+    code, _, err = cli("compare", "--local", "--html", str(tmp_path / "report.html"), cwd=project)
+    assert code == 0, err
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        f"--user-data-dir={tmp_path / 'profile'}",
+        "--window-size=1280,1600",
+    ):
+        options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL", "performance": "ALL"})
+    driver = webdriver.Chrome(service=Service(DRIVER), options=options)
+    try:
+        driver.get((tmp_path / "report.html").as_uri())
+        assert driver.title == "agent-evals: t"
+        assert driver.execute_script("return window.pwned === undefined")
+        table = driver.find_element(By.CSS_SELECTOR, "section table.sortable")
+
+        def models() -> list[str]:
+            rows = table.find_elements(By.CSS_SELECTOR, "tbody tr")
+            return [r.find_elements(By.TAG_NAME, "td")[1].text for r in rows]
+
+        before = models()
+        header = table.find_elements(By.CSS_SELECTOR, "th button")[4]  # the primary metric
+        header.click()
+        after = models()
+        assert sorted(after) == sorted(before) and after != before and after[0] == "fake/echo"
+        header.click()
+        assert models()[0] != "fake/echo"
+        driver.find_element(By.CSS_SELECTOR, "button[data-filter=only-errors]").click()
+        visible = [
+            r for r in driver.find_elements(By.CSS_SELECTOR, "tr.case") if r.is_displayed() or r.get_attribute("class")
+        ]
+        assert visible
+        png = driver.get_screenshot_as_png()
+        (tmp_path / "report.png").write_bytes(png)
+        assert png_has_content(png)
+        errors = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+        assert errors == []
+        requests = [
+            json.loads(e["message"])["message"]["params"].get("request", {}).get("url", "")
+            for e in driver.get_log("performance")
+            if json.loads(e["message"])["message"]["method"] == "Network.requestWillBeSent"
+        ]
+        assert [u for u in requests if u.startswith(("http:", "https:", "ws:", "wss:", "ftp:"))] == []
+        assert any(u.endswith("report.html") for u in requests)  # the log did see our page load
+    finally:
+        driver.quit()
+    if os.environ.get("AGENT_EVALS_KEEP_SCREENSHOT"):
+        Path(os.environ["AGENT_EVALS_KEEP_SCREENSHOT"]).write_bytes(png)
