@@ -3336,8 +3336,8 @@ def _primary(metrics: Sequence[Metric]) -> Metric:
     return next((m for m in metrics if m.primary), metrics[0])
 
 
-def _metric_table(lead: str, leads: Sequence[str], rows: Sequence[_Row], metrics: Sequence[Metric], style: str) -> str:
-    """The columns every leaderboard shares, after a first column ``lead``."""
+def _leaderboard_columns(lead: str, metrics: Sequence[Metric]) -> tuple[list[str], list[bool]]:
+    """Every leaderboard's headers after a first column ``lead``, and which are numbers."""
     headers = [
         lead,
         "model",
@@ -3350,7 +3350,12 @@ def _metric_table(lead: str, leads: Sequence[str], rows: Sequence[_Row], metrics
         "tok_out",
         "cost",
     ]
-    right = [lead == "#", False, False, True, *(True for _ in metrics), True, True, True, True, True]
+    return headers, [lead == "#", False, False, True, *(True for _ in metrics), True, True, True, True, True]
+
+
+def _metric_table(lead: str, leads: Sequence[str], rows: Sequence[_Row], metrics: Sequence[Metric], style: str) -> str:
+    """The columns every leaderboard shares, after a first column ``lead``."""
+    headers, right = _leaderboard_columns(lead, metrics)
     cells = [[first, *_row_cells(r, metrics)] for first, r in zip(leads, rows, strict=True)]
     return _table(headers, cells, right, style)
 
@@ -3990,19 +3995,7 @@ def _html_cell(text: str, value: Any, numeric: bool) -> str:
 def _html_rows(
     rows: Sequence[_Row], metrics: Sequence[Metric], lead: str
 ) -> tuple[list[str], list[list[tuple[str, Any]]], list[bool]]:
-    headers = [
-        lead,
-        "model",
-        "effort",
-        "temp",
-        *(m.name for m in metrics),
-        "errors",
-        "time",
-        "tok_in",
-        "tok_out",
-        "cost",
-    ]
-    numeric = [lead == "#", False, False, True, *(True for _ in metrics), True, True, True, True, True]
+    headers, numeric = _leaderboard_columns(lead, metrics)
     cells = []
     for i, r in enumerate(rows, 1):
         c = r.contender
