@@ -123,11 +123,21 @@ def test_the_report_in_headless_chromium(make_suite, cli, tmp_path) -> None:
         assert sorted(after) == sorted(before) and after != before and after[0] == "fake/echo"
         header.click()
         assert models()[0] != "fake/echo"
+        driver.execute_script("document.querySelectorAll('details').forEach(function (d) { d.open = true; })")
+
+        def shown() -> list[str]:
+            return [
+                r.get_attribute("class") for r in driver.find_elements(By.CSS_SELECTOR, "tr.case") if r.is_displayed()
+            ]
+
+        everything = shown()
+        assert len(everything) == 9
         driver.find_element(By.CSS_SELECTOR, "button[data-filter=only-errors]").click()
-        visible = [
-            r for r in driver.find_elements(By.CSS_SELECTOR, "tr.case") if r.is_displayed() or r.get_attribute("class")
-        ]
-        assert visible
+        assert shown() == ["case error"] * 3
+        driver.find_element(By.CSS_SELECTOR, "button[data-filter=only-wrong]").click()
+        assert shown() == ["case wrong"] * 4  # echo's wrong answer and mute's three
+        driver.find_element(By.CSS_SELECTOR, "button[data-filter='']").click()
+        assert shown() == everything
         png = driver.get_screenshot_as_png()
         (tmp_path / "report.png").write_bytes(png)
         assert png_has_content(png)
