@@ -2902,8 +2902,6 @@ def _result_row(result: RunResult) -> dict[str, Any]:
         "reply_error": reply.error if reply else None,
         "output": reply.output if reply else None,
         "raw": reply.raw if reply and _KEEP_RAW[0] else None,
-        "input": case.input,
-        "expected": case.expected,
         "usage": result.usage.to_json(),
         "retries": result.retries,
         "cached": result.cached,
@@ -2955,9 +2953,14 @@ class LocalTracker(Tracker):
         head = _json_dumps(document, indent=2)[:-2]
         lines = getattr(experiment, "rows_json", None) or [_json_dumps(_result_row(r)) for r in experiment.results]
         rows = ",\n".join(f"    {line}" for line in lines)
+        # each case's input and expected once (not per row or repeat): the HTML report's drill-down
+        cases = ",\n".join(
+            f"    {_json_dumps(c.id)}: {_json_dumps({'input': c.input, 'expected': c.expected})}"
+            for c in {r.case.id: r.case for r in experiment.results}.values()
+        )
         path = folder / f"{experiment.name}.{self.context.get('stamp')}.json"
         tmp = path.with_suffix(".json.tmp")
-        tmp.write_text(f'{head},\n  "rows": [\n{rows}\n  ]\n}}\n', encoding="utf-8")
+        tmp.write_text(f'{head},\n  "rows": [\n{rows}\n  ],\n  "cases": {{\n{cases}\n  }}\n}}\n', encoding="utf-8")
         os.replace(tmp, path)
         experiment.log_path = path  # type: ignore[attr-defined]
         return {"url": None, "path": str(path)}
@@ -4805,8 +4808,9 @@ def _logged_experiment(record: Mapping[str, Any], cases: Mapping[tuple[str, str]
     x.order = int(record.get("order") or 0)
     x.duration = float((record.get("summary") or {}).get("duration") or 0.0)
     for row in record.get("rows", ()):
+        logged = (record.get("cases") or {}).get(row["case"]) or {}
         case = (cases or {}).get((dataset, row["case"])) or Case(
-            row["case"], dataset, row.get("variant") or "", row.get("input") or "", row.get("expected")
+            row["case"], dataset, row.get("variant") or "", logged.get("input") or "", logged.get("expected")
         )
         x.results.append(dataclasses.replace(_row_result(row, case), experiment=x))
     x.cases = list({r.case.id: r.case for r in x.results}.values())

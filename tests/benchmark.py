@@ -168,9 +168,13 @@ def scenario(cases: int, concurrency: int, latency: float, rate_429: float = 0.0
                 "OPENROUTER_API_KEY": "sk-bench",
                 "PYTHONIOENCODING": "utf-8",
             }
+            # -m, as an installed command runs it: from cached bytecode, not recompiled as a script
+            env.pop("PYTHONDONTWRITEBYTECODE", None)
+            env["PYTHONPATH"] = str(ROOT)
             command = [
                 sys.executable,
-                str(ROOT / "agent_evals.py"),
+                "-m",
+                "agent_evals",
                 "compare",
                 "--local",
                 "-j",
