@@ -4592,7 +4592,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
             progress=progress,
             pages=pages,
         )
-    _show_pages(pages, open_them=not args.no_open and err.isatty() and not os.environ.get("CI"))
+    _show_pages(pages, open_them=not args.no_open and _at_terminal())
     if capture.file is not None:
         print(f"warnings: what the suite printed or logged during the run is in {_display(capture.path)}", file=err)
     _report_transport(suite, experiments)
@@ -4603,10 +4603,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if args.output:
         target = Path(args.output) if isinstance(args.output, str) else log_dir.parent / f"{args.command}.{stamp}.txt"
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(_render_breakdown_plain(experiments, suite.metrics), encoding="utf-8")
+        target.write_text(_render_breakdowns(experiments, suite.metrics, "box"), encoding="utf-8")
         print(f"breakdowns: {_display(target)}", file=err)
     elif args.command == "run":
-        print("\n\n".join(_render_breakdown(x, suite.metrics, style) for x in experiments) + "\n", file=out)
+        print(_render_breakdowns(experiments, suite.metrics, style), file=out)
     shown = [x for x in experiments if x.results]
     if interrupted:
         print(
@@ -4744,8 +4744,9 @@ def _report_transport(suite: _Suite, experiments: Sequence[Experiment]) -> None:
             _warn(f"{model_id}: no cost in the response and no price in the catalog; its cost counts as $0")
 
 
-def _render_breakdown_plain(experiments: Sequence[Experiment], metrics: Sequence[Metric]) -> str:
-    return "\n\n".join(_render_breakdown(x, metrics, "box") for x in experiments) + "\n"
+def _render_breakdowns(experiments: Sequence[Experiment], metrics: Sequence[Metric], style: str) -> str:
+    """``run``'s per-case tables, one per experiment, for the screen or the ``-o`` file."""
+    return "\n\n".join(_render_breakdown(x, metrics, style) for x in experiments) + "\n"
 
 
 def _adapter_metadata(adapter: Any) -> Mapping[str, Any]:

@@ -6,26 +6,19 @@ import json
 
 import pytest
 
-from conftest import case_files, read_logs
+from conftest import EXACT_HELPER, case_files, read_logs
 
-SYNC = """
-import agent_evals as ae
-
+SYNC = (
+    EXACT_HELPER
+    + """
 class A(ae.Adapter):
     def call(self, case, model):
         completion = model.complete(user=case.input)
         return ae.Reply(output=ae._first_json_object(completion.text), raw=completion.text, usage=completion.usage)
 
-class S(ae.Scorer):
-    def metrics(self):
-        return [ae.Metric("exact", "1 when right.", primary=True)]
-
-    def call(self, case, reply, context):
-        right = float(reply.output == case.expected)
-        return ae.Score(value=right, metrics={"exact": right})
-
-ae.configure(adapter=A(), scorer=S(), providers=[ae.FakeProvider()])
+ae.configure(adapter=A(), providers=[ae.FakeProvider()])
 """
+)
 
 ASYNC = SYNC.replace(
     """    def call(self, case, model):
