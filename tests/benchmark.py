@@ -3,8 +3,10 @@
     python tests/benchmark.py                      # the issue's three scenarios
     python tests/benchmark.py --cases 500 --concurrency 32 --latency 0.05
 
-A stand-in OpenAI-compatible server runs in its own process (asyncio, keep-alive,
-a fixed latency per answer, optional injected 429s and 500s). A generated suite of N
+A stand-in OpenAI-compatible server runs in its own process (asyncio protocols,
+keep-alive, each answer sent a fixed latency after its request arrived, optional
+injected 429s and 500s); it is lean so that its own CPU, on the same cores, does not
+stand in for the harness's. A generated suite of N
 cases (EchoAdapter parsing JSON, an exact-match scorer, the local log) runs through
 ``agent_evals.py compare --local -j 1 -p C`` against it. Printed: wall time, the ideal
 N×L/C, their ratio, the CLI's CPU seconds per case, its peak RSS, the TCP connections
@@ -29,75 +31,83 @@ ROOT = Path(__file__).resolve().parent.parent
 # -- the stand-in server (runs in a child process) ------------------------------------
 
 
+class _StandIn(asyncio.Protocol):
+    """One client connection: parses pipelined HTTP/1.1 requests and answers each
+    ``latency`` seconds after it arrived (an asyncio timer, no task per request)."""
+
+    def __init__(self, state: dict) -> None:
+        self.state, self.buffer, self.counted, self.transport = state, b"", False, None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def data_received(self, data: bytes) -> None:
+        self.buffer += data
+        while (end := self.buffer.find(b"\r\n\r\n")) != -1:
+            head = self.buffer[:end].decode("latin-1")
+            lines = head.split("\r\n")
+            method, path, _ = lines[0].split(" ", 2)
+            headers = {k.lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:] if line)}
+            size = int(headers.get("content-length", "0"))
+            if len(self.buffer) < end + 4 + size:
+                return
+            body, self.buffer = self.buffer[end + 4 : end + 4 + size], self.buffer[end + 4 + size :]
+            self.answer(method, path, body)
+
+    def answer(self, method: str, path: str, body: bytes) -> None:
+        state, stats = self.state, self.state["stats"]
+        if path.endswith("/stats"):
+            self.send(200, "", json.dumps(stats).encode())
+            return
+        if method == "GET":
+            catalog = {"data": [{"id": "bench/model", "pricing": {"prompt": "0.000001", "completion": "0.000002"}}]}
+            self.send(200, "", json.dumps(catalog).encode())
+            return
+        stats["requests"] += 1
+        if not self.counted:  # connections that carried a completion: the catalog and /stats probes are not
+            self.counted = True
+            stats["connections"] += 1
+        roll = state["rng"].random()
+        if roll < state["rate_429"]:
+            stats["429"] += 1
+            reply = (429, "Retry-After: 0.05\r\n", b'{"error": {"code": 429, "message": "rate limited"}}')
+        elif roll < state["rate_429"] + state["rate_500"]:
+            stats["500"] += 1
+            reply = (500, "", b'{"error": {"code": 500, "message": "internal"}}')
+        else:
+            content = json.loads(body)["messages"][-1]["content"]
+            payload = {
+                "id": "gen-bench",
+                "choices": [
+                    {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": content}}
+                ],
+                "usage": {"prompt_tokens": 20, "completion_tokens": 10, "total_tokens": 30, "cost": 0.00004},
+            }
+            reply = (200, "", json.dumps(payload).encode())
+        state["loop"].call_later(state["latency"], self.send, *reply)
+
+    def send(self, status: int, extra: str, payload: bytes) -> None:
+        if self.transport is None or self.transport.is_closing():
+            return
+        reason = {200: "OK", 429: "Too Many Requests", 500: "Internal Server Error"}[status]
+        head = f"HTTP/1.1 {status} {reason}\r\nContent-Type: application/json\r\nContent-Length: {len(payload)}\r\n{extra}\r\n"
+        self.transport.write(head.encode() + payload)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.transport = None
+
+
 async def _serve(port_file: Path, latency: float, rate_429: float, rate_500: float, seed: int) -> None:
-    stats = {"connections": 0, "requests": 0, "429": 0, "500": 0}
-    rng = random.Random(seed)
-
-    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        counted = False  # connections that carried a completion: the catalog and /stats probes are not
-        try:
-            while True:
-                head = await reader.readuntil(b"\r\n\r\n")
-                lines = head.decode("latin-1").split("\r\n")
-                method, path, _ = lines[0].split(" ", 2)
-                headers = {k.lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:] if line)}
-                body = await reader.readexactly(int(headers.get("content-length", "0")))
-                status, extra, payload = 200, "", b""
-                if path.endswith("/stats"):
-                    payload = json.dumps(stats).encode()
-                elif method == "GET":
-                    payload = json.dumps(
-                        {"data": [{"id": "bench/model", "pricing": {"prompt": "0.000001", "completion": "0.000002"}}]}
-                    ).encode()
-                else:
-                    stats["requests"] += 1
-                    if not counted:
-                        counted = True
-                        stats["connections"] += 1
-                    await asyncio.sleep(latency)
-                    roll = rng.random()
-                    if roll < rate_429:
-                        stats["429"] += 1
-                        status, extra, payload = (
-                            429,
-                            "Retry-After: 0.05\r\n",
-                            b'{"error": {"code": 429, "message": "rate limited"}}',
-                        )
-                    elif roll < rate_429 + rate_500:
-                        stats["500"] += 1
-                        status, payload = 500, b'{"error": {"code": 500, "message": "internal"}}'
-                    else:
-                        content = json.loads(body)["messages"][-1]["content"]
-                        payload = json.dumps(
-                            {
-                                "id": "gen-bench",
-                                "choices": [
-                                    {
-                                        "index": 0,
-                                        "finish_reason": "stop",
-                                        "message": {"role": "assistant", "content": content},
-                                    }
-                                ],
-                                "usage": {
-                                    "prompt_tokens": 20,
-                                    "completion_tokens": 10,
-                                    "total_tokens": 30,
-                                    "cost": 0.00004,
-                                },
-                            }
-                        ).encode()
-                reason = {200: "OK", 429: "Too Many Requests", 500: "Internal Server Error"}[status]
-                writer.write(
-                    f"HTTP/1.1 {status} {reason}\r\nContent-Type: application/json\r\nContent-Length: {len(payload)}\r\n{extra}\r\n".encode()
-                    + payload
-                )
-                await writer.drain()
-        except (asyncio.IncompleteReadError, ConnectionError):
-            pass
-        finally:
-            writer.close()
-
-    server = await asyncio.start_server(handle, "127.0.0.1", 0, backlog=1024)
+    loop = asyncio.get_running_loop()
+    state = {
+        "stats": {"connections": 0, "requests": 0, "429": 0, "500": 0},
+        "rng": random.Random(seed),
+        "latency": latency,
+        "rate_429": rate_429,
+        "rate_500": rate_500,
+        "loop": loop,
+    }
+    server = await loop.create_server(lambda: _StandIn(state), "127.0.0.1", 0, backlog=1024)
     port_file.write_text(str(server.sockets[0].getsockname()[1]))
     async with server:
         await server.serve_forever()
@@ -205,6 +215,9 @@ def scenario(cases: int, concurrency: int, latency: float, rate_429: float = 0.0
         "ideal_s": round(ideal, 3),
         "ratio": round(wall / ideal, 3),
         "cpu_ms_per_case": round((usage.ru_utime + usage.ru_stime) * 1000 / cases, 3),
+        "user_s": round(usage.ru_utime, 3),
+        "sys_s": round(usage.ru_stime, 3),
+        "experiment_s": round(summary["duration"], 3),
         "peak_rss_mb": round(usage.ru_maxrss / 1024, 1),
         "connections": served["connections"],
         "requests": served["requests"],
@@ -230,13 +243,22 @@ def main() -> None:
     parser.add_argument("--latency", type=float, default=0.05)
     parser.add_argument("--rate-429", type=float, default=0.0)
     parser.add_argument("--rate-500", type=float, default=0.0)
+    parser.add_argument("--runs", type=int, default=3, help="runs of each scenario; the best and the median are shown")
     args = parser.parse_args()
     if args.cases:
         runs = [(args.cases, args.concurrency, args.latency, args.rate_429, args.rate_500)]
     else:
         runs = [(2000, 64, 0.05, 0.0, 0.0), (10000, 256, 0.05, 0.0, 0.0), (2000, 64, 0.05, 0.05, 0.02)]
     for run in runs:
-        print(json.dumps(scenario(*run)), flush=True)
+        results = []
+        for _ in range(args.runs):
+            results.append(scenario(*run))
+            print(json.dumps(results[-1]), flush=True)
+        figures = {}
+        for key in ("wall_s", "ratio", "experiment_s", "cpu_ms_per_case", "peak_rss_mb"):
+            values = sorted(r[key] for r in results)
+            figures[key] = {"best": values[0], "median": values[len(values) // 2]}
+        print(json.dumps({"scenario": f"N={run[0]} C={run[1]}", **figures}), flush=True)
 
 
 if __name__ == "__main__":
