@@ -57,7 +57,7 @@ import traceback
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 __version__ = "0.1.0"
 
@@ -181,8 +181,8 @@ def _import_optional(module: str, purpose: str) -> Any:
 def _display(path: Path | str) -> str:
     """A path as the user would type it: relative to the working directory when inside."""
     path = Path(path)
-    try:
-        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    try:  # the folders resolved, not the file: a broken or linked case file keeps its own name
+        return str((path.parent.resolve() / path.name).relative_to(Path.cwd().resolve()))
     except ValueError:
         return str(path)
 
@@ -1755,10 +1755,81 @@ def _scorer_metrics(scorer: Any) -> list[Metric]:
 # ═══════════════════════════════════════════════════════════════════════════════
 
 
+_C = TypeVar("_C", "Case", "_Found")  # a case, read or only found
+
+
 @dataclass
 class _Loaded:
     cases: list[Case]
     problems: list[tuple[str, str]]  # (case key, "path: problem") for verify to report
+
+
+class _Found:
+    """A case as its path names it, before its files are read: what selecting by
+    ``-d``/``-c`` and building the matrix need, for a fraction of a read's cost."""
+
+    __slots__ = ("dataset", "file", "folder", "id", "key", "listing", "variant")
+
+    def __init__(self, root: str, rel: str, file: str, listing: frozenset[str]) -> None:
+        parts = rel.split("/")
+        # the folder after datasets/; for another layout, the one before cases/, else the first
+        if "datasets" in parts[:-1]:
+            self.dataset = parts[parts.index("datasets") + 1]
+        elif "cases" in parts[1:]:
+            self.dataset = parts[parts.index("cases", 1) - 1]
+        else:
+            self.dataset = parts[0] if len(parts) > 1 else "default"
+        name = parts[-1]
+        if name.isdigit() and len(parts) > 1:
+            self.variant, self.id = parts[-2], f"{parts[-2]}/{name}"
+        else:
+            self.variant, self.id = name, name
+        self.key = f"{self.dataset}/{self.id}"
+        self.folder = f"{root}{os.sep}{rel.replace('/', os.sep)}" if rel else root
+        self.file, self.listing = file, listing
+
+
+class _Cases(Sequence[Case]):
+    """The cases of one dataset in order, each read from disk the first time it is
+    asked for: a run starts asking models at once and reads every case in the thread
+    that runs it, while the others wait on the network. Reading twice (two threads, one
+    case) gives equal results, so no lock is needed. ``problems`` holds, by position,
+    what was wrong with the files read so far."""
+
+    def __init__(self, found: Sequence[_Found]) -> None:
+        self.found = list(found)
+        self._cases: list[Case | None] = [None] * len(self.found)
+        self._problems: dict[int, list[str]] = {}
+        self._reading = False
+
+    def __len__(self) -> int:
+        return len(self.found)
+
+    def __getitem__(self, k: Any) -> Any:
+        if isinstance(k, slice):
+            return [self[i] for i in range(*k.indices(len(self)))]
+        case = self._cases[k]
+        if case is None:
+            trouble: list[str] = []
+            case = _read_case(self.found[k], trouble)
+            if trouble:
+                self._problems[k] = trouble
+            self._cases[k] = case
+        return case
+
+    @property
+    def ids(self) -> list[str]:
+        return [f.id for f in self.found]
+
+    def read_ahead(self) -> None:
+        """Read every case, in order, on a thread of its own (once)."""
+        if not self._reading:
+            self._reading = True
+            threading.Thread(target=lambda: [None for _ in self], name="cases-read-ahead", daemon=True).start()
+
+    def problems(self) -> list[tuple[str, str]]:
+        """(case key, problem) for the cases read so far, in case order."""
+        return [(self.found[k].key, p) for k in sorted(self._problems) for p in self._problems[k]]
 
 
 def _glob_segment(segment: str) -> str:
@@ -1801,65 +1872,72 @@ def _glob_regex(pattern: str) -> re.Pattern[str]:
     return re.compile("".join(out)[:-1] + r"\Z")
 
 
-def _load_cases(suite: _Suite) -> _Loaded:
-    # one walk with os.scandir, not pathlib.glob: each folder's listing says which of
-    # expected.json and metadata.json exist, so thousands of cases load in a blink
+def _find_cases(suite: _Suite) -> tuple[list[_Found], list[tuple[str, str]]]:
+    """Every case the glob matches, in order, and the keys named twice; no file is read."""
+    # os.scandir down the tree, not pathlib.glob: each folder's listing says which of
+    # expected.json and metadata.json exist, so thousands of cases are found in a blink
     root = str(suite.root)
     regex = _glob_regex(suite.cases_glob)
-    matched: list[tuple[str, str, frozenset[str]]] = []
-    for folder, dirs, files in os.walk(root):
-        dirs[:] = [d for d in dirs if not d.startswith(".")]
-        rel = folder[len(root) + 1 :].replace(os.sep, "/")
+    matched: list[tuple[list[str], str, str, frozenset[str]]] = []
+    pending = [""]
+    while pending:
+        rel = pending.pop()
+        folders, files = [], []
+        with os.scandir(os.path.join(root, rel) if rel else root) as entries:
+            for entry in entries:
+                if not entry.is_dir():
+                    files.append(entry.name)
+                elif not entry.name.startswith(".") and not entry.is_symlink():  # as os.walk: links not followed
+                    folders.append(entry.name)
         prefix = f"{rel}/" if rel else ""
         listing = frozenset(files)
-        matched += [(rel, name, listing) for name in files if regex.match(prefix + name)]
+        matched += [(rel.split("/"), name, rel, listing) for name in files if regex.match(prefix + name)]
+        pending += [prefix + name for name in folders]
     if not matched:
         raise ConfigError(
             f"no cases match {suite.cases_glob} under {_display(suite.root)}: add "
             f"datasets/<dataset>/cases/<variant>/[NNN/]input.txt, or change configure(cases=...)"
         )
-    matched.sort(key=lambda m: (m[0].split("/"), m[1]))
-    cases: list[Case] = []
-    problems: list[tuple[str, str]] = []
-    seen: set[str] = set()
-    for rel, name, listing in matched:
-        trouble: list[str] = []
-        case = _read_case(root, rel, name, listing, trouble)
+    matched.sort(key=lambda m: (m[0], m[1]))
+    found, twice, seen = [], [], set()
+    for _, name, rel, listing in matched:
+        case = _Found(root, rel, name, listing)
         if case.key in seen:
-            where = _display(os.path.join(root, rel, name))
-            trouble.append(f"{where}: case {case.key} is listed twice; rename its folder")
+            where = _display(os.path.join(case.folder, name))
+            twice.append((case.key, f"{where}: case {case.key} is listed twice; rename its folder"))
         seen.add(case.key)
-        cases.append(case)
-        problems += [(case.key, problem) for problem in trouble]
-    return _Loaded(cases, problems)
+        found.append(case)
+    return found, twice
 
 
-def _read_case(root: str, rel: str, file: str, listing: frozenset[str], problems: list[str]) -> Case:
-    """The case whose input is ``rel/file`` under ``root``; ``listing``: its folder's files."""
-    folder = f"{root}{os.sep}{rel}" if rel else root
-    path = f"{folder}{os.sep}{file}"
-    parts = rel.split("/")
-    # the folder after datasets/; for another layout, the one before cases/, else the first
-    if "datasets" in parts[:-1]:
-        dataset = parts[parts.index("datasets") + 1]
-    elif "cases" in parts[1:]:
-        dataset = parts[parts.index("cases", 1) - 1]
-    else:
-        dataset = parts[0] if len(parts) > 1 else "default"
-    name = parts[-1]
-    if name.isdigit() and len(parts) > 1:
-        variant, case_id = parts[-2], f"{parts[-2]}/{name}"
-    else:
-        variant, case_id = name, name
-    with open(path, "rb") as handle:
-        raw = handle.read()
+def _load_cases(suite: _Suite) -> _Loaded:
+    """Every case, read now: what ``cases``, ``verify`` and ``rescore`` show and check."""
+    found, twice = _find_cases(suite)
+    cases = _Cases(found)
+    loaded = list(cases)
+    problems = cases.problems() + twice
+    order = {f.key: i for i, f in enumerate(found)}
+    problems.sort(key=lambda p: order[p[0]])  # stable: a case's own problems, then "listed twice"
+    return _Loaded(loaded, problems)
+
+
+def _read_case(found: _Found, problems: list[str]) -> Case:
+    """The case ``found`` names, with what is wrong with its files added to ``problems``."""
+    folder, listing = found.folder, found.listing
+    path = f"{folder}{os.sep}{found.file}"
+    text = ""
     try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as e:
-        problems.append(f"{_display(path)}: not UTF-8 text ({e.reason} at byte {e.start}); save it as UTF-8")
-        text = raw.decode("utf-8", errors="replace")
-    if not text.strip():
-        problems.append(f"{_display(path)}: empty input")
+        raw = _read_bytes(path)
+    except OSError as e:  # read in a worker thread: a problem of the case, never a lost thread
+        problems.append(f"{_display(path)}: cannot be read ({e.strerror})")
+    else:
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            problems.append(f"{_display(path)}: not UTF-8 text ({e.reason} at byte {e.start}); save it as UTF-8")
+            text = raw.decode("utf-8", errors="replace")
+        if not text.strip():
+            problems.append(f"{_display(path)}: empty input")
     expected = metadata = None
     if "expected.json" in listing:
         expected = _read_json(f"{folder}{os.sep}expected.json", problems)
@@ -1873,9 +1951,9 @@ def _read_case(root: str, rel: str, file: str, listing: frozenset[str], problems
         )
         metadata = None
     return Case(
-        id=case_id,
-        dataset=dataset,
-        variant=variant,
+        id=found.id,
+        dataset=found.dataset,
+        variant=found.variant,
         input=text,
         expected=expected,
         path=Path(folder),
@@ -1883,10 +1961,27 @@ def _read_case(root: str, rel: str, file: str, listing: frozenset[str], problems
     )
 
 
+_O_BINARY = getattr(os, "O_BINARY", 0)  # Windows: no newline translation
+
+
+def _read_bytes(path: str) -> bytes:
+    """A whole file in three system calls (a short read of a regular file is its end):
+    ``open()`` adds a stat, a seek and a terminal check to each of the thousands of
+    small files a suite has, and every call is a moment another thread takes the GIL."""
+    fd = os.open(path, os.O_RDONLY | _O_BINARY)
+    try:
+        data = os.read(fd, 65536)
+        if len(data) == 65536:
+            while chunk := os.read(fd, 1 << 20):
+                data += chunk
+        return data
+    finally:
+        os.close(fd)
+
+
 def _read_json(path: str, problems: list[str]) -> Any:
     try:
-        with open(path, "rb") as file:
-            return json.loads(file.read().decode("utf-8"))
+        return json.loads(_read_bytes(path).decode("utf-8"))
     except OSError as e:
         problems.append(f"{_display(path)}: cannot be read ({e.strerror})")
     except UnicodeDecodeError as e:
@@ -1907,7 +2002,7 @@ def _split(values: Sequence[str] | None) -> list[str]:
     return out
 
 
-def _select_cases(cases: list[Case], datasets: list[str], selectors: list[str]) -> list[Case]:
+def _select_cases(cases: list[_C], datasets: list[str], selectors: list[str]) -> list[_C]:
     known = sorted({c.dataset for c in cases})
     for name in datasets:
         if name not in known:
@@ -1925,7 +2020,7 @@ def _select_cases(cases: list[Case], datasets: list[str], selectors: list[str]) 
     return cases
 
 
-def _matches(case: Case, selector: str) -> bool:
+def _matches(case: Case | _Found, selector: str) -> bool:
     return selector in (case.id, case.variant, case.key) or case.key.startswith(f"{selector}/")
 
 
@@ -2074,6 +2169,11 @@ class Experiment:
         return model
 
 
+def _ids(cases: Sequence[Case]) -> list[str]:
+    """The cases' ids, without reading the files of cases not read yet."""
+    return cases.ids if isinstance(cases, _Cases) else [c.id for c in cases]
+
+
 def _safe_name(text: str) -> str:
     """A file-name-safe rendering of any model id or label (no ``/``, no spaces)."""
     return re.sub(r"[^A-Za-z0-9._=-]+", "-", text).strip("-.") or "experiment"
@@ -2194,11 +2294,15 @@ class _Running:
         import itertools
 
         self.run, self.experiment = run, experiment
-        # one unit per case and repeat, in case order
-        self.units = [(case, r) for case in experiment.cases for r in range(experiment.repeat)]
+        # one unit per case and repeat, in case order: (the case's place, the repeat); the
+        # case itself is read when a worker takes it
+        cases = experiment.cases
+        self.units = [(k, r) for k in range(len(cases)) for r in range(experiment.repeat)]
+        ids = _ids(cases)
+        self.ids = [ids[k] for k, _ in self.units]
         self.results: list[RunResult | None] = [
-            dataclasses.replace(p, experiment=experiment) if (p := previous.get((c.id, r))) else None
-            for c, r in self.units
+            dataclasses.replace(p, experiment=experiment) if (p := previous.get((ids[k], r))) else None
+            for k, r in self.units
         ]
         self.todo = [i for i, result in enumerate(self.results) if result is None]
         self.claim = itertools.count().__next__  # atomic under the GIL
@@ -2213,6 +2317,8 @@ class _Running:
 
     def start(self) -> None:
         self.experiment.started_at = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+        if isinstance(self.experiment.cases, _Cases):
+            self.experiment.cases.read_ahead()
         for tracker in self.run.trackers:
             with self.run.lock:
                 self.run.call(tracker, "start", self.experiment)
@@ -2234,9 +2340,11 @@ class _Running:
     def _work(self, gate: threading.Event) -> None:
         gate.wait()
         run = self.run
+        cases = self.experiment.cases
         while (k := self.claim()) < len(self.todo) and not _stop.event.is_set():
-            case, repeat = self.units[self.todo[k]]
-            if not self._keep(self.todo[k], _run_case(run.suite, self.experiment, case, run.metric_names, repeat)):
+            place, repeat = self.units[self.todo[k]]
+            result = _run_case(run.suite, self.experiment, cases[place], run.metric_names, repeat)
+            if not self._keep(self.todo[k], result):
                 return  # abandoned after the grace period: its experiment is written already
         self._done()
 
@@ -2247,7 +2355,8 @@ class _Running:
 
         async def worker() -> None:
             while (k := self.claim()) < len(self.todo) and not _stop.event.is_set():
-                case, repeat = self.units[self.todo[k]]
+                place, repeat = self.units[self.todo[k]]
+                case = self.experiment.cases[place]
                 result = await _arun_case(run.suite, self.experiment, case, run.metric_names, repeat)
                 if not self._keep(self.todo[k], result):
                     return
@@ -2294,8 +2403,8 @@ class _Running:
             x.results = [r for r in self.results if r is not None]
             x.rows_json = [line for line in self.lines if line is not None]
             x.not_run = [
-                f"{c.id}#{n}" if x.repeat > 1 else c.id
-                for (c, n), r in zip(self.units, self.results, strict=True)
+                f"{case_id}#{n}" if x.repeat > 1 else case_id
+                for case_id, (_, n), r in zip(self.ids, self.units, self.results, strict=True)
                 if r is None
             ]
             for result in self.results[self.recorded :]:  # what finished after a gap
@@ -2357,8 +2466,17 @@ class _Cache:
             import sqlite3
 
             db = sqlite3.connect(self.path, timeout=30.0)
-            db.execute("PRAGMA journal_mode=WAL")
-            db.execute("PRAGMA busy_timeout=30000")
+            # switching a new file to WAL takes a lock SQLite will not wait for: two processes
+            # opening the cache at once (shards on one machine) retry instead of failing
+            deadline = time.monotonic() + 30.0
+            while True:
+                try:
+                    db.execute("PRAGMA journal_mode=WAL")
+                    break
+                except sqlite3.OperationalError as e:
+                    if "locked" not in str(e) or time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.02)
             self._local.db = db
         return db
 
@@ -2511,7 +2629,7 @@ def _run_all(
             if failure:
                 print(f"warning: {failure}: its {len(group)} experiments were not run", file=run.progress.err)
                 for x in group:
-                    x.not_run, x.failure = [c.id for c in x.cases], failure
+                    x.not_run, x.failure = _ids(x.cases), failure
                 continue
             pending = list(group)
             while pending or running:
@@ -2522,7 +2640,7 @@ def _run_all(
                     started.start()
                 if _stop.event.is_set():
                     for x in pending:
-                        x.not_run = [c.id for c in x.cases]
+                        x.not_run = _ids(x.cases)
                     pending = []
                     if not running:
                         break
@@ -4478,14 +4596,19 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _prepare(args: argparse.Namespace) -> tuple[_Suite, list[Case], _Loaded]:
+    suite = _open_suite(args)
+    loaded = _load_cases(suite)
+    cases = _select_cases(loaded.cases, _split(args.dataset), _split(args.case))
+    return suite, cases, loaded
+
+
+def _open_suite(args: argparse.Namespace) -> _Suite:
     suite = _load_suite(args.helper, args.config)
     if args.verbose:
         print(
             f"note: suite {suite.name} at {_display(suite.root)}; lineup {_display(suite.config.path)}", file=sys.stderr
         )
-    loaded = _load_cases(suite)
-    cases = _select_cases(loaded.cases, _split(args.dataset), _split(args.case))
-    return suite, cases, loaded
+    return suite
 
 
 def _cmd_cases(args: argparse.Namespace) -> int:
@@ -4541,7 +4664,11 @@ def _suite_problems(suite: _Suite, dataset: str, cases: list[Case]) -> list[str]
 def _cmd_run(args: argparse.Namespace) -> int:
     if args.reserved_l or args.reserved_L:
         raise ConfigError("-l and -L are reserved for logging and not yet implemented")
-    suite, cases, loaded = _prepare(args)
+    suite = _open_suite(args)
+    found, twice = _find_cases(suite)
+    selected = _select_cases(found, _split(args.dataset), _split(args.case))
+    # each dataset's cases are read by the threads that run them, while the others wait on the network
+    by_dataset = {d: _Cases([f for f in selected if f.dataset == d]) for d in sorted({f.dataset for f in selected})}
     overrides = _Overrides(args.effort, args.temperature, args.max_tokens, args.parallelism)
     lineup = _build_lineup(suite, overrides, _split(args.models))
     for refusal in lineup.refused:
@@ -4553,8 +4680,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     parallelism = args.parallelism or suite.config.defaults.parallelism
     repeat = args.repeat or suite.config.defaults.repeat
     experiments = [
-        Experiment(contender, provider, dataset, [c for c in cases if c.dataset == dataset], parallelism, repeat)
-        for dataset in sorted({c.dataset for c in cases})
+        Experiment(contender, provider, dataset, cases, parallelism, repeat)
+        for dataset, cases in by_dataset.items()
         for contender, provider in lineup.contenders
     ]
     for x in experiments:
@@ -4571,11 +4698,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
     notes += [note for p in suite.providers for note in getattr(p, "notes", ())]
     if unknown:
         raise ConfigError(unknown[0])
-    selected = {c.key for c in cases}
-    for key, problem in loaded.problems:
-        if key in selected:
-            _warn(f"{problem} (agent-evals verify lists every problem)")
+    keys = {f.key for f in selected}
+    twice = [(key, problem) for key, problem in twice if key in keys]
     if args.dry_run:
+        for cases in by_dataset.values():
+            list(cases)  # nothing runs: read them all now, to name their problems
+        _warn_case_problems(by_dataset.values(), twice)
         _print_notes(args, notes)
         print(_render_matrix(experiments, style), file=out)
         return EXIT_OK
@@ -4586,6 +4714,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     previous, resumed_from = {}, None
     if args.resume:
         resumed_from, files = _resume_files(args.resume, log_dir)
+        cases = [case for group in by_dataset.values() for case in group]
         previous = _load_previous(_read_records(files, "--resume"), cases, args.retry_errors)
         skipped = sum(len(v) for v in previous.values())
         print(f"resume: {skipped} finished cases from the run of {resumed_from} are not asked again", file=sys.stderr)
@@ -4637,6 +4766,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
             pages=pages,
         )
     _show_pages(pages, open_them=not args.no_open and _at_terminal())
+    _warn_case_problems(by_dataset.values(), twice)
     if capture.file is not None:
         print(f"warnings: what the suite printed or logged during the run is in {_display(capture.path)}", file=err)
     _report_transport(suite, experiments)
@@ -4680,6 +4810,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
     for message in failed:
         print(f"gate failed: {message}", file=err)
     return EXIT_FAILED if failed or any(x.failure for x in experiments) else EXIT_OK
+
+
+def _warn_case_problems(groups: Iterable[_Cases], twice: Sequence[tuple[str, str]]) -> None:
+    """What was wrong with the case files read (a run reads them as it goes)."""
+    for _, problem in [p for group in groups for p in group.problems()] + list(twice):
+        _warn(f"{problem} (agent-evals verify lists every problem)")
 
 
 def _cache_lines(experiments: Sequence[Experiment]) -> list[str]:

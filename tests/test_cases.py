@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 
-from conftest import case_files
+import agent_evals as ae
+from conftest import case_files, read_logs
 
 
 def test_layout_ids_and_metadata(make_suite, cli) -> None:
@@ -160,3 +161,42 @@ ae.configure(adapter=ae.EchoAdapter(), scorer=S(), providers=[ae.FakeProvider()]
     project = make_suite(helper=helper)
     code, out, _ = cli("cases", cwd=project)
     assert code == 0 and "summary raised KeyError: 'x'" in out
+
+
+def test_a_run_reads_each_case_as_it_goes_and_names_what_was_wrong_after(make_suite, cli) -> None:
+    base = "evals/datasets/ds/cases/a"
+    cases = {**case_files("ds", "a/001", {"v": 1}), **case_files("ds", "a/002", {"v": 2})}
+    cases |= {f"{base}/003/input.txt": 'Answer: {"v": 3}', f"{base}/003/expected.json": '{"v": '}
+    cases |= {f"{base}/004/expected.json": '{"v": 4}'}
+    project = make_suite(cases=cases)
+    (project / base / "004" / "input.txt").symlink_to(project / "nowhere.txt")  # found, but cannot be read
+    code, out, err = cli("compare", "--local", cwd=project)
+    assert "│ 50.0% │" in out
+    assert code == 0, err
+    assert f"warning: {base}/003/expected.json: line 1, column 7: invalid JSON: Expecting value" in err
+    assert f"warning: {base}/004/input.txt: cannot be read (No such file or directory)" in err
+    assert err.index("003/expected.json") < err.index("004/input.txt")  # in case order
+    (log,) = read_logs(project)
+    rows = {row["case"]: row for row in log["rows"]}
+    assert sorted(rows) == ["a/001", "a/002", "a/003", "a/004"]
+    assert [rows[c]["score"] for c in ("a/001", "a/002", "a/003", "a/004")] == [1.0, 1.0, 0.0, 0.0]
+    assert rows["a/004"]["reply_error"] == "no JSON object in the reply"
+    code, _, err = cli("compare", "-n", cwd=project)  # a dry run reads them all to say so too
+    assert code == 0 and f"{base}/004/input.txt: cannot be read" in err
+
+
+def test_cases_are_read_when_first_asked_for(make_suite, monkeypatch) -> None:
+    project = make_suite()
+    monkeypatch.chdir(project)
+    suite = ae._load_suite(str(project / "evals" / "eval_helper.py"), None)
+    found, twice = ae._find_cases(suite)
+    cases = ae._Cases(found)
+    assert cases.ids == ["a/001", "a/002", "b/001", "b/002"] and twice == []
+    (project / "evals/datasets/ds/cases/b/002/expected.json").write_text('{"v": "changed"}')
+    (project / "evals/datasets/ds/cases/a/002/input.txt").unlink()
+    assert cases[3].expected == {"v": "changed"}  # read now, not when found
+    assert cases[1].input == "" and [c.id for c in cases[0:2]] == ["a/001", "a/002"]
+    assert cases.problems() == [
+        ("ds/a/002", "evals/datasets/ds/cases/a/002/input.txt: cannot be read (No such file or directory)")
+    ]
+    assert cases[3] is cases[3]  # read once

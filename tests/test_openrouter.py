@@ -460,3 +460,16 @@ def test_ctrl_c_during_a_backoff_ends_the_real_cli_promptly(env, make_suite) -> 
     assert {row["error"] for row in log["rows"]} == {
         "ProviderError: openrouter: openai/gpt-4.1-mini: HTTP 429: later; not retried: interrupted (Ctrl-C)"
     }
+
+
+def test_a_server_that_stops_reading_times_out_the_send(monkeypatch) -> None:
+    with socket.socket() as listener:  # accepts, then never reads: the request fills the socket buffers
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(4)
+        monkeypatch.setenv("OPENROUTER_BASE_URL", f"http://127.0.0.1:{listener.getsockname()[1]}/api/v1")
+        monkeypatch.setenv("OPENROUTER_API_KEY", KEY)
+        m = model(timeout=0.2, retries=1)
+        started = time.monotonic()
+        with pytest.raises(ae.ProviderError, match=r"TimeoutError: timed out.*gave up after 1 retries"):
+            m.complete(user="x" * 16_000_000)
+        assert time.monotonic() - started < 5.0 and m.retries == 1
