@@ -42,9 +42,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import difflib
 import importlib
-import importlib.util
 import inspect
 import json
 import math
@@ -53,13 +51,18 @@ import re
 import sys
 import threading
 import time
-import traceback
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, TypeVar
+
+TYPE_CHECKING = False  # typing is for the checker only: importing it would slow every start
+if TYPE_CHECKING:
+    from typing import Any, ClassVar
 
 __version__ = "0.1.0"
+
+# internal records are never compared: no __eq__ to build at import, which every start pays for
+_record = dataclass(eq=False)
 
 __all__ = [
     # values
@@ -160,6 +163,8 @@ class SuiteError(EvalError):
 
 def _hint(name: str, known: Iterable[str]) -> str:
     """' (did you mean "x"?)' for the nearest known name, or ''."""
+    import difflib
+
     close = difflib.get_close_matches(str(name), [str(k) for k in known], n=1, cutoff=0.6)
     return f' (did you mean "{close[0]}"?)' if close else ""
 
@@ -455,6 +460,12 @@ class Provider:
 
     def model_name(self, model_id: str) -> str:
         """The id as the API spells it: without the provider's own prefix."""
+        names = self.__dict__.setdefault("_names", {})  # asked once a request: remembered
+        if (name := names.get(model_id)) is None:
+            name = names[model_id] = self._strip_prefix(model_id)
+        return name
+
+    def _strip_prefix(self, model_id: str) -> str:
         for prefix in (self.prefix, f"{self.name}/" if self.direct else None):
             if prefix and model_id.startswith(prefix):
                 return model_id[len(prefix) :]
@@ -614,14 +625,14 @@ def _retrying(provider: Provider, label: str, model: Model | None, attempt: Call
     backoff and jitter (or the server's Retry-After) within the provider's bounds: at
     most ``retries`` more tries and ``retry_wait`` seconds of waiting. A stopped run
     (Ctrl-C, a refused key) ends the wait at once."""
-    import random
-
     waited, tries = 0.0, 0
     while True:
         try:
             return attempt()
         except _Retry as e:
             failure, retry_after = e.failure, e.retry_after
+        import random
+
         delay = retry_after if retry_after is not None else provider.retry_backoff * 2**tries * random.uniform(0.5, 1)
         if tries >= provider.retries or waited + delay > provider.retry_wait:
             raise ProviderError(f"{label}: {failure} (gave up after {tries} retries)")
@@ -824,7 +835,7 @@ class OpenRouter(Provider):
         self._lock = threading.Lock()
         self.unpriced: set[str] = set()
         self.notes: list[str] = []
-        self._headers_for: tuple[tuple[str, str] | None, dict[str, str]] = (None, {})
+        self._endpoints: tuple[Any, str, dict[str, str]] = (None, "", {})
 
     @property
     def base_url(self) -> str:
@@ -845,24 +856,26 @@ class OpenRouter(Provider):
         data, status = self._request(model.id, "POST", "/chat/completions", _request_body(body), model)
         return self._completion(model, data, status)
 
-    def _headers(self) -> dict[str, str]:
-        key = os.environ.get("OPENROUTER_API_KEY", "")
-        if self._headers_for[0] != (key, self.app_name):  # built once a run, not once a request
+    def _endpoint(self, path: str) -> tuple[str, dict[str, str]]:
+        """The URL and headers of a request: built once a run, not once a request."""
+        environ = os.environ
+        given = (environ.get("OPENROUTER_BASE_URL"), environ.get("OPENROUTER_API_KEY", ""), self.app_name, path)
+        if self._endpoints[0] != given:
             headers = {
-                "Authorization": f"Bearer {key}",
+                "Authorization": f"Bearer {given[1]}",
                 "Content-Type": "application/json",
                 "HTTP-Referer": self.referer,
                 "X-OpenRouter-Title": self.app_name,
                 "X-Title": self.app_name,
             }
-            self._headers_for = ((key, self.app_name), headers)
-        return self._headers_for[1]
+            self._endpoints = (given, f"{self.base_url}{path}", headers)
+        return self._endpoints[1], self._endpoints[2]
 
     def _request(
         self, model_id: str, method: str, path: str, body: bytes | None, model: Model | None = None
     ) -> tuple[Any, int]:
         """The JSON answer to one request, retrying what is worth retrying within the bounds."""
-        url, headers = f"{self.base_url}{path}", self._headers()
+        url, headers = self._endpoint(path)
 
         def attempt() -> tuple[Any, int]:
             try:
@@ -1306,7 +1319,7 @@ class Tracker:
 # ═══════════════════════════════════════════════════════════════════════════════
 
 
-@dataclass
+@_record
 class _Configuration:
     suite: str | None = None
     root: Path | None = None
@@ -1353,7 +1366,7 @@ def _reset_configuration() -> None:
 # ═══════════════════════════════════════════════════════════════════════════════
 
 
-@dataclass
+@_record
 class _Defaults:
     effort: list[str] = field(default_factory=lambda: ["default"])
     temperature: list[float | None] = field(default_factory=lambda: [None])
@@ -1363,7 +1376,7 @@ class _Defaults:
     transport: dict[str, float] = field(default_factory=dict)  # timeout, retries, ... as Provider names them
 
 
-@dataclass
+@_record
 class _Config:
     """The parsed ``.agent-eval.config.yml``."""
 
@@ -1431,6 +1444,8 @@ def _load_helper(path: Path) -> None:
     root = str(path.parent.parent)
     if root not in sys.path:
         sys.path.insert(0, root)
+    import importlib.util
+
     spec = importlib.util.spec_from_file_location("_agent_evals_helper", path)
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
@@ -1445,6 +1460,8 @@ def _load_helper(path: Path) -> None:
 def _where(error: BaseException, path: Path) -> str:
     """':LINE' of the deepest frame inside ``path``, or ''."""
     line = None
+    import traceback
+
     for frame in traceback.extract_tb(error.__traceback__):
         if Path(frame.filename).resolve() == path.resolve():
             line = frame.lineno
@@ -1655,7 +1672,7 @@ def _import_module(name: str, key: str, value: str, where: str) -> Any:
         raise SuiteError(f"{where}: {key}: importing {name} raised {type(e).__name__}: {e}") from e
 
 
-@dataclass
+@_record
 class _Suite:
     """Everything discovery found: the suite's objects, its root and its lineup file."""
 
@@ -1755,10 +1772,7 @@ def _scorer_metrics(scorer: Any) -> list[Metric]:
 # ═══════════════════════════════════════════════════════════════════════════════
 
 
-_C = TypeVar("_C", "Case", "_Found")  # a case, read or only found
-
-
-@dataclass
+@_record
 class _Loaded:
     cases: list[Case]
     problems: list[tuple[str, str]]  # (case key, "path: problem") for verify to report
@@ -2002,7 +2016,8 @@ def _split(values: Sequence[str] | None) -> list[str]:
     return out
 
 
-def _select_cases(cases: list[_C], datasets: list[str], selectors: list[str]) -> list[_C]:
+def _select_cases(cases: list[Any], datasets: list[str], selectors: list[str]) -> list[Any]:
+    """The cases (read, or only found) that ``-d`` and ``-c`` select, in order."""
     known = sorted({c.dataset for c in cases})
     for name in datasets:
         if name not in known:
@@ -2029,7 +2044,7 @@ def _matches(case: Case | _Found, selector: str) -> bool:
 # ═══════════════════════════════════════════════════════════════════════════════
 
 
-@dataclass
+@_record
 class _Overrides:
     """What flags set; each beats the config file, which beats the defaults."""
 
@@ -2039,7 +2054,7 @@ class _Overrides:
     parallelism: int | None = None
 
 
-@dataclass
+@_record
 class _Lineup:
     contenders: list[tuple[Contender, Provider]]
     refused: list[str]
@@ -2265,6 +2280,8 @@ def _score(suite: _Suite, case: Case, reply: Reply, metric_names: frozenset[str]
 
 def _describe(error: BaseException) -> tuple[str, str]:
     """An exception as the log keeps it: ``Type: message`` and a short traceback, secrets masked."""
+    import traceback
+
     trace = "".join(traceback.format_exception(type(error), error, error.__traceback__, limit=-4))
     return _redact(f"{type(error).__name__}: {error}"), _redact(trace)
 
@@ -3383,6 +3400,8 @@ def _check_tracker(tracker: type[Tracker]) -> type[Tracker]:
 
 def _importable(module: str) -> bool:
     try:
+        import importlib.util
+
         return importlib.util.find_spec(module) is not None
     except (ImportError, ValueError):  # a parent that is not a package, or a module set to None
         return False
@@ -3847,7 +3866,7 @@ def _render_changes(changes: Sequence[_Change], style: str) -> str:
     return f"{_table(headers, rows, right, style)}\n{note}"
 
 
-@dataclass
+@_record
 class _Gates:
     """The CI gates a run was given; each failure is one line naming the gate and the figures."""
 
@@ -4578,6 +4597,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     except EvalError as e:
         if args is not None and getattr(args, "debug", False):
+            import traceback
+
             traceback.print_exc()
         print(f"error: {_redact(str(e))}", file=sys.stderr)
         return e.exit_code
