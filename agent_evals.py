@@ -1843,7 +1843,8 @@ class _Cases(Sequence[Case]):
 
     def problems(self) -> list[tuple[str, str]]:
         """(case key, problem) for the cases read so far, in case order."""
-        return [(self.found[k].key, p) for k in sorted(self._problems) for p in self._problems[k]]
+        found = self._problems.copy()  # one step under the GIL: the read-ahead may still be adding
+        return [(self.found[k].key, p) for k in sorted(found) for p in found[k]]
 
 
 def _glob_segment(segment: str) -> str:
