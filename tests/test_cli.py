@@ -152,6 +152,15 @@ def test_help_imports_no_network_or_thread_pool_modules() -> None:
     )
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert "LOADED []" in result.stderr
+    # nor, as the installed command runs it, what only errors, hints or runs need
+    code = (
+        "import sys, agent_evals\n"
+        "try:\n    agent_evals.main(['--help'])\nexcept SystemExit:\n    pass\n"
+        "heavy = ('typing', 'difflib', 'traceback', 'sqlite3', 'asyncio', 'random', 'hashlib', 'importlib.util')\n"
+        "print('LOADED', [m for m in heavy if m in sys.modules], file=sys.stderr)\n"
+    )
+    result = subprocess.run([sys.executable, "-S", "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert "LOADED []" in result.stderr, result.stderr
 
 
 def test_stdout_carries_only_tables(toy: Path) -> None:
