@@ -1,16 +1,23 @@
 """The OpenRouter path's overhead, measured through the real CLI (run by hand, not a test).
 
-    python tests/benchmark.py                      # the issue's three scenarios
+    python tests/benchmark.py                      # the issue's three scenarios, 3 runs each
     python tests/benchmark.py --cases 500 --concurrency 32 --latency 0.05
+    python tests/benchmark.py --baseline 100       # the machine's floor: a bare client, 100 µs of work a case
 
 A stand-in OpenAI-compatible server runs in its own process (asyncio protocols,
 keep-alive, each answer sent a fixed latency after its request arrived, optional
 injected 429s and 500s); it is lean so that its own CPU, on the same cores, does not
-stand in for the harness's. A generated suite of N
-cases (EchoAdapter parsing JSON, an exact-match scorer, the local log) runs through
-``agent_evals.py compare --local -j 1 -p C`` against it. Printed: wall time, the ideal
-N×L/C, their ratio, the CLI's CPU seconds per case, its peak RSS, the TCP connections
-it opened, and the requests the server answered against the retries the logs report.
+stand in for the harness's. A generated suite of N cases (EchoAdapter parsing JSON, an
+exact-match scorer, the local log) runs through ``python -m agent_evals compare --local
+-j 1 -p C`` against it. Printed for each run, then the best and the median: wall time,
+the ideal N×L/C, their ratio, the experiment's own time, the CLI's CPU per case (user
+and system), its peak RSS, the TCP connections it opened, and the requests the server
+answered against the retries the logs report.
+
+``--baseline US`` runs, instead of the CLI, a bare threaded client (keep-alive sockets,
+JSON out and in, nothing else) with US microseconds of busy Python per request: what
+threads on this machine allow before any harness work, and how that floor moves as
+per-case work grows.
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -172,18 +180,92 @@ def _stats(port: int) -> dict:
         return json.load(response)
 
 
+def _start_server(root: Path, latency: float, rate_429: float = 0.0, rate_500: float = 0.0) -> tuple[Any, int]:
+    port_file = root / "port"
+    server = subprocess.Popen(
+        [sys.executable, __file__, "--serve", str(port_file), str(latency), str(rate_429), str(rate_500)]
+    )
+    while not port_file.exists() or not port_file.read_text():
+        time.sleep(0.02)
+    return server, int(port_file.read_text())
+
+
+# -- the floor: a bare threaded client, no harness (run in a child process) -------------
+
+
+def _bare_client(port: int, cases: int, concurrency: int, busy: float) -> None:
+    """``cases`` requests over ``concurrency`` keep-alive threads: JSON out, JSON in, and
+    ``busy`` seconds of pure-Python work per request standing in for a harness's own."""
+    import queue
+    import resource
+    import socket
+    import threading
+
+    todo: queue.SimpleQueue[int] = queue.SimpleQueue()
+    for n in range(cases):
+        todo.put(n)
+
+    def work() -> None:
+        sock = socket.create_connection(("127.0.0.1", port))
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        stream = sock.makefile("rb")
+        while True:
+            try:
+                n = todo.get_nowait()
+            except queue.Empty:
+                return
+            body = json.dumps({"model": "bench/model", "messages": [{"role": "user", "content": f"case {n}"}]})
+            head = f"POST /api/v1/chat/completions HTTP/1.1\r\nHost: bench\r\nContent-Length: {len(body)}\r\n\r\n"
+            sock.sendall((head + body).encode())
+            size = 0
+            while (line := stream.readline()) != b"\r\n":
+                if line.lower().startswith(b"content-length:"):
+                    size = int(line.split(b":")[1])
+            json.loads(stream.read(size))
+            until = time.perf_counter() + busy
+            while time.perf_counter() < until:
+                pass
+
+    started = time.perf_counter()
+    threads = [threading.Thread(target=work) for _ in range(concurrency)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    wall = time.perf_counter() - started
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    print(json.dumps({"wall_s": wall, "cpu_ms_per_case": (usage.ru_utime + usage.ru_stime) * 1000 / cases}))
+
+
+def baseline(cases: int, concurrency: int, latency: float, busy_us: float) -> dict:
+    """What this machine allows with no harness at all: the bare client's wall and CPU."""
+    with tempfile.TemporaryDirectory() as tmp:
+        server, port = _start_server(Path(tmp), latency)
+        try:
+            argv = [sys.executable, __file__, "--bare", str(port), str(cases), str(concurrency), str(busy_us / 1e6)]
+            measured = json.loads(subprocess.run(argv, capture_output=True, text=True, check=True).stdout)
+        finally:
+            server.terminate()
+            server.wait()
+    ideal = cases * latency / concurrency
+    return {
+        "baseline": "bare threaded client",
+        "cases": cases,
+        "concurrency": concurrency,
+        "busy_us_per_case": busy_us,
+        "wall_s": round(measured["wall_s"], 3),
+        "ideal_s": round(ideal, 3),
+        "ratio": round(measured["wall_s"] / ideal, 3),
+        "cpu_ms_per_case": round(measured["cpu_ms_per_case"], 3),
+    }
+
+
 def scenario(cases: int, concurrency: int, latency: float, rate_429: float = 0.0, rate_500: float = 0.0) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         _make_suite(root, cases)
-        port_file = root / "port"
-        server = subprocess.Popen(
-            [sys.executable, __file__, "--serve", str(port_file), str(latency), str(rate_429), str(rate_500)]
-        )
+        server, port = _start_server(root, latency, rate_429, rate_500)
         try:
-            while not port_file.exists() or not port_file.read_text():
-                time.sleep(0.02)
-            port = int(port_file.read_text())
             env = {
                 **os.environ,
                 "OPENROUTER_BASE_URL": f"http://127.0.0.1:{port}/api/v1",
@@ -257,6 +339,10 @@ def main() -> None:
         port_file, latency, r429, r500 = sys.argv[2:6]
         asyncio.run(_serve(Path(port_file), float(latency), float(r429), float(r500), seed=7))
         return
+    if len(sys.argv) > 1 and sys.argv[1] == "--bare":
+        port, cases, concurrency, busy = sys.argv[2:6]
+        _bare_client(int(port), int(cases), int(concurrency), float(busy))
+        return
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--cases", type=int)
     parser.add_argument("--concurrency", type=int, default=64)
@@ -264,7 +350,18 @@ def main() -> None:
     parser.add_argument("--rate-429", type=float, default=0.0)
     parser.add_argument("--rate-500", type=float, default=0.0)
     parser.add_argument("--runs", type=int, default=3, help="runs of each scenario; the best and the median are shown")
+    parser.add_argument(
+        "--baseline",
+        type=float,
+        metavar="US",
+        help="instead: a bare threaded client (no harness) with US microseconds of Python work per case",
+    )
     args = parser.parse_args()
+    if args.baseline is not None:
+        for cases, concurrency in [(args.cases, args.concurrency)] if args.cases else [(2000, 64), (10000, 256)]:
+            for _ in range(args.runs):
+                print(json.dumps(baseline(cases, concurrency, args.latency, args.baseline)), flush=True)
+        return
     if args.cases:
         runs = [(args.cases, args.concurrency, args.latency, args.rate_429, args.rate_500)]
     else:
