@@ -3132,15 +3132,19 @@ class LocalTracker(Tracker):
         # indent the header for people; one compact line a row, which json writes in C
         head = _json_dumps(document, indent=2)[:-2]
         lines = getattr(experiment, "rows_json", None) or [_json_dumps(_result_row(r)) for r in experiment.results]
-        rows = ",\n".join(f"    {line}" for line in lines)
-        # each case's input and expected once (not per row or repeat): the HTML report's drill-down
-        cases = ",\n".join(
-            f"    {_json_dumps(c.id)}: {_json_dumps({'input': c.input, 'expected': c.expected})}"
-            for c in {r.case.id: r.case for r in experiment.results}.values()
-        )
         path = folder / f"{experiment.name}.{self.context.get('stamp')}.json"
         tmp = path.with_suffix(".json.tmp")
-        tmp.write_text(f'{head},\n  "rows": [\n{rows}\n  ],\n  "cases": {{\n{cases}\n  }}\n}}\n', encoding="utf-8")
+        # written a piece at a time: a log of many thousand rows is never copied whole in memory
+        with open(tmp, "w", encoding="utf-8") as file:
+            file.write(f'{head},\n  "rows": [')
+            for n, line in enumerate(lines):
+                file.write(f"{',' if n else ''}\n    {line}")
+            # each case's input and expected once (not per row or repeat): the HTML report's drill-down
+            file.write('\n  ],\n  "cases": {')
+            for n, c in enumerate({r.case.id: r.case for r in experiment.results}.values()):
+                entry = _json_dumps({"input": c.input, "expected": c.expected})
+                file.write(f"{',' if n else ''}\n    {_json_dumps(c.id)}: {entry}")
+            file.write("\n  }\n}\n")
         os.replace(tmp, path)
         experiment.log_path = path  # type: ignore[attr-defined]
         return {"url": None, "path": str(path)}
