@@ -1805,10 +1805,10 @@ class _Found:
 
 class _Cases(Sequence[Case]):
     """The cases of one dataset in order, each read from disk the first time it is
-    asked for: a run starts asking models at once and reads every case in the thread
-    that runs it, while the others wait on the network. Reading twice (two threads, one
-    case) gives equal results, so no lock is needed. ``problems`` holds, by position,
-    what was wrong with the files read so far."""
+    asked for: a run starts asking models at once, a read-ahead thread reads the cases
+    in order while the first answers are awaited, and a worker that overtakes it reads
+    its case itself. Reading twice (two threads, one case) gives equal results, so no
+    lock is needed. ``problems()`` says what was wrong with the files read so far."""
 
     def __init__(self, found: Sequence[_Found]) -> None:
         self.found = list(found)
@@ -1839,7 +1839,11 @@ class _Cases(Sequence[Case]):
         """Read every case, in order, on a thread of its own (once)."""
         if not self._reading:
             self._reading = True
-            threading.Thread(target=lambda: [None for _ in self], name="cases-read-ahead", daemon=True).start()
+            threading.Thread(target=self._read_all, name="cases-read-ahead", daemon=True).start()
+
+    def _read_all(self) -> None:
+        for k in range(len(self)):
+            self[k]
 
     def problems(self) -> list[tuple[str, str]]:
         """(case key, problem) for the cases read so far, in case order."""
