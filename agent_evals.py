@@ -1943,11 +1943,13 @@ def _load_cases(suite: _Suite) -> _Loaded:
 def _read_case(found: _Found, problems: list[str]) -> Case:
     """The case ``found`` names, with what is wrong with its files added to ``problems``."""
     folder, listing = found.folder, found.listing
-    path = f"{folder}{os.sep}{found.file}"
+    path, expected_path, metadata_path = (
+        f"{folder}{os.sep}{name}" for name in (found.file, "expected.json", "metadata.json")
+    )
     text = ""
     try:
         raw = _read_bytes(path)
-    except OSError as e:  # read in a worker thread: a problem of the case, never a lost thread
+    except OSError as e:  # read off the main thread: a problem of the case, never a lost thread
         problems.append(f"{_display(path)}: cannot be read ({e.strerror})")
     else:
         try:
@@ -1959,15 +1961,13 @@ def _read_case(found: _Found, problems: list[str]) -> Case:
             problems.append(f"{_display(path)}: empty input")
     expected = metadata = None
     if "expected.json" in listing:
-        expected = _read_json(f"{folder}{os.sep}expected.json", problems)
+        expected = _read_json(expected_path, problems)
     else:
-        problems.append(f"{_display(f'{folder}{os.sep}expected.json')}: missing")
+        problems.append(f"{_display(expected_path)}: missing")
     if "metadata.json" in listing:
-        metadata = _read_json(f"{folder}{os.sep}metadata.json", problems)
+        metadata = _read_json(metadata_path, problems)
     if metadata is not None and not isinstance(metadata, dict):
-        problems.append(
-            f"{_display(os.path.join(folder, 'metadata.json'))}: expected an object, got {type(metadata).__name__}"
-        )
+        problems.append(f"{_display(metadata_path)}: expected an object, got {type(metadata).__name__}")
         metadata = None
     return Case(
         id=found.id,
