@@ -451,6 +451,16 @@ class Provider:
     def complete(self, model: Model, *, system: str | None = None, user: str, json: bool = True) -> Completion:
         raise NotImplementedError(f"provider {self.name} does not implement complete()")
 
+    async def acomplete(self, model: Model, *, system: str | None = None, user: str, json: bool = True) -> Completion:
+        """``complete`` for async adapters. By default it runs on a worker thread, so the
+        event loop never blocks; a provider with a native async client overrides it."""
+        import asyncio
+
+        return await asyncio.to_thread(self.complete, model, system=system, user=user, json=json)
+
+    async def aclose(self) -> None:
+        """Called on the run's event loop as an async experiment ends: close what it opened."""
+
     def missing_keys(self, model_id: str) -> list[str]:
         """The environment variables ``model_id`` needs that are not set."""
         return [key for key in self.env_keys if not os.environ.get(key)]
@@ -512,15 +522,35 @@ class Model:
         return {"effort": self.effort, "temperature": self.temperature, "max_tokens": self.max_tokens}
 
     def complete(self, system: str | None = None, user: str = "", json: bool = True) -> Completion:
-        key = self.cache.key(self, system, user, json) if self.cache is not None else ""
-        if self.cache is not None and (hit := self.cache.get(key)) is not None:
-            with self._lock:  # paid for in an earlier run: nothing is spent now
-                self.hits += 1
-                self.saved += hit.usage.cost_usd
-                self.calls += 1
-                self.usage = self.usage + Usage(hit.usage.input_tokens, hit.usage.output_tokens, 0.0)
-            return Completion(hit.text, Usage(hit.usage.input_tokens, hit.usage.output_tokens, 0.0), hit.raw)
-        completion = self.provider.complete(self, system=system, user=user, json=json)
+        key, hit = self._cached(system, user, json)
+        if hit is not None:
+            return hit
+        return self._paid(key, self.provider.complete(self, system=system, user=user, json=json))
+
+    async def acomplete(self, system: str | None = None, user: str = "", json: bool = True) -> Completion:
+        """``complete`` for async code: on the event loop when the provider has a native
+        async client (OpenRouter does), else on a worker thread; the loop never blocks."""
+        key, hit = self._cached(system, user, json)
+        if hit is not None:
+            return hit
+        return self._paid(key, await self.provider.acomplete(self, system=system, user=user, json=json))
+
+    def _cached(self, system: str | None, user: str, json: bool) -> tuple[str, Completion | None]:
+        """The cache key, and the cached completion when there is one (it costs nothing now)."""
+        if self.cache is None:
+            return "", None
+        key = self.cache.key(self, system, user, json)
+        if (hit := self.cache.get(key)) is None:
+            return key, None
+        usage = Usage(hit.usage.input_tokens, hit.usage.output_tokens, 0.0)
+        with self._lock:  # paid for in an earlier run: nothing is spent now
+            self.hits += 1
+            self.saved += hit.usage.cost_usd
+            self.calls += 1
+            self.usage = self.usage + usage
+        return key, Completion(hit.text, usage, hit.raw)
+
+    def _paid(self, key: str, completion: Any) -> Completion:
         if not isinstance(completion, Completion):
             raise ProviderError(f"provider {self.provider.name} returned {type(completion).__name__}, not a Completion")
         if self.cache is not None:
@@ -529,13 +559,6 @@ class Model:
             self.usage = self.usage + completion.usage
             self.calls += 1
         return completion
-
-    async def acomplete(self, system: str | None = None, user: str = "", json: bool = True) -> Completion:
-        """``complete`` for async code: the request runs on a worker thread, so the event
-        loop never blocks."""
-        import asyncio
-
-        return await asyncio.to_thread(self.complete, system, user, json)
 
     def note_retry(self) -> None:
         """A provider tried again: counted per case in the log."""
@@ -620,40 +643,185 @@ class _Retry(Exception):
         self.failure, self.retry_after = failure, retry_after
 
 
+class _Tries:
+    """One request's retry budget: at most ``retries`` more tries and ``retry_wait``
+    seconds of waiting, each wait exponential with jitter or the server's Retry-After."""
+
+    def __init__(self, provider: Provider, label: str, model: Model | None) -> None:
+        self.provider, self.label, self.model = provider, label, model
+        self.count, self.waited, self.failure = 0, 0.0, ""
+
+    def wait_after(self, e: _Retry) -> float:
+        """Seconds to wait before the next try; raises when the budget is spent."""
+        provider, self.failure = self.provider, e.failure
+        if (delay := e.retry_after) is None:
+            import random
+
+            delay = provider.retry_backoff * 2**self.count * random.uniform(0.5, 1)
+        if self.count >= provider.retries or self.waited + delay > provider.retry_wait:
+            raise ProviderError(f"{self.label}: {e.failure} (gave up after {self.count} retries)")
+        self.count += 1
+        self.waited += delay
+        if self.model is not None:
+            self.model.note_retry()
+        return delay
+
+    def stopped(self) -> ProviderError:
+        return ProviderError(f"{self.label}: {self.failure}; not retried: {_stop.reason}")
+
+
 def _retrying(provider: Provider, label: str, model: Model | None, attempt: Callable[[], Any]) -> Any:
-    """Call ``attempt`` until it returns, retrying each ``_Retry`` with exponential
-    backoff and jitter (or the server's Retry-After) within the provider's bounds: at
-    most ``retries`` more tries and ``retry_wait`` seconds of waiting. A stopped run
-    (Ctrl-C, a refused key) ends the wait at once."""
-    waited, tries = 0.0, 0
+    """Call ``attempt`` until it returns, retrying each ``_Retry`` within the provider's
+    bounds. A stopped run (Ctrl-C, a refused key) ends the wait at once."""
+    tries = _Tries(provider, label, model)
     while True:
         try:
             return attempt()
         except _Retry as e:
-            failure, retry_after = e.failure, e.retry_after
-        import random
-
-        delay = retry_after if retry_after is not None else provider.retry_backoff * 2**tries * random.uniform(0.5, 1)
-        if tries >= provider.retries or waited + delay > provider.retry_wait:
-            raise ProviderError(f"{label}: {failure} (gave up after {tries} retries)")
-        tries += 1
-        waited += delay
-        if model is not None:
-            model.note_retry()
+            delay = tries.wait_after(e)
         if _stop.wait(delay):
-            raise ProviderError(f"{label}: {failure}; not retried: {_stop.reason}")
+            raise tries.stopped()
+
+
+async def _aretrying(provider: Provider, label: str, model: Model | None, attempt: Callable[[], Any]) -> Any:
+    """``_retrying`` on an event loop: ``attempt`` is awaited, and the waits sleep on the
+    loop, looking at the stop flag every tenth of a second."""
+    import asyncio
+
+    tries = _Tries(provider, label, model)
+    while True:
+        try:
+            return await attempt()
+        except _Retry as e:
+            delay = tries.wait_after(e)
+        until = time.monotonic() + delay
+        while not _stop.event.is_set() and (left := until - time.monotonic()) > 0:
+            await asyncio.sleep(min(left, 0.1))
+        if _stop.event.is_set():
+            raise tries.stopped()
+
+
+def _transport_retry(e: Exception) -> _Retry:
+    """A connection's failure (ValueError: a length or chunk size that is not a number)."""
+    return _Retry(f"{type(e).__name__}: {e}" if str(e) else type(e).__name__)
 
 
 class _TransportError(OSError):
     """The server broke HTTP/1.1 (a bad status line, a truncated body): worth a retry."""
 
 
-class _Connection:
-    """One keep-alive HTTP/1.1 connection: a socket, what it has read ahead, and its origin."""
+def _response(buffer: bytes, closed: bool) -> tuple[int, dict[str, str], bytes, bool, int] | None:
+    """The first complete HTTP/1.1 response in ``buffer``: (status, headers, body, keep the
+    connection, where it ends), or None while more is to come. ``closed``: the server has
+    closed the connection, so the buffer is all there will be (never None then).
+
+    >>> _response(b"HTTP/1.1 200 OK\\r\\nContent-Length: 2\\r\\n\\r\\nhi", False)
+    (200, {'content-length': '2'}, b'hi', True, 40)
+    """
+    start = 0
+    while True:  # interim 1xx responses carry no body
+        end = buffer.find(b"\r\n\r\n", start)
+        if end == -1:
+            if len(buffer) - start > 262144:
+                raise _TransportError("response headers longer than 256 KiB")
+            if closed:
+                raise ConnectionResetError("the server closed the connection")
+            return None
+        status_line, *lines = buffer[start:end].decode("latin-1").split("\r\n")
+        parts = status_line.split(None, 2)
+        if len(parts) < 2 or not parts[0].startswith("HTTP/") or not parts[1].isdigit():
+            raise _TransportError(f"not an HTTP response: {status_line[:80]!r}")
+        status, start = int(parts[1]), end + 4
+        if not 100 <= status < 200:
+            break
+    fields = {}
+    for line in lines:
+        name, _, value = line.partition(":")
+        fields[name.strip().lower()] = value.strip()
+    if fields.get("transfer-encoding", "").lower() == "chunked":
+        if (found := _dechunk(buffer, start, closed)) is None:
+            return None
+        body, end = found
+    elif "content-length" in fields:
+        end = start + int(fields["content-length"])
+        if len(buffer) < end:
+            if closed:
+                raise _TransportError(f"the response ended after {len(buffer) - start} of {end - start} bytes")
+            return None
+        body = buffer[start:end]
+    elif closed:  # no length: the body runs until the server closes
+        body, end, fields["connection"] = buffer[start:], len(buffer), "close"
+    else:
+        return None
+    return status, fields, body, fields.get("connection", "").lower() != "close", end
+
+
+def _dechunk(buffer: bytes, at: int, closed: bool) -> tuple[bytes, int] | None:
+    """A chunked body starting at ``at``: (the body, where it ends), or None while incomplete."""
+    chunks = []
+    while (eol := buffer.find(b"\r\n", at)) != -1:
+        size = int(buffer[at:eol].split(b";")[0].strip() or b"0", 16)
+        at = eol + 2
+        if not size:  # the last chunk: then trailers, up to a blank line
+            if (end := buffer.find(b"\r\n\r\n", at - 2)) == -1:
+                break
+            return b"".join(chunks), end + 4
+        if len(buffer) < at + size + 2:
+            break
+        chunks.append(buffer[at : at + size])
+        at += size + 2
+    else:
+        if len(buffer) - at > 65536:
+            raise _TransportError("a response line longer than 64 KiB")
+    if closed:
+        raise _TransportError("the response ended inside its chunked body")
+    return None
+
+
+_ORIGINS: dict[str, tuple[str, str, int, str]] = {}
+
+
+def _origin(url: str) -> tuple[str, str, int, str]:
+    """(scheme, host, port, path) of a URL, parsed once."""
+    if (origin := _ORIGINS.get(url)) is None:
+        import urllib.parse
+
+        parts = urllib.parse.urlsplit(url)
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        path = parts.path + (f"?{parts.query}" if parts.query else "")
+        origin = _ORIGINS[url] = (parts.scheme, parts.hostname or "", port, path)
+    return origin
+
+
+class _Wire:
+    """What both kinds of connection send: the request line and headers, encoded once per
+    connection (the same all run long), then each request's length and body."""
+
+    def __init__(self, host: str, port: int) -> None:
+        self.host = host if port in (80, 443) else f"{host}:{port}"
+        self.head: tuple[Any, ...] = ()  # (method, path, headers, their encoding) last sent
+        self.buffer = b""  # what has arrived and is not yet part of an answered response
+
+    def request(self, method: str, path: str, body: bytes | None, headers: Mapping[str, str]) -> bytes:
+        if self.head[:3] != (method, path, headers):
+            lines = [f"{method} {path} HTTP/1.1", f"Host: {self.host}", *(f"{k}: {v}" for k, v in headers.items())]
+            self.head = (method, path, headers, "\r\n".join(lines).encode("latin-1"))
+        body = body or b""
+        return b"%s\r\nContent-Length: %d\r\n\r\n%s" % (self.head[3], len(body), body)
+
+    def take(self, response: tuple[int, dict[str, str], bytes, bool, int]) -> tuple[int, dict[str, str], bytes, bool]:
+        status, fields, body, keep, end = response
+        self.buffer = self.buffer[end:]
+        return status, fields, body, keep
+
+
+class _Connection(_Wire):
+    """One blocking keep-alive HTTP/1.1 connection, for a worker thread."""
 
     def __init__(self, scheme: str, host: str, port: int, connect: float, read: float) -> None:
         import socket
 
+        super().__init__(host, port)
         sock = socket.create_connection((host, port), timeout=connect)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         if scheme == "https":
@@ -674,9 +842,6 @@ class _Connection:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, seconds)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, seconds)
         self.sock = sock
-        self.buffer = b""
-        self.head: tuple[Any, ...] = ()  # (method, path, headers, their encoding) last sent
-        self.host = host if port in (80, 443) else f"{host}:{port}"
 
     def close(self) -> None:
         self.sock.close()
@@ -685,85 +850,23 @@ class _Connection:
         self, method: str, path: str, body: bytes | None, headers: Mapping[str, str]
     ) -> tuple[int, dict[str, str], bytes, bool]:
         """Send one request and read its response: (status, headers, body, keep the connection)."""
-        if self.head[:3] != (method, path, headers):  # the same request line and headers all run long
-            lines = [f"{method} {path} HTTP/1.1", f"Host: {self.host}", *(f"{k}: {v}" for k, v in headers.items())]
-            self.head = (method, path, headers, "\r\n".join(lines).encode("latin-1"))
-        body = body or b""
         try:
-            self.sock.sendall(b"%s\r\nContent-Length: %d\r\n\r\n%s" % (self.head[3], len(body), body))
-        except BlockingIOError:  # SO_SNDTIMEO ran out
+            self.sock.sendall(self.request(method, path, body, headers))
+            closed = False
+            while (response := _response(self.buffer, closed)) is None:
+                data = self.sock.recv(65536)
+                closed = not data
+                self.buffer += data
+        except BlockingIOError:  # SO_SNDTIMEO or SO_RCVTIMEO ran out
             raise TimeoutError("timed out") from None
-        status, fields = self._head()
-        while 100 <= status < 200:  # interim responses carry no body
-            status, fields = self._head()
-        if fields.get("transfer-encoding", "").lower() == "chunked":
-            payload = self._chunked()
-        elif "content-length" in fields:
-            payload = self._take(int(fields["content-length"]))
-        else:
-            payload = self._until_closed()
-            fields["connection"] = "close"
-        return status, fields, payload, fields.get("connection", "").lower() != "close"
+        return self.take(response)
 
-    def _recv(self) -> bytes:
-        try:
-            return self.sock.recv(65536)
-        except BlockingIOError:  # SO_RCVTIMEO ran out
-            raise TimeoutError("timed out") from None
 
-    def _fill(self) -> None:
-        data = self._recv()
-        if not data:
-            raise ConnectionResetError("the server closed the connection")
-        self.buffer += data
-
-    def _line(self) -> bytes:
-        while (end := self.buffer.find(b"\r\n")) == -1:
-            if len(self.buffer) > 65536:
-                raise _TransportError("a response line longer than 64 KiB")
-            self._fill()
-        line, self.buffer = self.buffer[:end], self.buffer[end + 2 :]
-        return line
-
-    def _head(self) -> tuple[int, dict[str, str]]:
-        while (end := self.buffer.find(b"\r\n\r\n")) == -1:
-            if len(self.buffer) > 262144:
-                raise _TransportError("response headers longer than 256 KiB")
-            self._fill()
-        head, self.buffer = self.buffer[:end].decode("latin-1"), self.buffer[end + 4 :]
-        status_line, *lines = head.split("\r\n")
-        parts = status_line.split(None, 2)
-        if len(parts) < 2 or not parts[0].startswith("HTTP/") or not parts[1].isdigit():
-            raise _TransportError(f"not an HTTP response: {status_line[:80]!r}")
-        fields = {}
-        for line in lines:
-            name, _, value = line.partition(":")
-            fields[name.strip().lower()] = value.strip()
-        return int(parts[1]), fields
-
-    def _take(self, size: int) -> bytes:
-        while len(self.buffer) < size:
-            try:
-                self._fill()
-            except ConnectionResetError:
-                raise _TransportError(f"the response ended after {len(self.buffer)} of {size} bytes") from None
-        data, self.buffer = self.buffer[:size], self.buffer[size:]
-        return data
-
-    def _until_closed(self) -> bytes:
-        while data := self._recv():
-            self.buffer += data
-        data, self.buffer = self.buffer, b""
-        return data
-
-    def _chunked(self) -> bytes:
-        chunks = []
-        while size := int(self._line().split(b";")[0].strip() or b"0", 16):
-            chunks.append(self._take(size))
-            self._line()
-        while self._line():
-            pass  # trailers, up to the blank line
-        return b"".join(chunks)
+def _send_again(conn: _Connection | _Exchange, error: BaseException, first_reuse: bool) -> bool:
+    """Close ``conn`` after ``error``; True when the server had closed that idle keep-alive
+    connection meanwhile (not a failure of the request): then it is sent again, once."""
+    conn.close()
+    return first_reuse and isinstance(error, ConnectionResetError | BrokenPipeError | ConnectionAbortedError)
 
 
 class _HTTP:
@@ -773,20 +876,11 @@ class _HTTP:
 
     def __init__(self) -> None:
         self._local = threading.local()
-        self._origins: dict[str, tuple[str, str, int, str]] = {}
 
     def request(
         self, method: str, url: str, body: bytes | None, headers: Mapping[str, str], connect: float, read: float
     ) -> tuple[int, dict[str, str], bytes]:
-        origin = self._origins.get(url)
-        if origin is None:
-            import urllib.parse
-
-            parts = urllib.parse.urlsplit(url)
-            port = parts.port or (443 if parts.scheme == "https" else 80)
-            path = parts.path + (f"?{parts.query}" if parts.query else "")
-            origin = self._origins[url] = (parts.scheme, parts.hostname or "", port, path)
-        scheme, host, port, path = origin
+        scheme, host, port, path = _origin(url)
         connections = self._local.__dict__.setdefault("connections", {})
         key = (scheme, host, port)
         for attempt in (1, 2):
@@ -796,13 +890,9 @@ class _HTTP:
                 conn = _Connection(scheme, host, port, connect, read)
             try:
                 status, fields, payload, keep = conn.exchange(method, path, body, headers)
-            except (ConnectionResetError, BrokenPipeError, ConnectionAbortedError):
-                conn.close()
-                if reused and attempt == 1:
-                    continue  # the server closed an idle keep-alive connection: send again, once
-                raise
-            except BaseException:
-                conn.close()
+            except BaseException as e:
+                if _send_again(conn, e, reused and attempt == 1):
+                    continue
                 raise
             if keep:
                 connections[key] = conn
@@ -810,6 +900,136 @@ class _HTTP:
                 conn.close()
             return status, fields, payload
         raise AssertionError("unreachable")  # pragma: no cover
+
+
+class _Exchange(_Wire):
+    """One keep-alive HTTP/1.1 connection on an event loop: an asyncio protocol (by duck
+    typing, so that importing this module imports no asyncio) that answers one request
+    at a time through a future."""
+
+    def __init__(self, loop: Any, host: str, port: int) -> None:
+        super().__init__(host, port)
+        self.loop = loop
+        self.transport: Any = None
+        self.waiter: Any = None  # the future of the request in flight
+        self.closed = False
+
+    # -- the protocol side: called by the loop
+    def connection_made(self, transport: Any) -> None:
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        self.buffer += data
+        self._answer()
+
+    def eof_received(self) -> bool:
+        self.closed = True
+        self._answer()
+        return False  # the transport closes itself
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        self._answer()
+
+    def pause_writing(self) -> None:  # a request is far smaller than any write buffer
+        pass
+
+    def resume_writing(self) -> None:
+        pass
+
+    def _answer(self) -> None:
+        waiter = self.waiter
+        if waiter is None or waiter.done():
+            return
+        try:
+            response = _response(self.buffer, self.closed)
+        except Exception as e:  # broken HTTP, as the blocking connection would raise it
+            waiter.set_exception(e)
+            return
+        if response is not None:
+            waiter.set_result(self.take(response))
+
+    def _time_out(self) -> None:
+        if self.waiter is not None and not self.waiter.done():
+            self.waiter.set_exception(TimeoutError("timed out"))
+
+    # -- the client side
+    async def exchange(
+        self, method: str, path: str, body: bytes | None, headers: Mapping[str, str], read: float
+    ) -> tuple[int, dict[str, str], bytes, bool]:
+        if self.closed:
+            raise ConnectionResetError("the server closed the connection")
+        self.waiter = waiter = self.loop.create_future()
+        timer = self.loop.call_later(read, self._time_out)
+        try:
+            self.transport.write(self.request(method, path, body, headers))
+            return await waiter
+        finally:
+            timer.cancel()
+            self.waiter = None
+
+    def close(self) -> None:
+        self.closed = True
+        if self.transport is not None:
+            self.transport.abort()
+
+
+class _AsyncHTTP:
+    """``_HTTP`` for event loops: each loop keeps its own idle keep-alive connections per
+    origin, so a connection serves one request at a time and at most as many are open
+    as requests were ever in flight at once."""
+
+    def __init__(self) -> None:
+        self._idle: dict[tuple[Any, str, str, int], list[_Exchange]] = {}
+
+    async def request(
+        self, method: str, url: str, body: bytes | None, headers: Mapping[str, str], connect: float, read: float
+    ) -> tuple[int, dict[str, str], bytes]:
+        import asyncio
+
+        scheme, host, port, path = _origin(url)
+        loop = asyncio.get_running_loop()
+        key = (loop, scheme, host, port)
+        if (idle := self._idle.get(key)) is None:
+            for stale in [k for k in self._idle if k[0].is_closed()]:
+                del self._idle[stale]  # a finished loop's connections died with it
+            idle = self._idle[key] = []
+        for attempt in (1, 2):
+            reused = bool(idle)
+            if reused:
+                conn = idle.pop()
+            else:
+                secure = None
+                if scheme == "https":
+                    import ssl
+
+                    secure = ssl.create_default_context()
+                opening = loop.create_connection(
+                    lambda: _Exchange(loop, host, port),
+                    host,
+                    port,
+                    ssl=secure,
+                    server_hostname=host if secure else None,
+                )
+                _, conn = await asyncio.wait_for(opening, connect)
+            try:
+                status, fields, payload, keep = await conn.exchange(method, path, body, headers, read)
+            except BaseException as e:
+                if _send_again(conn, e, reused and attempt == 1):
+                    continue
+                raise
+            if keep:
+                idle.append(conn)
+            else:
+                conn.close()
+            return status, fields, payload
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def close(self, loop: Any) -> None:
+        """Close the idle connections of ``loop`` (the run's loop, as it ends)."""
+        for key in [k for k in self._idle if k[0] is loop]:
+            for conn in self._idle.pop(key):
+                conn.close()
 
 
 class OpenRouter(Provider):
@@ -830,6 +1050,7 @@ class OpenRouter(Provider):
 
     def __init__(self) -> None:
         self._http = _HTTP()
+        self._ahttp = _AsyncHTTP()
         self._prices: dict[str, tuple[float | None, float | None]] | None = None
         self._catalog_loaded = False
         self._lock = threading.Lock()
@@ -842,6 +1063,32 @@ class OpenRouter(Provider):
         return (os.environ.get("OPENROUTER_BASE_URL") or self.default_base_url).rstrip("/")
 
     def complete(self, model: Model, *, system: str | None = None, user: str, json: bool = True) -> Completion:
+        body = self._body(model, system, user, json)
+        data, status = self._request(model.id, "POST", "/chat/completions", body, model)
+        return self._completion(model, data, status)
+
+    async def acomplete(self, model: Model, *, system: str | None = None, user: str, json: bool = True) -> Completion:
+        """``complete`` on the running event loop: no thread per request in flight."""
+        url, headers = self._endpoint("/chat/completions")
+        body = self._body(model, system, user, json)
+        request = self._ahttp.request
+
+        async def attempt() -> tuple[Any, int]:
+            try:
+                status, fields, raw = await request("POST", url, body, headers, self.connect_timeout, self.timeout)
+            except (OSError, ValueError) as e:
+                raise _transport_retry(e) from None
+            return self._answer(model.id, status, fields, raw)
+
+        data, status = await _aretrying(self, f"openrouter: {model.id}", model, attempt)
+        return self._completion(model, data, status)
+
+    async def aclose(self) -> None:
+        import asyncio
+
+        self._ahttp.close(asyncio.get_running_loop())
+
+    def _body(self, model: Model, system: str | None, user: str, json: bool) -> bytes:
         messages = [{"role": "system", "content": system}] if system else []
         messages.append({"role": "user", "content": user})
         body: dict[str, Any] = {"model": model.name, "messages": messages}
@@ -853,8 +1100,7 @@ class OpenRouter(Provider):
             body["reasoning"] = {"effort": model.effort}
         if json:
             body["response_format"] = {"type": "json_object"}
-        data, status = self._request(model.id, "POST", "/chat/completions", _request_body(body), model)
-        return self._completion(model, data, status)
+        return _request_body(body)
 
     def _endpoint(self, path: str) -> tuple[str, dict[str, str]]:
         """The URL and headers of a request: built once a run, not once a request."""
@@ -879,32 +1125,32 @@ class OpenRouter(Provider):
 
         def attempt() -> tuple[Any, int]:
             try:
-                status, response_headers, raw = self._http.request(
-                    method, url, body, headers, self.connect_timeout, self.timeout
-                )
-            except (OSError, ValueError) as e:  # ValueError: a chunk size or length that is not a number
-                raise _Retry(f"{type(e).__name__}: {e}" if str(e) else type(e).__name__) from None
-            try:
-                data = json.loads(raw) if raw else None
-            except ValueError:
-                data = None
-            if status in _RETRY_STATUSES:
-                raise _Retry(
-                    f"HTTP {status}: {_error_text(data, raw)}", _retry_after(response_headers.get("retry-after"))
-                )
-            if status in _FATAL_STATUSES:
-                raise ProviderError(
-                    f"openrouter: HTTP {status}: {_error_text(data, raw)} ({_FATAL_STATUSES[status]}; "
-                    "check OPENROUTER_API_KEY and the account)",
-                    stops_run=True,
-                )
-            if status >= 400:
-                raise ProviderError(f"openrouter: {model_id}: HTTP {status}: {_error_text(data, raw)}")
-            if data is None:
-                raise ProviderError(f"openrouter: {model_id}: HTTP {status}, the body is not JSON: {raw[:200]!r}")
-            return data, status
+                status, fields, raw = self._http.request(method, url, body, headers, self.connect_timeout, self.timeout)
+            except (OSError, ValueError) as e:
+                raise _transport_retry(e) from None
+            return self._answer(model_id, status, fields, raw)
 
         return _retrying(self, f"openrouter: {model_id}", model, attempt)
+
+    def _answer(self, model_id: str, status: int, fields: Mapping[str, str], raw: bytes) -> tuple[Any, int]:
+        """One response's JSON, or why not: ``_Retry`` when worth another try."""
+        try:
+            data = json.loads(raw) if raw else None
+        except ValueError:
+            data = None
+        if status in _RETRY_STATUSES:
+            raise _Retry(f"HTTP {status}: {_error_text(data, raw)}", _retry_after(fields.get("retry-after")))
+        if status in _FATAL_STATUSES:
+            raise ProviderError(
+                f"openrouter: HTTP {status}: {_error_text(data, raw)} ({_FATAL_STATUSES[status]}; "
+                "check OPENROUTER_API_KEY and the account)",
+                stops_run=True,
+            )
+        if status >= 400:
+            raise ProviderError(f"openrouter: {model_id}: HTTP {status}: {_error_text(data, raw)}")
+        if data is None:
+            raise ProviderError(f"openrouter: {model_id}: HTTP {status}, the body is not JSON: {raw[:200]!r}")
+        return data, status
 
     def _completion(self, model: Model, data: Any, status: int) -> Completion:
         if not isinstance(data, dict):
@@ -2339,8 +2585,6 @@ class _Running:
 
     def start(self) -> None:
         self.experiment.started_at = time.strftime("%Y-%m-%dT%H:%M:%S%z")
-        if isinstance(self.experiment.cases, _Cases):
-            self.experiment.cases.read_ahead()
         for tracker in self.run.trackers:
             with self.run.lock:
                 self.run.call(tracker, "start", self.experiment)
@@ -2352,6 +2596,11 @@ class _Running:
             self.active = 1
             threading.Thread(target=self._work_async, name="cases-async", daemon=True).start()
         else:
+            # the case files are read ahead on a thread of their own while the workers wait
+            # on the network (an event loop reads each as it takes it: a thread beside it
+            # would hold the GIL whenever the loop is in a system call)
+            if isinstance(self.experiment.cases, _Cases):
+                self.experiment.cases.read_ahead()
             # every thread waits at the gate until all have started: a start() waits for its
             # thread to run, which under hundreds of busy threads would take seconds
             gate = threading.Event()
@@ -2384,7 +2633,10 @@ class _Running:
                     return
 
         async def all_workers() -> None:
-            await asyncio.gather(*(worker() for _ in range(self.workers)))
+            try:
+                await asyncio.gather(*(worker() for _ in range(self.workers)))
+            finally:
+                await self.experiment.provider.aclose()
 
         asyncio.run(all_workers())
         self._done()

@@ -124,7 +124,18 @@ async def _serve(port_file: Path, latency: float, rate_429: float, rate_500: flo
 # -- the harness side -----------------------------------------------------------------
 
 HELPER = """
+import json
+
 import agent_evals as ae
+
+class AsyncEcho(ae.Adapter):
+    \"\"\"EchoAdapter's work as ``async def``: the request runs on the experiment's event loop.\"\"\"
+
+    async def call(self, case, model):
+        completion = await model.acomplete(user=case.input, json=True)
+        text = completion.text
+        output = json.JSONDecoder().raw_decode(text, text.index("{"))[0]
+        return ae.Reply(output=output, raw=text, usage=completion.usage)
 
 class Exact(ae.Scorer):
     def metrics(self):
@@ -134,8 +145,9 @@ class Exact(ae.Scorer):
         right = float(reply.output == case.expected)
         return ae.Score(value=right, metrics={"exact": right})
 
-ae.configure(suite="bench", adapter=ae.EchoAdapter(), scorer=Exact())
+ae.configure(suite="bench", adapter={adapter}(), scorer=Exact())
 """
+ADAPTERS = {"sync": "ae.EchoAdapter", "async": "AsyncEcho"}
 
 CONFIG = """
 request_types: [prompt]
@@ -148,10 +160,10 @@ vendors:
 """
 
 
-def _make_suite(root: Path, cases: int) -> None:
+def _make_suite(root: Path, cases: int, adapter: str = "sync") -> None:
     evals = root / "evals"
     (evals / "datasets").mkdir(parents=True)
-    (evals / "eval_helper.py").write_text(HELPER)
+    (evals / "eval_helper.py").write_text(HELPER.replace("{adapter}", ADAPTERS[adapter]))
     (evals / ".agent-eval.config.yml").write_text(CONFIG)
     for n in range(cases):
         folder = evals / "datasets" / "bench" / "cases" / "v" / f"{n:05d}"
@@ -260,10 +272,12 @@ def baseline(cases: int, concurrency: int, latency: float, busy_us: float) -> di
     }
 
 
-def scenario(cases: int, concurrency: int, latency: float, rate_429: float = 0.0, rate_500: float = 0.0) -> dict:
+def scenario(
+    cases: int, concurrency: int, latency: float, rate_429: float = 0.0, rate_500: float = 0.0, adapter: str = "sync"
+) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        _make_suite(root, cases)
+        _make_suite(root, cases, adapter)
         server, port = _start_server(root, latency, rate_429, rate_500)
         try:
             env = {
@@ -310,6 +324,7 @@ def scenario(cases: int, concurrency: int, latency: float, rate_429: float = 0.0
     summary = log["summary"]
     ideal = cases * latency / concurrency
     return {
+        "adapter": adapter,
         "cases": cases,
         "concurrency": concurrency,
         "latency_ms": latency * 1000,
@@ -349,6 +364,12 @@ def main() -> None:
     parser.add_argument("--latency", type=float, default=0.05)
     parser.add_argument("--rate-429", type=float, default=0.0)
     parser.add_argument("--rate-500", type=float, default=0.0)
+    parser.add_argument(
+        "--adapter",
+        choices=sorted(ADAPTERS),
+        default="sync",
+        help="the suite's adapter: EchoAdapter (threads), or the same work as async def (one event loop)",
+    )
     parser.add_argument("--runs", type=int, default=3, help="runs of each scenario; the best and the median are shown")
     parser.add_argument(
         "--baseline",
@@ -369,13 +390,13 @@ def main() -> None:
     for run in runs:
         results = []
         for _ in range(args.runs):
-            results.append(scenario(*run))
+            results.append(scenario(*run, adapter=args.adapter))
             print(json.dumps(results[-1]), flush=True)
         figures = {}
         for key in ("wall_s", "ratio", "experiment_s", "cpu_ms_per_case", "peak_rss_mb"):
             values = sorted(r[key] for r in results)
             figures[key] = {"best": values[0], "median": values[len(values) // 2]}
-        print(json.dumps({"scenario": f"N={run[0]} C={run[1]}", **figures}), flush=True)
+        print(json.dumps({"scenario": f"N={run[0]} C={run[1]} {args.adapter}", **figures}), flush=True)
 
 
 if __name__ == "__main__":

@@ -47,11 +47,10 @@ def complete(monkeypatch):
     return run
 
 
-def test_keep_alive_reuses_one_connection_and_sends_a_proper_request(complete) -> None:
+def test_keep_alive_reuses_one_connection_and_sends_a_proper_request(complete, asks) -> None:
     with RawHTTP([response(), response(), response()]) as server:
         model, _ = complete(server)
-        for _ in range(3):
-            assert model.complete(user="x").text == "hi"
+        assert [c.text for c in asks(model, [{"user": "x"}] * 3)] == ["hi"] * 3
     assert server.connections == 1
     head = server.requests[0].split(b"\r\n\r\n")[0].decode().split("\r\n")
     assert head[0] == "POST /v1/chat/completions HTTP/1.1"
@@ -59,20 +58,19 @@ def test_keep_alive_reuses_one_connection_and_sends_a_proper_request(complete) -
     assert any(line.startswith("Content-Length: ") for line in head)
 
 
-def test_chunked_interim_and_read_until_close(complete) -> None:
+def test_chunked_interim_and_read_until_close(complete, asks) -> None:
     continue_then_ok = b"HTTP/1.1 100 Continue\r\n\r\n" + response()
     until_close = (b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n\r\n" + OK, True)
     with RawHTTP([chunked(OK), continue_then_ok, until_close, response(headers="Connection: close\r\n")]) as server:
         model, _ = complete(server)
-        assert [model.complete(user="x").usage.cost_usd for _ in range(4)] == [0.5] * 4
+        assert [c.usage.cost_usd for c in asks(model, [{"user": "x"}] * 4)] == [0.5] * 4
     assert server.connections == 2  # the body read until close ends that connection
 
 
-def test_a_dropped_idle_connection_is_sent_again_without_a_retry(complete) -> None:
+def test_a_dropped_idle_connection_is_sent_again_without_a_retry(complete, asks) -> None:
     with RawHTTP([(response(), True), response()]) as server:
         model, _ = complete(server)
-        model.complete(user="x")
-        model.complete(user="y")
+        asks(model, [{"user": "x"}, {"user": "y"}])
     assert model.retries == 0 and server.connections == 2
 
 
@@ -87,18 +85,33 @@ def test_a_dropped_idle_connection_is_sent_again_without_a_retry(complete) -> No
             "ValueError: invalid literal for int()",
         ),
         ([(b"", True)], "ConnectionResetError: the server closed the connection"),
+        ([(chunked(OK)[:60], True)], "_TransportError: the response ended inside its chunked body"),
+        ([(chunked(OK)[:-10], True)], "_TransportError: the response ended inside its chunked body"),
     ],
 )
-def test_broken_http_is_a_transport_failure(complete, script, message) -> None:
+def test_broken_http_is_a_transport_failure(complete, ask, script, message) -> None:
     with RawHTTP(script) as server:
         model, _ = complete(server, retries=0)
         with pytest.raises(ae.ProviderError, match=message.replace("(", r"\(").replace(")", r"\)")):
-            model.complete(user="x")
+            ask(model, user="x")
 
 
-def test_a_chunk_size_line_that_never_ends(complete) -> None:
+def test_a_chunk_size_line_that_never_ends(complete, ask) -> None:
     endless = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + b"a" * 70000
     with RawHTTP([(endless, True)]) as server:
         model, _ = complete(server, retries=0)
         with pytest.raises(ae.ProviderError, match="a response line longer than 64 KiB"):
-            model.complete(user="x")
+            ask(model, user="x")
+
+
+def test_each_event_loop_keeps_its_own_connections(complete) -> None:
+    import asyncio
+
+    with RawHTTP([response(), response()]) as server:
+        model, provider = complete(server)
+        first = asyncio.new_event_loop()
+        first.run_until_complete(model.acomplete(user="x"))  # left open: no aclose
+        first.close()
+        assert asyncio.run(model.acomplete(user="y")).text == "hi"
+    assert server.connections == 2  # a connection never outlives its loop
+    assert all(key[0] is not first for key in provider._ahttp._idle)  # and the closed loop's are let go

@@ -60,8 +60,8 @@ def model(effort=None, temperature=None, max_tokens=None, **settings) -> ae.Mode
     )
 
 
-def test_request_carries_the_settings_and_the_key(env) -> None:
-    completion = model("high", 0.3, 100).complete(system="be terse", user='{"a": 1}')
+def test_request_carries_the_settings_and_the_key(ask, env) -> None:
+    completion = ask(model("high", 0.3, 100), system="be terse", user='{"a": 1}')
     assert completion.text == '{"a": 1}'
     assert completion.usage == ae.Usage(10, 5, 0.0002)
     assert completion.raw["id"] == "gen-1"
@@ -81,8 +81,8 @@ def test_request_carries_the_settings_and_the_key(env) -> None:
     }
 
 
-def test_default_effort_and_unset_settings_send_nothing(env) -> None:
-    model("default").complete(user="hi", json=False)
+def test_default_effort_and_unset_settings_send_nothing(ask, env) -> None:
+    ask(model("default"), user="hi", json=False)
     assert env.requests[0].body == {"model": "openai/gpt-4.1-mini", "messages": [{"role": "user", "content": "hi"}]}
 
 
@@ -103,16 +103,16 @@ def test_default_effort_and_unset_settings_send_nothing(env) -> None:
         (Answer(418, b""), "HTTP 418: empty body"),
     ],
 )
-def test_failures_are_provider_errors_naming_status_and_text(env, answer, message) -> None:
+def test_failures_are_provider_errors_naming_status_and_text(ask, env, answer, message) -> None:
     env.respond = lambda r: answer
     with pytest.raises(ae.ProviderError) as caught:
-        model().complete(user="x")
+        ask(model(), user="x")
     assert message in str(caught.value)
     assert KEY not in str(caught.value)
     assert len(env.chats()) == 1  # none of these is worth a retry
 
 
-def test_usage_keeps_reasoning_tokens_in_raw(env) -> None:
+def test_usage_keeps_reasoning_tokens_in_raw(ask, env) -> None:
     body = {
         "choices": [{"finish_reason": "stop", "message": {"content": "{}", "reasoning": "thinking"}}],
         "usage": {
@@ -123,72 +123,72 @@ def test_usage_keeps_reasoning_tokens_in_raw(env) -> None:
         },
     }
     env.respond = lambda r: Answer(200, body)
-    completion = model().complete(user="x")
+    completion = ask(model(), user="x")
     assert completion.usage == ae.Usage(3, 50, 0.5)
     assert completion.raw["usage"]["completion_tokens_details"]["reasoning_tokens"] == 40
 
 
-def test_cost_from_catalog_prices_when_the_response_has_none(env, tmp_path) -> None:
+def test_cost_from_catalog_prices_when_the_response_has_none(ask, env, tmp_path) -> None:
     env.respond = lambda r: chat_answer("{}", prompt_tokens=1000, completion_tokens=500, cost=None)
     m = model(cache_dir=tmp_path)
-    completion = m.complete(user="x")
+    completion = ask(m, user="x")
     assert completion.usage.cost_usd == pytest.approx(1000 * 0.0000004 + 500 * 0.0000016)
     cached = json.loads(next(tmp_path.glob("openrouter-models.*.json")).read_text())
     assert cached["models"]["openai/gpt-4o-mini"] == [0.00000015, 0.0000006]
     assert cached["models"]["meta-llama/llama-3.3-70b-instruct"] == [None, None]  # nonsense prices are unknown
     unpriced = ae.Model("meta-llama/llama-3.3-70b-instruct", m.provider)
-    assert unpriced.complete(user="x").usage.cost_usd == 0.0
+    assert ask(unpriced, user="x").usage.cost_usd == 0.0
     assert m.provider.unpriced == {"meta-llama/llama-3.3-70b-instruct"}
     assert [r.path for r in env.requests if r.method == "GET"] == ["/api/v1/models"]  # fetched once
 
 
-def test_retry_after_is_honoured_then_success(env) -> None:
+def test_retry_after_is_honoured_then_success(ask, env) -> None:
     answers = iter([Answer(429, {"error": {"message": "slow down"}}, {"Retry-After": "0.3"}), chat_answer("ok")])
     env.respond = lambda r: next(answers)
     m = model()
     started = time.monotonic()
-    assert m.complete(user="x").text == "ok"
+    assert ask(m, user="x").text == "ok"
     assert time.monotonic() - started >= 0.3
     assert m.retries == 1 and len(env.chats()) == 2
 
 
-def test_5xx_then_success_and_a_dropped_connection(env) -> None:
+def test_5xx_then_success_and_a_dropped_connection(ask, env) -> None:
     answers = iter(
         [Answer(502, b"bad gateway"), Answer(503, {"error": {"message": "no provider"}}), chat_answer("fine")]
     )
     env.respond = lambda r: next(answers)
     m = model()
-    assert m.complete(user="x").text == "fine"
+    assert ask(m, user="x").text == "fine"
     assert m.retries == 2
 
 
-def test_permanent_5xx_gives_up_after_the_bound(env) -> None:
+def test_permanent_5xx_gives_up_after_the_bound(ask, env) -> None:
     env.respond = lambda r: Answer(500, {"error": {"message": "internal"}})
     m = model(retries=3)
     with pytest.raises(ae.ProviderError, match=r"HTTP 500: internal \(gave up after 3 retries\)"):
-        m.complete(user="x")
+        ask(m, user="x")
     assert len(env.chats()) == 4 and m.retries == 3
 
 
-def test_total_wait_bounds_the_retries(env) -> None:
+def test_total_wait_bounds_the_retries(ask, env) -> None:
     env.respond = lambda r: Answer(429, {"error": {"message": "later"}}, {"Retry-After": "5"})
     m = model(retries=10, retry_wait=2.0)
     started = time.monotonic()
     with pytest.raises(ae.ProviderError, match=r"gave up after 0 retries"):
-        m.complete(user="x")
+        ask(m, user="x")
     assert time.monotonic() - started < 1.0 and len(env.chats()) == 1
 
 
-def test_a_hang_past_the_read_timeout_is_retried_then_an_error(env) -> None:
+def test_a_hang_past_the_read_timeout_is_retried_then_an_error(ask, env) -> None:
     env.respond = lambda r: Answer(200, {"choices": []}, delay=1.0)
     m = model(timeout=0.2, retries=1)
     started = time.monotonic()
     with pytest.raises(ae.ProviderError, match=r"TimeoutError.*gave up after 1 retries"):
-        m.complete(user="x")
+        ask(m, user="x")
     assert time.monotonic() - started < 1.5 and len(env.chats()) == 2
 
 
-def test_connection_refused_is_retried_then_an_error(monkeypatch) -> None:
+def test_connection_refused_is_retried_then_an_error(ask, monkeypatch) -> None:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
@@ -196,18 +196,18 @@ def test_connection_refused_is_retried_then_an_error(monkeypatch) -> None:
     monkeypatch.setenv("OPENROUTER_API_KEY", KEY)
     m = model(retries=2)
     with pytest.raises(ae.ProviderError, match=r"ConnectionRefusedError.*gave up after 2 retries"):
-        m.complete(user="x")
+        ask(m, user="x")
     assert m.retries == 2
 
 
-def test_interrupt_during_a_backoff_wait_stops_promptly(env) -> None:
+def test_interrupt_during_a_backoff_wait_stops_promptly(ask, env) -> None:
     env.respond = lambda r: Answer(429, {"error": {"message": "later"}}, {"Retry-After": "30"})
     m = model(retry_wait=100.0)
     errors = []
 
     def call():
         try:
-            m.complete(user="x")
+            ask(m, user="x")
         except ae.ProviderError as e:
             errors.append(str(e))
 
@@ -232,6 +232,43 @@ def test_keep_alive_one_connection_per_worker_thread(env, make_suite, cli) -> No
     assert code == 0, err
     assert len(env.chats()) == 24
     assert env.connections <= 4 + 1  # four workers, plus the catalog request on the main thread
+
+
+ASYNC_ROUTED = ROUTED.replace(
+    "ae.configure(",
+    """class AsyncEcho(ae.EchoAdapter):
+    async def call(self, case, model):
+        completion = await model.acomplete(user=case.input)
+        return ae.Reply(output=ae._first_json_object(completion.text), usage=completion.usage)
+
+ae.configure(""",
+).replace("adapter=ae.EchoAdapter()", "adapter=AsyncEcho()")
+
+
+def test_an_async_adapter_asks_on_the_event_loop_over_at_most_p_connections(env, make_suite, cli) -> None:
+    def respond(request):
+        if "a/007" in request.body["messages"][-1]["content"]:
+            return Answer(500, {"error": {"message": "always down"}})
+        return chat_answer(request.body["messages"][-1]["content"])
+
+    env.respond = respond
+    cases = {}
+    for n in range(1, 25):
+        cases |= case_files("ds", f"a/{n:03d}", {"v": n})
+    config = ONE_MODEL.replace("  retry_backoff: 0.01\n", "  retry_backoff: 0.01\n  retries: 2\n")
+    project = make_suite(helper=ASYNC_ROUTED, config=config, cases=cases)
+    code, out, err = cli("compare", "--local", "-p", "4", "-j", "1", cwd=project)
+    assert code == 0, err
+    assert len(env.chats()) == 23 + 3  # the failing case: its first try and two retries
+    assert env.connections <= 4 + 1  # four cases in flight, plus the catalog request
+    (log,) = read_logs(project)
+    rows = {row["case"]: row for row in log["rows"]}
+    assert (
+        rows["a/007"]["score"] is None and "HTTP 500: always down (gave up after 2 retries)" in rows["a/007"]["error"]
+    )
+    assert rows["a/007"]["retries"] == 2 and log["summary"]["retries"] == 2
+    assert sum(row["score"] == 1.0 for row in rows.values()) == 23
+    assert "│      1 │" in out  # one error in the table, no zero
 
 
 def test_compare_through_the_cli_counts_errors_not_zeros(env, make_suite, cli) -> None:
@@ -462,7 +499,7 @@ def test_ctrl_c_during_a_backoff_ends_the_real_cli_promptly(env, make_suite) -> 
     }
 
 
-def test_a_server_that_stops_reading_times_out_the_send(monkeypatch) -> None:
+def test_a_server_that_stops_reading_times_out_the_send(ask, monkeypatch) -> None:
     with socket.socket() as listener:  # accepts, then never reads: the request fills the socket buffers
         listener.bind(("127.0.0.1", 0))
         listener.listen(4)
@@ -471,5 +508,5 @@ def test_a_server_that_stops_reading_times_out_the_send(monkeypatch) -> None:
         m = model(timeout=0.2, retries=1)
         started = time.monotonic()
         with pytest.raises(ae.ProviderError, match=r"TimeoutError: timed out.*gave up after 1 retries"):
-            m.complete(user="x" * 16_000_000)
+            ask(m, user="x" * 16_000_000)
         assert time.monotonic() - started < 5.0 and m.retries == 1
