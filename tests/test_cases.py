@@ -200,3 +200,24 @@ def test_cases_are_read_when_first_asked_for(make_suite, monkeypatch) -> None:
         ("ds/a/002", "evals/datasets/ds/cases/a/002/input.txt: cannot be read (No such file or directory)")
     ]
     assert cases[3] is cases[3]  # read once
+
+
+def test_cases_run_in_path_order_folder_by_folder(make_suite, monkeypatch) -> None:
+    # "x" < "x-y" < "x0" as folders, though "x/" sorts after "x-" as text; a folder's own
+    # input.txt comes before those of its subfolders
+    cases = {}
+    for case_id in ("x0/001", "x-y/001", "x/002", "x/001", "x", "w/b/001", "w-a/001"):
+        cases |= case_files("ds", case_id, {"id": case_id})
+    project = make_suite(cases=cases)
+    monkeypatch.chdir(project)
+    suite = ae._load_suite(str(project / "evals" / "eval_helper.py"), None)
+    found, _ = ae._find_cases(suite)
+    assert [f.folder.split("cases/", 1)[1] for f in found] == [
+        "w/b/001",
+        "w-a/001",
+        "x",
+        "x/001",
+        "x/002",
+        "x-y/001",
+        "x0/001",
+    ]
