@@ -1,23 +1,28 @@
 """The OpenRouter path's overhead, measured through the real CLI (run by hand, not a test).
 
     python tests/benchmark.py                      # the issue's three scenarios, 3 runs each
+    python tests/benchmark.py --adapter async      # the same, with the adapter as async def
     python tests/benchmark.py --cases 500 --concurrency 32 --latency 0.05
     python tests/benchmark.py --baseline 100       # the machine's floor: a bare client, 100 µs of work a case
 
 A stand-in OpenAI-compatible server runs in its own process (asyncio protocols,
 keep-alive, each answer sent a fixed latency after its request arrived, optional
 injected 429s and 500s); it is lean so that its own CPU, on the same cores, does not
-stand in for the harness's. A generated suite of N cases (EchoAdapter parsing JSON, an
+stand in for the harness's. A generated suite of N cases (an adapter parsing JSON, an
 exact-match scorer, the local log) runs through ``python -m agent_evals compare --local
--j 1 -p C`` against it. Printed for each run, then the best and the median: wall time,
-the ideal N×L/C, their ratio, the experiment's own time, the CLI's CPU per case (user
-and system), its peak RSS, the TCP connections it opened, and the requests the server
-answered against the retries the logs report.
+-j 1 -p C`` against it. ``--adapter sync`` (the default) uses EchoAdapter, so the cases
+run on C threads; ``--adapter async`` does the same work in ``async def call``, so they
+run on one event loop over the provider's asyncio transport. Printed for each run, then
+the best and the median: wall time, the ideal N×L/C, their ratio, the experiment's own
+time, the CLI's CPU per case (user and system), its peak RSS, the TCP connections it
+opened, and the requests the server answered against the retries the logs report. The
+first line is the median start of a bare interpreter on this machine, a floor under
+every wall time that no harness controls.
 
-``--baseline US`` runs, instead of the CLI, a bare threaded client (keep-alive sockets,
-JSON out and in, nothing else) with US microseconds of busy Python per request: what
-threads on this machine allow before any harness work, and how that floor moves as
-per-case work grows.
+``--baseline US`` runs, instead of the CLI, a bare client (keep-alive sockets, JSON out
+and in, nothing else; threads, or one event loop with ``--adapter async``) with US
+microseconds of busy Python per request: what this machine allows before any harness
+work, and how that floor moves as per-case work grows.
 """
 
 from __future__ import annotations
@@ -249,19 +254,72 @@ def _bare_client(port: int, cases: int, concurrency: int, busy: float) -> None:
     print(json.dumps({"wall_s": wall, "cpu_ms_per_case": (usage.ru_utime + usage.ru_stime) * 1000 / cases}))
 
 
-def baseline(cases: int, concurrency: int, latency: float, busy_us: float) -> dict:
+class _BareReply(asyncio.Protocol):
+    """The bare event-loop client's side of one connection: one response at a time."""
+
+    def __init__(self) -> None:
+        self.buffer, self.waiter, self.transport = b"", None, None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def data_received(self, data: bytes) -> None:
+        self.buffer += data
+        end = self.buffer.find(b"\r\n\r\n")
+        if end == -1:
+            return
+        head = self.buffer[:end].lower()
+        start = head.find(b"content-length:") + 15
+        size = int(head[start : head.find(b"\r\n", start) if head.find(b"\r\n", start) != -1 else None])
+        if len(self.buffer) >= end + 4 + size:
+            body, self.buffer = self.buffer[end + 4 : end + 4 + size], self.buffer[end + 4 + size :]
+            self.waiter.set_result(body)  # type: ignore[union-attr]
+
+
+def _bare_async_client(port: int, cases: int, concurrency: int, busy: float) -> None:
+    """``_bare_client`` on one event loop: ``concurrency`` coroutines, a connection each."""
+    import resource
+
+    async def run() -> None:
+        loop = asyncio.get_running_loop()
+        todo = iter(range(cases))
+
+        async def work() -> None:
+            transport, reply = await loop.create_connection(_BareReply, "127.0.0.1", port)
+            for n in todo:
+                body = json.dumps({"model": "bench/model", "messages": [{"role": "user", "content": f"case {n}"}]})
+                head = f"POST /api/v1/chat/completions HTTP/1.1\r\nHost: bench\r\nContent-Length: {len(body)}\r\n\r\n"
+                reply.waiter = loop.create_future()
+                transport.write((head + body).encode())
+                json.loads(await reply.waiter)
+                until = time.perf_counter() + busy
+                while time.perf_counter() < until:
+                    pass
+            transport.close()
+
+        await asyncio.gather(*(work() for _ in range(concurrency)))
+
+    started = time.perf_counter()
+    asyncio.run(run())
+    wall = time.perf_counter() - started
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    print(json.dumps({"wall_s": wall, "cpu_ms_per_case": (usage.ru_utime + usage.ru_stime) * 1000 / cases}))
+
+
+def baseline(cases: int, concurrency: int, latency: float, busy_us: float, adapter: str = "sync") -> dict:
     """What this machine allows with no harness at all: the bare client's wall and CPU."""
     with tempfile.TemporaryDirectory() as tmp:
         server, port = _start_server(Path(tmp), latency)
         try:
-            argv = [sys.executable, __file__, "--bare", str(port), str(cases), str(concurrency), str(busy_us / 1e6)]
+            mode = "--bare" if adapter == "sync" else "--bare-async"
+            argv = [sys.executable, __file__, mode, str(port), str(cases), str(concurrency), str(busy_us / 1e6)]
             measured = json.loads(subprocess.run(argv, capture_output=True, text=True, check=True).stdout)
         finally:
             server.terminate()
             server.wait()
     ideal = cases * latency / concurrency
     return {
-        "baseline": "bare threaded client",
+        "baseline": "bare threaded client" if adapter == "sync" else "bare event-loop client",
         "cases": cases,
         "concurrency": concurrency,
         "busy_us_per_case": busy_us,
@@ -349,14 +407,26 @@ def scenario(
     }
 
 
+def _interpreter_start() -> float:
+    """The median wall time of ``python -c pass`` here: a floor under every CLI run that
+    no harness controls (site-packages' .pth files run in it)."""
+    times = []
+    for _ in range(7):
+        started = time.perf_counter()
+        subprocess.run([sys.executable, "-c", "pass"], check=True)
+        times.append(time.perf_counter() - started)
+    return round(sorted(times)[3], 3)
+
+
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "--serve":
         port_file, latency, r429, r500 = sys.argv[2:6]
         asyncio.run(_serve(Path(port_file), float(latency), float(r429), float(r500), seed=7))
         return
-    if len(sys.argv) > 1 and sys.argv[1] == "--bare":
+    if len(sys.argv) > 1 and sys.argv[1] in ("--bare", "--bare-async"):
         port, cases, concurrency, busy = sys.argv[2:6]
-        _bare_client(int(port), int(cases), int(concurrency), float(busy))
+        client = _bare_client if sys.argv[1] == "--bare" else _bare_async_client
+        client(int(port), int(cases), int(concurrency), float(busy))
         return
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--cases", type=int)
@@ -378,10 +448,11 @@ def main() -> None:
         help="instead: a bare threaded client (no harness) with US microseconds of Python work per case",
     )
     args = parser.parse_args()
+    print(json.dumps({"interpreter_start_s": _interpreter_start()}), flush=True)
     if args.baseline is not None:
         for cases, concurrency in [(args.cases, args.concurrency)] if args.cases else [(2000, 64), (10000, 256)]:
             for _ in range(args.runs):
-                print(json.dumps(baseline(cases, concurrency, args.latency, args.baseline)), flush=True)
+                print(json.dumps(baseline(cases, concurrency, args.latency, args.baseline, args.adapter)), flush=True)
         return
     if args.cases:
         runs = [(args.cases, args.concurrency, args.latency, args.rate_429, args.rate_500)]

@@ -471,14 +471,18 @@ def test_the_readme_provider_example_runs(make_suite, cli) -> None:
     assert log["summary"]["usage"]["input_tokens"] == 28
 
 
-def test_ctrl_c_during_a_backoff_ends_the_real_cli_promptly(env, make_suite) -> None:
+@pytest.mark.parametrize("helper", ["sync", "async"])
+def test_ctrl_c_during_a_backoff_ends_the_real_cli_promptly(env, make_suite, helper) -> None:
     import os
     import signal
     import subprocess
     import sys
 
     env.respond = lambda r: Answer(429, {"error": {"message": "later"}}, {"Retry-After": "30"})
-    project = make_suite(helper=ROUTED, config=ONE_MODEL.replace("  retry_backoff: 0.01\n", "  retry_wait: 300\n"))
+    project = make_suite(
+        helper=ROUTED if helper == "sync" else ASYNC_ROUTED,
+        config=ONE_MODEL.replace("  retry_backoff: 0.01\n", "  retry_wait: 300\n"),
+    )
     command = [sys.executable, str(ROOT / "agent_evals.py"), "compare", "--local"]
     child = subprocess.Popen(
         command, cwd=project, env={**os.environ}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
