@@ -703,8 +703,17 @@ async def _aretrying(provider: Provider, label: str, model: Model | None, attemp
             raise tries.stopped()
 
 
-def _transport_retry(e: Exception) -> _Retry:
-    """A connection's failure (ValueError: a length or chunk size that is not a number)."""
+def _transport_failure(e: Exception, label: str) -> Exception:
+    """What a connection's failure means: worth a retry, except a certificate that is not
+    trusted, which fails the same way every time (ValueError: a length or chunk size
+    that is not a number)."""
+    ssl = sys.modules.get("ssl")  # loaded whenever a connection was https
+    if ssl is not None and isinstance(e, ssl.SSLCertVerificationError):
+        return ProviderError(
+            f"{label}: the server's TLS certificate is not trusted ({e.verify_message}); if your own CA "
+            "signs it, point SSL_CERT_FILE at that CA's certificate file",
+            stops_run=True,  # every request would fail alike: one message, not one error per case
+        )
     return _Retry(f"{type(e).__name__}: {e}" if str(e) else type(e).__name__)
 
 
@@ -1079,7 +1088,7 @@ class OpenRouter(Provider):
             try:
                 status, fields, raw = await request("POST", url, body, headers, self.connect_timeout, self.timeout)
             except (OSError, ValueError) as e:
-                raise _transport_retry(e) from None
+                raise _transport_failure(e, f"openrouter: {model.id}") from None
             return self._answer(model.id, status, fields, raw)
 
         data, status = await _aretrying(self, f"openrouter: {model.id}", model, attempt)
@@ -1129,7 +1138,7 @@ class OpenRouter(Provider):
             try:
                 status, fields, raw = self._http.request(method, url, body, headers, self.connect_timeout, self.timeout)
             except (OSError, ValueError) as e:
-                raise _transport_retry(e) from None
+                raise _transport_failure(e, f"openrouter: {model_id}") from None
             return self._answer(model_id, status, fields, raw)
 
         return _retrying(self, f"openrouter: {model_id}", model, attempt)

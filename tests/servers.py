@@ -55,10 +55,16 @@ CATALOG = [
 class OpenAICompatible:
     """An OpenAI-compatible chat server; ``respond(request) -> Answer`` decides each reply.
 
-    By default it echoes the last user message back as the assistant's content.
+    By default it echoes the last user message back as the assistant's content. Given
+    ``tls`` (a server-side ``ssl.SSLContext``), it speaks HTTPS.
     """
 
-    def __init__(self, respond: Callable[[Received], Answer] | None = None, catalog: list[dict] | None = None) -> None:
+    def __init__(
+        self,
+        respond: Callable[[Received], Answer] | None = None,
+        catalog: list[dict] | None = None,
+        tls: Any = None,
+    ) -> None:
         self.respond = respond or (lambda r: chat_answer(r.body["messages"][-1]["content"]))
         self.catalog = CATALOG if catalog is None else catalog
         self.requests: list[Received] = []
@@ -114,7 +120,9 @@ class OpenAICompatible:
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        if tls is not None:  # each accepted connection shakes hands before its first request
+            self.httpd.socket = tls.wrap_socket(self.httpd.socket, server_side=True)
+        self.url = f"{'https' if tls else 'http'}://127.0.0.1:{self.httpd.server_address[1]}"
         self._thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
 
     def __enter__(self) -> OpenAICompatible:

@@ -514,3 +514,58 @@ def test_a_server_that_stops_reading_times_out_the_send(ask, monkeypatch) -> Non
         with pytest.raises(ae.ProviderError, match=r"TimeoutError: timed out.*gave up after 1 retries"):
             ask(m, user="x" * 16_000_000)
         assert time.monotonic() - started < 5.0 and m.retries == 1
+
+
+@pytest.fixture
+def tls(tmp_path):
+    """A certificate for 127.0.0.1 from a throwaway CA: the server's context, and the CA's file."""
+    import ssl
+
+    import trustme
+
+    ca = trustme.CA()
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("127.0.0.1").configure_cert(context)
+    ca_file = tmp_path / "ca.pem"
+    ca.cert_pem.write_to_path(str(ca_file))
+    return context, ca_file
+
+
+def test_https_keeps_one_verified_connection(tls, asks, monkeypatch) -> None:
+    context, ca_file = tls
+    monkeypatch.setenv("SSL_CERT_FILE", str(ca_file))  # the default context trusts the test CA
+    with OpenAICompatible(tls=context) as server:
+        monkeypatch.setenv("OPENROUTER_BASE_URL", server.url + "/api/v1")
+        monkeypatch.setenv("OPENROUTER_API_KEY", KEY)
+        texts = [c.text for c in asks(model(), [{"user": "one"}, {"user": "two"}, {"user": "three"}])]
+    assert server.url.startswith("https://")
+    assert texts == ["one", "two", "three"] and server.connections == 1
+    assert server.requests[0].headers["authorization"] == f"Bearer {KEY}"
+
+
+def test_an_untrusted_certificate_is_refused_at_once(tls, ask, monkeypatch) -> None:
+    context, _ = tls
+    with OpenAICompatible(tls=context) as server:
+        monkeypatch.setenv("OPENROUTER_BASE_URL", server.url + "/api/v1")
+        monkeypatch.setenv("OPENROUTER_API_KEY", KEY)
+        m = model(retries=3)
+        with pytest.raises(ae.ProviderError) as caught:
+            ask(m, user="x")
+    message = str(caught.value)
+    assert message == (
+        "openrouter: openai/gpt-4.1-mini: the server's TLS certificate is not trusted (unable to get local "
+        "issuer certificate); if your own CA signs it, point SSL_CERT_FILE at that CA's certificate file"
+    )
+    assert m.retries == 0 and server.requests == []  # not worth a retry: it fails the same way every time
+
+
+def test_an_untrusted_certificate_stops_the_run_before_any_completion(tls, make_suite, cli, monkeypatch) -> None:
+    context, _ = tls
+    with OpenAICompatible(tls=context) as server:
+        monkeypatch.setenv("OPENROUTER_BASE_URL", server.url + "/api/v1")
+        monkeypatch.setenv("OPENROUTER_API_KEY", KEY)
+        project = make_suite(helper=ROUTED, config=ONE_MODEL)
+        code, _, err = cli("compare", "--local", cwd=project)
+    assert code == 2 and server.requests == []
+    assert "the server's TLS certificate is not trusted" in err and "SSL_CERT_FILE" in err
+    assert len(err.strip().splitlines()) == 1 and KEY not in err, err
