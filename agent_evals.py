@@ -753,8 +753,12 @@ def _response(buffer: bytes, closed: bool) -> tuple[int, dict[str, str], bytes, 
         if (found := _dechunk(buffer, start, closed)) is None:
             return None
         body, end = found
+    elif status in (204, 304):  # no body, whatever the headers say
+        body, end = b"", start
     elif "content-length" in fields:
-        end = start + int(fields["content-length"])
+        if (size := int(fields["content-length"])) < 0:
+            raise _TransportError(f"a negative Content-Length: {size}")
+        end = start + size
         if len(buffer) < end:
             if closed:
                 raise _TransportError(f"the response ended after {len(buffer) - start} of {end - start} bytes")
@@ -4890,7 +4894,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not args.command:
             _parser().print_help(sys.stderr)
             return EXIT_USAGE
-        with _few_collections():
+        with _FewCollections():
             code = _COMMANDS[args.command](args)
         sys.stdout.flush()  # a closed pipe shows here, inside the handler below
         return code
@@ -4918,7 +4922,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         _stop.reset()  # a stopped run must not stop a later one in the same process
 
 
-class _few_collections:
+class _FewCollections:
     """A command keeps thousands of cases and results alive to its end: with the default
     thresholds the cyclic collector would walk them again and again (a tenth of a long
     run's CPU). What the imports made is frozen out of its reach, and the young

@@ -86,6 +86,9 @@ def test_a_dropped_idle_connection_is_sent_again_without_a_retry(complete, asks)
         ),
         ([(b"", True)], "ConnectionResetError: the server closed the connection"),
         ([(chunked(OK)[:60], True)], "_TransportError: the response ended inside its chunked body"),
+        ([(b"HTTP/1.1 200 OK\r\nContent-Length: -3\r\n\r\n", True)], "a negative Content-Length: -3"),
+        # the connection stays open: a 204 has no body to wait for
+        ([b"HTTP/1.1 204 No Content\r\n\r\n", response()], "HTTP 204, the body is not JSON"),
         ([(chunked(OK)[:-10], True)], "_TransportError: the response ended inside its chunked body"),
     ],
 )
