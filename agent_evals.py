@@ -1324,7 +1324,29 @@ class LiteLLM(Provider):
         return list(found.get("missing_keys") or [])
 
     def complete(self, model: Model, *, system: str | None = None, user: str, json: bool = True) -> Completion:
-        litellm = self._litellm()
+        litellm, kwargs = self._litellm(), self._arguments(model, system, user, json)
+
+        def attempt() -> Any:
+            try:
+                return litellm.completion(**kwargs)
+            except Exception as e:
+                raise self._failure(litellm, model, e) from None
+
+        return self._completion(litellm, model, _retrying(self, f"litellm: {model.id}", model, attempt))
+
+    async def acomplete(self, model: Model, *, system: str | None = None, user: str, json: bool = True) -> Completion:
+        """``complete`` for async adapters, over LiteLLM's own async client."""
+        litellm, kwargs = self._litellm(), self._arguments(model, system, user, json)
+
+        async def attempt() -> Any:
+            try:
+                return await litellm.acompletion(**kwargs)
+            except Exception as e:
+                raise self._failure(litellm, model, e) from None
+
+        return self._completion(litellm, model, await _aretrying(self, f"litellm: {model.id}", model, attempt))
+
+    def _arguments(self, model: Model, system: str | None, user: str, json: bool) -> dict[str, Any]:
         messages = [{"role": "system", "content": system}] if system else []
         messages.append({"role": "user", "content": user})
         # our own retries, and settings a vendor does not take dropped instead of fatal
@@ -1336,20 +1358,20 @@ class LiteLLM(Provider):
             kwargs["response_format"] = {"type": "json_object"}
         if os.environ.get("LITELLM_API_BASE"):
             kwargs["api_base"] = os.environ["LITELLM_API_BASE"]
+        return kwargs
+
+    def _failure(self, litellm: Any, model: Model, e: Exception) -> Exception:
+        """What one of LiteLLM's exceptions means: a refused key ends the run, the
+        transient ones are retried, the rest are the case's error."""
+        if isinstance(e, litellm.AuthenticationError):
+            return ProviderError(f"litellm: {model.id}: the key was refused: {e}", stops_run=True)
         retryable = tuple(getattr(litellm, name) for name in self.RETRYABLE if hasattr(litellm, name))
+        if isinstance(e, retryable):
+            headers = getattr(getattr(e, "response", None), "headers", None) or {}
+            return _Retry(f"{type(e).__name__}: {e}", _retry_after(headers.get("retry-after")))
+        return ProviderError(f"litellm: {model.id}: {type(e).__name__}: {e}")
 
-        def attempt() -> Any:
-            try:
-                return litellm.completion(**kwargs)
-            except litellm.AuthenticationError as e:
-                raise ProviderError(f"litellm: {model.id}: the key was refused: {e}", stops_run=True) from None
-            except retryable as e:
-                headers = getattr(getattr(e, "response", None), "headers", None) or {}
-                raise _Retry(f"{type(e).__name__}: {e}", _retry_after(headers.get("retry-after"))) from None
-            except Exception as e:
-                raise ProviderError(f"litellm: {model.id}: {type(e).__name__}: {e}") from None
-
-        response = _retrying(self, f"litellm: {model.id}", model, attempt)
+    def _completion(self, litellm: Any, model: Model, response: Any) -> Completion:
         usage = getattr(response, "usage", None)
         tokens_in = int(getattr(usage, "prompt_tokens", 0) or 0)
         tokens_out = int(getattr(usage, "completion_tokens", 0) or 0)

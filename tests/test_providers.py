@@ -10,7 +10,7 @@ import pytest
 from servers import Answer, OpenAICompatible, chat_answer
 
 import agent_evals as ae
-from conftest import ROOT, read_logs
+from conftest import HELPER, ROOT, read_logs
 
 CUSTOM = """
 import agent_evals as ae
@@ -136,6 +136,7 @@ def test_the_completion_scripts_come_from_the_parser(tmp_path) -> None:
         assert flag in script
 
 
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # as the provider sets it: no download at import
 litellm = pytest.importorskip("litellm", reason="the litellm extra is installed in CI")
 
 LITELLM_LINEUP = """
@@ -188,7 +189,18 @@ def test_litellm_drops_an_effort_the_model_does_not_take(routed, make_suite, cli
     assert log["summary"]["usage"]["cost_usd"] == pytest.approx(0.0008)
 
 
-def test_litellm_errors_are_retried_or_counted(routed, make_suite, cli) -> None:
+ASYNC_ADAPTER = HELPER.replace(
+    "class Adapter(ae.EchoAdapter):\n    pass\n",
+    """class Adapter(ae.EchoAdapter):
+    async def call(self, case, model):
+        completion = await model.acomplete(user=case.input)
+        return ae.Reply(output=ae._first_json_object(completion.text), usage=completion.usage)
+""",
+)
+
+
+@pytest.mark.parametrize("adapter", ["sync", "async"])
+def test_litellm_errors_are_retried_or_counted(routed, make_suite, cli, adapter) -> None:
     seen: dict[str, int] = {}
 
     def respond(request):
@@ -202,11 +214,16 @@ def test_litellm_errors_are_retried_or_counted(routed, make_suite, cli) -> None:
         return chat_answer(text)
 
     routed.respond = respond
-    project = make_suite(config=LITELLM_LINEUP.replace("      effort: [default, high]\n", ""))
+    assert "async def call" in ASYNC_ADAPTER
+    project = make_suite(
+        helper=HELPER if adapter == "sync" else ASYNC_ADAPTER,
+        config=LITELLM_LINEUP.replace("      effort: [default, high]\n", ""),
+    )
     code, out, err = cli("compare", "--local", cwd=project)
     assert code == 0, err
     (log,) = read_logs(project)
     rows = {row["case"]: row for row in log["rows"]}
+    assert [rows[case]["score"] for case in ("a/001", "a/002", "b/001")] == [1.0, 1.0, 1.0]
     assert rows["a/001"]["retries"] == 1 and rows["a/001"]["error"] is None
     assert rows["b/002"]["error"].startswith("ProviderError: litellm: litellm/openai/gpt-4o-mini: BadRequestError")
     assert "│ 100.0% ±0.0 │" not in out and "│      1 │" in out
