@@ -808,6 +808,21 @@ def _origin(url: str) -> tuple[str, str, int, str]:
     return origin
 
 
+_TLS: list[Any] = [None, None]  # (the trust settings it was made under, the context)
+
+
+def _tls_context() -> Any:
+    """The default TLS context, made once: loading the system's CA bundle takes tens of
+    milliseconds, which per connection would cost seconds at hundreds in flight. Made
+    again when SSL_CERT_FILE or SSL_CERT_DIR changes."""
+    trust = (os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR"))
+    if _TLS[0] != trust or _TLS[1] is None:
+        import ssl
+
+        _TLS[:] = [trust, ssl.create_default_context()]
+    return _TLS[1]
+
+
 class _Wire:
     """What both kinds of connection send: the request line and headers, encoded once per
     connection (the same all run long), then each request's length and body."""
@@ -840,9 +855,7 @@ class _Connection(_Wire):
         sock = socket.create_connection((host, port), timeout=connect)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         if scheme == "https":
-            import ssl
-
-            sock = ssl.create_default_context().wrap_socket(sock, server_hostname=host)
+            sock = _tls_context().wrap_socket(sock, server_hostname=host)
             sock.settimeout(read)  # the connect timeout was for the handshake only
         elif sys.platform == "win32":  # pragma: no cover - POSIX CI
             sock.settimeout(read)
@@ -1014,11 +1027,7 @@ class _AsyncHTTP:
             if reused:
                 conn = idle.pop()
             else:
-                secure = None
-                if scheme == "https":
-                    import ssl
-
-                    secure = ssl.create_default_context()
+                secure = _tls_context() if scheme == "https" else None
                 opening = loop.create_connection(
                     lambda: _Exchange(loop, host, port),
                     host,

@@ -569,3 +569,13 @@ def test_an_untrusted_certificate_stops_the_run_before_any_completion(tls, make_
     assert code == 2 and server.requests == []
     assert "the server's TLS certificate is not trusted" in err and "SSL_CERT_FILE" in err
     assert len(err.strip().splitlines()) == 1 and KEY not in err, err
+
+
+def test_the_tls_context_is_made_once_per_trust_setting(tls, monkeypatch) -> None:
+    _, ca_file = tls
+    monkeypatch.delenv("SSL_CERT_FILE", raising=False)
+    first = ae._tls_context()
+    assert ae._tls_context() is first  # loading the CA bundle per connection would cost seconds
+    monkeypatch.setenv("SSL_CERT_FILE", str(ca_file))
+    trusting = ae._tls_context()
+    assert trusting is not first and ae._tls_context() is trusting
