@@ -2699,6 +2699,11 @@ class _Running:
         async def all_workers() -> None:
             nonlocal loop
             loop = asyncio.get_running_loop()
+            # a provider with no async client runs ``complete`` on the loop's executor: as
+            # many threads as cases in flight (made as needed), not its default handful
+            from concurrent.futures import ThreadPoolExecutor
+
+            loop.set_default_executor(ThreadPoolExecutor(self.workers, thread_name_prefix="cases-blocking"))
             try:
                 await asyncio.gather(*(worker() for _ in range(self.workers)))
                 while waiting[0] or rows:  # the last answers are scored and journaled

@@ -166,3 +166,42 @@ def test_no_raw_keeps_output_but_not_raw(make_suite, cli) -> None:
     assert row["raw"] is None and row["output"] == {"v": 1}
     code, _, _ = cli("compare", "--local", "-m", "fake/echo")
     assert read_logs(project)[-1]["rows"][0]["raw"] is not None
+
+
+BLOCKING = (
+    EXACT_HELPER
+    + """
+import threading
+
+class Slow(ae.Provider):
+    name = "slow"
+    prefix = "slow/"
+    gate = threading.Barrier(12, timeout=10)  # passes only when twelve requests are in flight at once
+
+    def complete(self, model, *, system=None, user, json=True):
+        self.gate.wait()
+        return ae.Completion(user)
+
+class A(ae.Adapter):
+    async def call(self, case, model):
+        completion = await model.acomplete(user=case.input)
+        return ae.Reply(output=ae._first_json_object(completion.text), usage=completion.usage)
+
+ae.configure(adapter=A(), providers=[Slow()])
+"""
+)
+
+
+def test_an_async_adapter_over_a_blocking_provider_keeps_p_requests_in_flight(make_suite, cli) -> None:
+    # a provider with no async client runs on worker threads: -p of them, not the
+    # executor's default (a handful on a small machine)
+    files = {}
+    for n in range(1, 13):
+        files |= case_files("ds", f"a/{n:03d}", {"v": n})
+    config = "request_types: [prompt]\nvendors:\n  slow:\n    - model: m\n"
+    project = make_suite(helper=BLOCKING, config=config, cases=files)
+    code, _, err = cli("compare", "--local", "-p", "12", cwd=project)
+    assert code == 0, err
+    (log,) = read_logs(project)
+    assert [row["error"] for row in log["rows"]] == [None] * 12
+    assert log["summary"]["scored"] == 12
