@@ -1511,12 +1511,22 @@ class Scorer:
 
 
 class EchoAdapter(Adapter):
-    """Sends the case input as the user message and parses the first JSON object back."""
+    """Sends the case input as the user message and parses the first JSON object back.
+
+    Used as it is (``call`` not overridden) with a provider that has an async client,
+    the run sends the same request from an event loop instead of a thread per case.
+    """
 
     system: str | None = None
 
     def call(self, case: Case, model: Model) -> Reply:
-        completion = model.complete(system=self.system, user=case.input, json=True)
+        return self._reply(model.complete(system=self.system, user=case.input, json=True))
+
+    async def _acall(self, case: Case, model: Model) -> Reply:
+        return self._reply(await model.acomplete(system=self.system, user=case.input, json=True))
+
+    @staticmethod
+    def _reply(completion: Completion) -> Reply:
         try:
             output = _first_json_object(completion.text)
         except ValueError as e:
@@ -2534,8 +2544,7 @@ def _conclude(
         score = _score(suite, case, reply, metric_names)
     except Exception as e:
         error, trace = _describe(e)
-        if getattr(e, "stops_run", False):
-            _stop.set(_redact(str(e)))
+        _stop_if_fatal(e)
     usage = model.usage if model.calls else (reply.usage if reply and reply.usage else Usage())
     duration = (ended or time.perf_counter()) - started
     return RunResult(
@@ -2552,6 +2561,12 @@ def _conclude(
         model.hits,
         model.saved,
     )
+
+
+def _stop_if_fatal(error: BaseException) -> None:
+    """A failure that every case would share (a refused key) stops the run."""
+    if getattr(error, "stops_run", False):
+        _stop.set(_redact(str(error)))
 
 
 def _check_reply(adapter: Any, answer: Any) -> Reply:
@@ -2591,6 +2606,18 @@ def _check_score(scorer: Any, case: Case, score: Any, metric_names: frozenset[st
             raise SuiteError(f"scorer {name} gave {case.key} {metric}={value!r}, outside 0..1")
 
 
+def _async_call(adapter: Any, provider: Provider) -> Callable[[Case, Model], Any] | None:
+    """How the run awaits the adapter on an event loop, or None to run it on threads:
+    an ``async def call``, or an EchoAdapter used as it is when the provider has an
+    async client (the same request either way; no thread per case in flight)."""
+    if inspect.iscoroutinefunction(adapter.call):
+        return adapter.call
+    native = type(provider).acomplete is not Provider.acomplete
+    if native and isinstance(adapter, EchoAdapter) and type(adapter).call is EchoAdapter.call:
+        return adapter._acall
+    return None
+
+
 class _Running:
     """One experiment in flight: ``parallelism`` daemon threads take the next case until
     none is left or the run stops. Each finished case goes to the journal at once (so a
@@ -2617,6 +2644,7 @@ class _Running:
         self.recorded = 0
         self.closed = False
         self.active = min(experiment.parallelism, len(self.todo))
+        self.call: Any = None  # what an event loop awaits per case, when the run is async
         self.started = time.perf_counter()
         # each finished run's row as JSON: appended to the journal, then reused by the log
         self.lines: list[str | None] = [None if r is None else _json_dumps(_result_row(r)) for r in self.results]
@@ -2630,7 +2658,8 @@ class _Running:
                 self.run.call(tracker, "start", self.experiment)
         if not self.active:
             self.run.finished.put(self)
-        elif inspect.iscoroutinefunction(self.run.suite.adapter.call):
+        elif (call := _async_call(self.run.suite.adapter, self.experiment.provider)) is not None:
+            self.call = call
             # an async adapter: one event loop, ``parallelism`` cases in flight on it
             self.workers = self.active
             self.active = 1
@@ -2690,9 +2719,10 @@ class _Running:
                 place, repeat = self.units[i]
                 case, model, started = cases[place], _case_model(x, repeat), time.perf_counter()
                 try:
-                    answer, failure = await suite.adapter.call(case, model), None
+                    answer, failure = await self.call(case, model), None
                 except Exception as e:
                     answer, failure = None, e
+                    _stop_if_fatal(e)  # now, not when it is scored: no next case is sent
                 waiting[0] += 1
                 loop.call_soon(conclude, i, case, model, started, answer, failure, time.perf_counter())
 

@@ -1,7 +1,7 @@
 """The OpenRouter path's overhead, measured through the real CLI (run by hand, not a test).
 
     python tests/benchmark.py                      # the issue's three scenarios, 3 runs each
-    python tests/benchmark.py --adapter async      # the same, with the adapter as async def
+    python tests/benchmark.py --adapter threads    # the same, the cases on -p threads
     python tests/benchmark.py --cases 500 --concurrency 32 --latency 0.05
     python tests/benchmark.py --baseline 100       # the machine's floor: a bare client, 100 µs of work a case
 
@@ -10,19 +10,20 @@ keep-alive, each answer sent a fixed latency after its request arrived, optional
 injected 429s and 500s); it is lean so that its own CPU, on the same cores, does not
 stand in for the harness's. A generated suite of N cases (an adapter parsing JSON, an
 exact-match scorer, the local log) runs through ``python -m agent_evals compare --local
--j 1 -p C`` against it. ``--adapter sync`` (the default) uses EchoAdapter, so the cases
-run on C threads; ``--adapter async`` does the same work in ``async def call``, so they
-run on one event loop over the provider's asyncio transport. Printed for each run, then
-the best and the median: wall time, the ideal N×L/C, their ratio, the experiment's own
-time, the CLI's CPU per case (user and system), its peak RSS, the TCP connections it
-opened, and the requests the server answered against the retries the logs report. The
-first line is the median start of a bare interpreter on this machine, a floor under
-every wall time that no harness controls.
+-j 1 -p C`` against it. The adapter (``--adapter``): ``echo`` (the default) is
+EchoAdapter as it is, which the run drives from one event loop over the provider's
+asyncio transport; ``threads`` is the same with a ``call`` of its own, which keeps the
+cases on C threads; ``async`` does the same work in ``async def call``. Printed for each
+run, then the best and the median: wall time, the ideal N×L/C, their ratio, the
+experiment's own time, the CLI's CPU per case (user and system), its peak RSS, the TCP
+connections it opened, and the requests the server answered against the retries the
+logs report. The first line is the median start of a bare interpreter on this machine,
+a floor under every wall time that no harness controls.
 
 ``--baseline US`` runs, instead of the CLI, a bare client (keep-alive sockets, JSON out
-and in, nothing else; threads, or one event loop with ``--adapter async``) with US
-microseconds of busy Python per request: what this machine allows before any harness
-work, and how that floor moves as per-case work grows.
+and in, nothing else; on threads with ``--adapter threads``, else on one event loop)
+with US microseconds of busy Python per request: what this machine allows before any
+harness work, and how that floor moves as per-case work grows.
 """
 
 from __future__ import annotations
@@ -142,6 +143,12 @@ class AsyncEcho(ae.Adapter):
         output = json.JSONDecoder().raw_decode(text, text.index("{"))[0]
         return ae.Reply(output=output, raw=text, usage=completion.usage)
 
+class Threaded(ae.EchoAdapter):
+    \"\"\"EchoAdapter with a call of its own: the run keeps it on -p threads.\"\"\"
+
+    def call(self, case, model):
+        return super().call(case, model)
+
 class Exact(ae.Scorer):
     def metrics(self):
         return [ae.Metric("exact", "1 when the parsed reply equals expected.json.", primary=True)]
@@ -152,7 +159,7 @@ class Exact(ae.Scorer):
 
 ae.configure(suite="bench", adapter={adapter}(), scorer=Exact())
 """
-ADAPTERS = {"sync": "ae.EchoAdapter", "async": "AsyncEcho"}
+ADAPTERS = {"echo": "ae.EchoAdapter", "threads": "Threaded", "async": "AsyncEcho"}
 
 CONFIG = """
 request_types: [prompt]
@@ -165,7 +172,7 @@ vendors:
 """
 
 
-def _make_suite(root: Path, cases: int, adapter: str = "sync") -> None:
+def _make_suite(root: Path, cases: int, adapter: str = "echo") -> None:
     evals = root / "evals"
     (evals / "datasets").mkdir(parents=True)
     (evals / "eval_helper.py").write_text(HELPER.replace("{adapter}", ADAPTERS[adapter]))
@@ -306,12 +313,12 @@ def _bare_async_client(port: int, cases: int, concurrency: int, busy: float) -> 
     print(json.dumps({"wall_s": wall, "cpu_ms_per_case": (usage.ru_utime + usage.ru_stime) * 1000 / cases}))
 
 
-def baseline(cases: int, concurrency: int, latency: float, busy_us: float, adapter: str = "sync") -> dict:
+def baseline(cases: int, concurrency: int, latency: float, busy_us: float, adapter: str = "echo") -> dict:
     """What this machine allows with no harness at all: the bare client's wall and CPU."""
     with tempfile.TemporaryDirectory() as tmp:
         server, port = _start_server(Path(tmp), latency)
         try:
-            mode = "--bare" if adapter == "sync" else "--bare-async"
+            mode = "--bare" if adapter == "threads" else "--bare-async"
             argv = [sys.executable, __file__, mode, str(port), str(cases), str(concurrency), str(busy_us / 1e6)]
             measured = json.loads(subprocess.run(argv, capture_output=True, text=True, check=True).stdout)
         finally:
@@ -319,7 +326,7 @@ def baseline(cases: int, concurrency: int, latency: float, busy_us: float, adapt
             server.wait()
     ideal = cases * latency / concurrency
     return {
-        "baseline": "bare threaded client" if adapter == "sync" else "bare event-loop client",
+        "baseline": "bare threaded client" if adapter == "threads" else "bare event-loop client",
         "cases": cases,
         "concurrency": concurrency,
         "busy_us_per_case": busy_us,
@@ -331,7 +338,7 @@ def baseline(cases: int, concurrency: int, latency: float, busy_us: float, adapt
 
 
 def scenario(
-    cases: int, concurrency: int, latency: float, rate_429: float = 0.0, rate_500: float = 0.0, adapter: str = "sync"
+    cases: int, concurrency: int, latency: float, rate_429: float = 0.0, rate_500: float = 0.0, adapter: str = "echo"
 ) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
@@ -437,8 +444,9 @@ def main() -> None:
     parser.add_argument(
         "--adapter",
         choices=sorted(ADAPTERS),
-        default="sync",
-        help="the suite's adapter: EchoAdapter (threads), or the same work as async def (one event loop)",
+        default="echo",
+        help="the suite's adapter: EchoAdapter as it is (an event loop), the same with a call of its own "
+        "(threads), or the same work as async def (an event loop)",
     )
     parser.add_argument("--runs", type=int, default=3, help="runs of each scenario; the best and the median are shown")
     parser.add_argument(

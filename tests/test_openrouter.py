@@ -579,3 +579,30 @@ def test_the_tls_context_is_made_once_per_trust_setting(tls, monkeypatch) -> Non
     monkeypatch.setenv("SSL_CERT_FILE", str(ca_file))
     trusting = ae._tls_context()
     assert trusting is not first and ae._tls_context() is trusting
+
+
+WHERE = ROUTED.replace(
+    'return ae.Score(value=right, metrics={"exact": right})',
+    'return ae.Score(value=right, metrics={"exact": right}, diagnostics={"thread": threading.current_thread().name})',
+).replace("import agent_evals as ae", "import threading\n\nimport agent_evals as ae")
+
+OVERRIDDEN = WHERE.replace(
+    "ae.configure(",
+    """class Mine(ae.EchoAdapter):
+    def call(self, case, model):
+        return super().call(case, model)
+
+ae.configure(""",
+).replace("adapter=ae.EchoAdapter()", "adapter=Mine()")
+
+
+@pytest.mark.parametrize(("helper", "thread"), [(WHERE, "cases-async"), (OVERRIDDEN, "case-")])
+def test_an_echo_adapter_as_it_is_asks_from_the_event_loop(env, make_suite, cli, helper, thread) -> None:
+    # the same request either way; a call of the suite's own keeps to threads
+    project = make_suite(helper=helper, config=ONE_MODEL)
+    code, _, err = cli("compare", "--local", "-p", "2", cwd=project)
+    assert code == 0, err
+    (log,) = read_logs(project)
+    assert [row["score"] for row in log["rows"]] == [1.0] * 4
+    assert all(row["diagnostics"]["thread"].startswith(thread) for row in log["rows"])
+    assert len({json.dumps(c.body, sort_keys=True) for c in env.chats()}) == 4 and env.connections <= 2 + 1
