@@ -599,7 +599,7 @@ _stop = _Stop()
 
 
 def _request_body(body: Mapping[str, Any]) -> bytes:
-    """A request's JSON: json's shared encoder, the C fast path with no encoder built per call."""
+    """A request's JSON: ``json.dumps`` with no options uses json's shared default encoder."""
     return json.dumps(body).encode()
 
 
@@ -2107,9 +2107,9 @@ class _Found:
 
 class _Cases(Sequence[Case]):
     """The cases of one dataset in order, each read from disk the first time it is
-    asked for: a run starts asking models at once, a read-ahead thread reads the cases
-    in order while the first answers are awaited, and a worker that overtakes it reads
-    its case itself. Reading twice (two threads, one case) gives equal results, so no
+    asked for: a run starts asking models at once; on threads, a read-ahead thread reads
+    the cases in order while the first answers are awaited, and a worker that overtakes
+    it reads its case itself (an event loop reads each case as it takes it). Reading twice (two threads, one case) gives equal results, so no
     lock is needed. ``problems()`` says what was wrong with the files read so far."""
 
     def __init__(self, found: Sequence[_Found]) -> None:
@@ -2660,7 +2660,7 @@ class _Running:
             self.run.finished.put(self)
         elif (call := _async_call(self.run.suite.adapter, self.experiment.provider)) is not None:
             self.call = call
-            # an async adapter: one event loop, ``parallelism`` cases in flight on it
+            # one event loop, ``parallelism`` cases in flight on it
             self.workers = self.active
             self.active = 1
             threading.Thread(target=self._work_async, name="cases-async", daemon=True).start()
@@ -5080,7 +5080,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     suite = _open_suite(args)
     found, twice = _find_cases(suite)
     selected = _select_cases(found, _split(args.dataset), _split(args.case))
-    # each dataset's cases are read by the threads that run them, while the others wait on the network
+    # each dataset's cases are read as the run reaches them, while the others wait on the network
     by_dataset = {d: _Cases([f for f in selected if f.dataset == d]) for d in sorted({f.dataset for f in selected})}
     overrides = _Overrides(args.effort, args.temperature, args.max_tokens, args.parallelism)
     lineup = _build_lineup(suite, overrides, _split(args.models))
@@ -5097,8 +5097,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
         for dataset, cases in by_dataset.items()
         for contender, provider in lineup.contenders
     ]
+    contenders = [c for c, _ in lineup.contenders]
     for x in experiments:
-        x.order = [c for c, _ in lineup.contenders].index(x.contender)
+        x.order = contenders.index(x.contender)
     if args.shard:
         experiments = _shard(experiments, args.shard)
     gates = _Gates.parse(args, suite.metrics)
