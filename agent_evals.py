@@ -41,6 +41,7 @@ Standard library only; PyYAML reads the config file. Public names: ``__all__``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import importlib
 import inspect
@@ -118,6 +119,8 @@ CONFIG_NAME = ".agent-eval.config.yml"
 HELPER_NAME = "eval_helper.py"
 DEFAULT_CASES = "datasets/*/cases/**/input.txt"
 DEFAULT_PARALLELISM = 4
+DEFAULT_CASE_TIMEOUT = 3600.0  # seconds one case (adapter, its model calls, scorer) may take
+DEFAULT_MAX_RESPONSE_MB = 32.0  # the largest response body a provider reads; more is that case's error
 BEST_VALUE_MARGIN = 0.02  # "within two points of the top", on a 0..1 scale
 
 # Reasoning efforts a lineup may name. "default" sends none, leaving the model's own.
@@ -155,6 +158,13 @@ class ProviderError(EvalError):
     def __init__(self, message: str, *, stops_run: bool = False) -> None:
         super().__init__(message)
         self.stops_run = stops_run
+
+
+class _CaseTimeout(Exception):
+    """A case outlived ``--case-timeout``: that case's error; the run goes on."""
+
+    def __init__(self, seconds: float | None) -> None:
+        super().__init__(f"timed out after {seconds or 0:g} s (--case-timeout); the adapter never returned")
 
 
 class SuiteError(EvalError):
@@ -575,14 +585,18 @@ _FATAL_STATUSES = {401: "the key was refused", 402: "the account is out of credi
 
 
 class _Stop:
-    """The run's stop flag: set by Ctrl-C or by an error that ends the run; waits end at once."""
+    """The run's stop flag: set by Ctrl-C or by an error that ends the run; waits end at once.
+    ``interrupted`` is set only by the user's own Ctrl-C (the command's SIGINT handler), so a
+    KeyboardInterrupt that suite code raises by itself is told apart from it."""
 
     def __init__(self) -> None:
         self.event = threading.Event()
         self.reason: str | None = None
+        self.interrupted = threading.Event()
 
     def reset(self) -> None:
         self.event.clear()
+        self.interrupted.clear()
         self.reason = None
 
     def set(self, reason: str) -> None:
@@ -596,6 +610,15 @@ class _Stop:
 
 
 _stop = _Stop()
+
+
+def _suite_fault(error: BaseException) -> bool:
+    """Whether ``error``, raised by suite code, is that code's own failure: any exception,
+    and also SystemExit, GeneratorExit or a KeyboardInterrupt the code raised itself. Only
+    the user's Ctrl-C, which reaches the main thread alone, stays a Ctrl-C."""
+    if isinstance(error, KeyboardInterrupt):
+        return not _stop.interrupted.is_set() or threading.current_thread() is not threading.main_thread()
+    return isinstance(error, Exception | SystemExit | GeneratorExit)
 
 
 def _request_body(body: Mapping[str, Any]) -> bytes:
@@ -1675,6 +1698,7 @@ class _Defaults:
     max_tokens: int | None = None
     parallelism: int = DEFAULT_PARALLELISM
     repeat: int = 1
+    case_timeout: float = DEFAULT_CASE_TIMEOUT
     transport: dict[str, float] = field(default_factory=dict)  # timeout, retries, ... as Provider names them
 
 
@@ -1708,8 +1732,18 @@ _TOP_KEYS = (
     "cache",
 )
 # Transport settings every provider takes, with the kind of number each is.
-_TRANSPORT = {"timeout": float, "connect_timeout": float, "retries": int, "retry_wait": float, "retry_backoff": float}
-_DEFAULT_KEYS = ("effort", "temperature", "max_tokens", "parallelism", "repeat", *_TRANSPORT)
+_TRANSPORT = {
+    "timeout": float,
+    "connect_timeout": float,
+    "retries": int,
+    "retry_wait": float,
+    "retry_backoff": float,
+    "max_response_mb": float,
+}
+_DEFAULT_KEYS = ("effort", "temperature", "max_tokens", "parallelism", "repeat", "case_timeout", *_TRANSPORT)
+# The largest value a whole-number setting takes: beyond these a typo would build a run in
+# memory that no machine holds (cases x repeats) or open more threads than a system allows.
+_CEILINGS = {"parallelism": 4096, "concurrency": 4096, "repeat": 1000, "max_tokens": 10_000_000, "retries": 100}
 _ENTRY_KEYS = ("model", "effort", "temperature", "max_tokens")
 
 
@@ -1828,22 +1862,35 @@ def _check_temperatures(values: list[Any], where: str, key: str) -> list[float |
 
 
 def _check_positive(value: Any, where: str, key: str, *, zero: bool = False) -> int:
-    low = 0 if zero else 1
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise ConfigError(f"{where}: {key}: expected a whole number from {low} up, got {value!r}")
+    low, high = 0 if zero else 1, _CEILINGS.get(key.rpartition(".")[2])
+    if isinstance(value, bool) or not isinstance(value, int) or value < low or (high and value > high):
+        span = f"from {low} to {high:,}" if high else f"from {low} up"
+        raise ConfigError(f"{where}: {key}: expected a whole number {span}, got {_shown(value)}")
     return value
 
 
 def _check_number(value: Any, where: str, key: str, kind: type) -> float:
+    high = _CEILINGS.get(key.rpartition(".")[2])
     if (
         isinstance(value, bool)
         or not isinstance(value, int | float)
-        or value < 0
+        or not 0 <= value < math.inf  # NaN and infinities too
+        or (high is not None and value > high)
         or (kind is int and value != int(value))
     ):
         noun = "a whole number" if kind is int else "a number"
-        raise ConfigError(f"{where}: {key}: expected {noun} from 0 up, got {value!r}")
+        span = f"from 0 to {high:,}" if high else "from 0 up (finite)"
+        raise ConfigError(f"{where}: {key}: expected {noun} {span}, got {_shown(value)}")
     return kind(value)
+
+
+def _shown(value: Any) -> str:
+    """A value in a message: its repr, cut short (a 5,000-digit number is not a message)."""
+    try:
+        text = repr(value)
+    except ValueError:
+        text = f"<a number of {value.bit_length() * 0.30103:,.0f} digits>"
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _check_keys(data: Mapping[str, Any], known: Sequence[str], where: str, prefix: str = "") -> None:
@@ -1898,6 +1945,8 @@ def _parse_config(
         config.defaults.parallelism = _check_positive(defaults["parallelism"], where, "defaults.parallelism")
     if "repeat" in defaults:
         config.defaults.repeat = _check_positive(defaults["repeat"], where, "defaults.repeat")
+    if "case_timeout" in defaults:
+        config.defaults.case_timeout = _check_number(defaults["case_timeout"], where, "defaults.case_timeout", float)
     for key, kind in _TRANSPORT.items():
         if key in defaults:
             config.defaults.transport[key] = _check_number(defaults[key], where, f"defaults.{key}", kind)
@@ -2136,6 +2185,13 @@ class _Cases(Sequence[Case]):
     @property
     def ids(self) -> list[str]:
         return [f.id for f in self.found]
+
+    def peek(self, k: int) -> Case:
+        """Case ``k`` if it was read, else a case with its name only: never waits on a read."""
+        if (case := self._cases[k]) is not None:
+            return case
+        found = self.found[k]
+        return Case(id=found.id, dataset=found.dataset, variant=found.variant, path=Path(found.folder))
 
     def read_ahead(self) -> None:
         """Read every case, in order, on a thread of its own (once)."""
@@ -2506,13 +2562,15 @@ def _safe_name(text: str) -> str:
 
 
 def _run_case(
-    suite: _Suite, experiment: Experiment, case: Case, metric_names: frozenset[str], repeat: int = 0
+    suite: _Suite, experiment: Experiment, place: int, metric_names: frozenset[str], model: Model, started: float
 ) -> RunResult:
-    """Run and score one case. An exception is an error; a ``Reply.error`` is a 0."""
-    model, started = _case_model(experiment, repeat), time.perf_counter()
+    """Read, run and score one case. An exception is an error; a ``Reply.error`` is a 0."""
+    case = experiment.cases[place]
     try:
         answer, failure = suite.adapter.call(case, model), None
-    except Exception as e:
+    except BaseException as e:
+        if not _suite_fault(e):
+            raise
         answer, failure = None, e
     return _conclude(suite, experiment, case, metric_names, model, started, answer, failure)
 
@@ -2531,7 +2589,7 @@ def _conclude(
     model: Model,
     started: float,
     answer: Any,
-    failure: Exception | None,
+    failure: BaseException | None,
     ended: float | None = None,
 ) -> RunResult:
     """Score what the adapter answered, or record why it could not answer. The case's
@@ -2542,11 +2600,26 @@ def _conclude(
             raise failure
         reply = _check_reply(suite.adapter, answer)
         score = _score(suite, case, reply, metric_names)
-    except Exception as e:
+    except BaseException as e:
+        if not _suite_fault(e):
+            raise
         error, trace = _describe(e)
         _stop_if_fatal(e)
+    return _result(experiment, case, model, (ended or time.perf_counter()) - started, reply, score, error, trace)
+
+
+def _result(
+    experiment: Experiment,
+    case: Case,
+    model: Model,
+    duration: float,
+    reply: Reply | None = None,
+    score: Score | None = None,
+    error: str | None = None,
+    trace: str | None = None,
+) -> RunResult:
+    """A finished case: its spend is what went through ``model``, else what the reply reports."""
     usage = model.usage if model.calls else (reply.usage if reply and reply.usage else Usage())
-    duration = (ended or time.perf_counter()) - started
     return RunResult(
         experiment,
         case,
@@ -2588,8 +2661,15 @@ def _describe(error: BaseException) -> tuple[str, str]:
     """An exception as the log keeps it: ``Type: message`` and a short traceback, secrets masked."""
     import traceback
 
-    trace = "".join(traceback.format_exception(type(error), error, error.__traceback__, limit=-4))
-    return _redact(f"{type(error).__name__}: {error}"), _redact(trace)
+    try:
+        message = f"sys.exit({error.code!r}) was called" if isinstance(error, SystemExit) else str(error)
+    except Exception:  # a message that cannot be read must not lose the row
+        message = "(its message could not be read)"
+    try:
+        trace = "".join(traceback.format_exception(type(error), error, error.__traceback__, limit=-4))
+    except Exception:
+        trace = ""
+    return _redact(f"{type(error).__name__.lstrip('_')}: {message}"), _redact(trace)
 
 
 def _check_score(scorer: Any, case: Case, score: Any, metric_names: frozenset[str]) -> None:
@@ -2618,36 +2698,56 @@ def _async_call(adapter: Any, provider: Provider) -> Callable[[Case, Model], Any
     return None
 
 
+class _Owner:
+    """A thread that runs cases: a worker, or an event loop's. When a case it runs outlives
+    ``--case-timeout`` the owner is orphaned (it takes no further case and its late answer
+    is dropped) and a new one takes its place, so a hung suite never holds a run."""
+
+    __slots__ = ("beat", "loop", "orphaned")
+
+    def __init__(self, loop: bool = False) -> None:
+        self.loop = loop  # an event loop's thread: stuck only when its heartbeat stops
+        self.orphaned = False
+        self.beat = time.monotonic()
+
+
 class _Running:
     """One experiment in flight: ``parallelism`` daemon threads take the next case until
     none is left or the run stops. Each finished case goes to the journal at once (so a
     kill loses nothing that finished), and whoever finishes a case records, in case
     order, every finished case not yet recorded; no futures, no queue, no idle consumer.
+    The run's main thread watches the cases in flight (``watch``): one past the case
+    timeout becomes that case's error row, and its thread is replaced.
     """
 
     def __init__(self, run: _Run, experiment: Experiment, previous: Mapping[tuple[str, int], RunResult]) -> None:
         import itertools
 
         self.run, self.experiment = run, experiment
-        # one unit per case and repeat, in case order: (the case's place, the repeat); the
-        # case itself is read when a worker takes it
-        cases = experiment.cases
-        self.units = [(k, r) for k in range(len(cases)) for r in range(experiment.repeat)]
-        ids = _ids(cases)
-        self.ids = [ids[k] for k, _ in self.units]
-        self.results: list[RunResult | None] = [
-            dataclasses.replace(p, experiment=experiment) if (p := previous.get((ids[k], r))) else None
-            for k, r in self.units
-        ]
+        # a run of a case is a unit, in case order: unit i is case i // repeat, repeat i % repeat;
+        # the case itself is read when a worker takes it
+        self.repeat = experiment.repeat
+        ids = _ids(experiment.cases)
+        self.ids = ids
+        size = len(ids) * self.repeat
+        self.results: list[RunResult | None] = [None] * size
+        if previous:
+            for i in range(size):
+                if (p := previous.get((ids[i // self.repeat], i % self.repeat))) is not None:
+                    self.results[i] = dataclasses.replace(p, experiment=experiment)
         self.todo = [i for i, result in enumerate(self.results) if result is None]
         self.claim = itertools.count().__next__  # atomic under the GIL
         self.recorded = 0
         self.closed = False
         self.active = min(experiment.parallelism, len(self.todo))
+        self.workers = self.active
+        self.spawned = 0  # worker threads started, replacements included
         self.call: Any = None  # what an event loop awaits per case, when the run is async
         self.started = time.perf_counter()
+        # unit -> (when it started, its model, the owner running it, the case's place)
+        self.inflight: dict[int, tuple[float, Model, _Owner, int]] = {}
         # each finished run's row as JSON: appended to the journal, then reused by the log
-        self.lines: list[str | None] = [None if r is None else _json_dumps(_result_row(r)) for r in self.results]
+        self.lines: list[str | None] = [None if r is None else _row_line(r)[1] for r in self.results]
         self.journal = run.open_journal(experiment)
         run.journal_write(self.journal, "".join(f"{line}\n" for line in self.lines if line))
 
@@ -2661,9 +2761,8 @@ class _Running:
         elif (call := _async_call(self.run.suite.adapter, self.experiment.provider)) is not None:
             self.call = call
             # one event loop, ``parallelism`` cases in flight on it
-            self.workers = self.active
             self.active = 1
-            threading.Thread(target=self._work_async, name="cases-async", daemon=True).start()
+            self._spawn(_Owner(loop=True))
         else:
             # the case files are read ahead on a thread of their own while the workers wait
             # on the network (an event loop reads each as it takes it: a thread beside it
@@ -2673,22 +2772,61 @@ class _Running:
             # every thread waits at the gate until all have started: a start() waits for its
             # thread to run, which under hundreds of busy threads would take seconds
             gate = threading.Event()
-            for n in range(self.active):
-                threading.Thread(target=self._work, args=(gate,), name=f"case-{n}", daemon=True).start()
+            for _ in range(self.active):
+                self._spawn(_Owner(), gate)
             gate.set()
 
-    def _work(self, gate: threading.Event) -> None:
-        gate.wait()
-        run = self.run
-        cases = self.experiment.cases
-        while (k := self.claim()) < len(self.todo) and not _stop.event.is_set():
-            place, repeat = self.units[self.todo[k]]
-            result = _run_case(run.suite, self.experiment, cases[place], run.metric_names, repeat)
-            if not self._keep(self.todo[k], result):
-                return  # abandoned after the grace period: its experiment is written already
-        self._done()
+    def _spawn(self, owner: _Owner, gate: threading.Event | None = None) -> None:
+        if owner.loop:
+            threading.Thread(target=self._work_async, args=(owner,), name="cases-async", daemon=True).start()
+        else:
+            self.spawned += 1
+            name = f"case-{self.spawned}"
+            threading.Thread(target=self._work, args=(owner, gate), name=name, daemon=True).start()
 
-    def _work_async(self) -> None:
+    def _next(self, owner: _Owner) -> int | None:
+        """The next unit to run, or None when none is left for this owner."""
+        if owner.orphaned or self.closed or _stop.event.is_set():
+            return None
+        k = self.claim()
+        return self.todo[k] if k < len(self.todo) else None
+
+    def _begin(self, i: int, owner: _Owner) -> tuple[int, Model, float]:
+        """The case's place, its model and its start; the case is in flight from here."""
+        model = _case_model(self.experiment, i % self.repeat)
+        self.inflight[i] = (time.monotonic(), model, owner, i // self.repeat)
+        return i // self.repeat, model, time.perf_counter()
+
+    def _work(self, owner: _Owner, gate: threading.Event | None) -> None:
+        if gate is not None:
+            gate.wait()
+        run = self.run
+        while (i := self._next(owner)) is not None:
+            place, model, started = self._begin(i, owner)
+            try:
+                result = _run_case(run.suite, self.experiment, place, run.metric_names, model, started)
+            except BaseException as e:  # the harness's own failure: still that case's row
+                result = self._failed(i, place, model, started, e)
+            line = self._store(i, result)
+            if line is None:
+                return  # closed, or the case timed out and another thread took this one's place
+            run.journal_write(self.journal, f"{line}\n")
+        self._done(owner)
+
+    def _failed(self, i: int, place: int, model: Model, started: float, error: BaseException) -> RunResult:
+        error_text, trace = _describe(error)
+        return _result(
+            self.experiment, self._case(place), model, time.perf_counter() - started, None, None, error_text, trace
+        )
+
+    def _case(self, place: int) -> Case:
+        """The case at ``place`` if it was read, else its name alone (never waits on a read)."""
+        cases = self.experiment.cases
+        if isinstance(cases, _Cases):
+            return cases.peek(place)
+        return cases[place]
+
+    def _work_async(self, owner: _Owner) -> None:
         """An async adapter's cases, ``workers`` at a time on one event loop. A worker sends
         its next request as soon as the adapter has answered; the answer is scored and
         kept on the loop's next turn, and the rows a turn kept go to the journal in one
@@ -2696,32 +2834,47 @@ class _Running:
         the answers that arrived with it."""
         import asyncio
 
-        suite, x, cases = self.run.suite, self.experiment, self.experiment.cases
+        suite, x = self.run.suite, self.experiment
+        limit = self.run.case_timeout or None
         loop: Any = None
         rows: list[str] = []
         waiting = [0]  # answers not yet scored
 
         def conclude(i: int, case: Case, model: Model, started: float, answer: Any, failure: Any, ended: float) -> None:
             waiting[0] -= 1
-            result = _conclude(suite, x, case, self.run.metric_names, model, started, answer, failure, ended)
+            try:
+                result = _conclude(suite, x, case, self.run.metric_names, model, started, answer, failure, ended)
+            except BaseException as e:
+                result = self._failed(i, case_place(i), model, started, e)
             if (line := self._store(i, result)) is not None:
                 if not rows:
                     loop.call_soon(journal)
                 rows.append(line)
 
+        def case_place(i: int) -> int:
+            return i // self.repeat
+
         def journal() -> None:
             self.run.journal_write(self.journal, "".join(f"{line}\n" for line in rows))
             rows.clear()
 
+        def beat() -> None:  # the watchdog sees a loop that suite code blocks
+            owner.beat = time.monotonic()
+            loop.call_later(0.25, beat)
+
         async def worker() -> None:
-            while (k := self.claim()) < len(self.todo) and not _stop.event.is_set() and not self.closed:
-                i = self.todo[k]
-                place, repeat = self.units[i]
-                case, model, started = cases[place], _case_model(x, repeat), time.perf_counter()
+            while (i := self._next(owner)) is not None:
+                place, model, started = self._begin(i, owner)
+                failure: BaseException | None = None
+                answer = bound = None
+                case = x.cases[place]
                 try:
-                    answer, failure = await self.call(case, model), None
-                except Exception as e:
-                    answer, failure = None, e
+                    async with asyncio.timeout(limit) as bound:
+                        answer = await self.call(case, model)
+                except BaseException as e:
+                    if isinstance(e, asyncio.CancelledError) or not _suite_fault(e):
+                        raise
+                    failure = _CaseTimeout(limit) if bound is not None and bound.expired() else e
                     _stop_if_fatal(e)  # now, not when it is scored: no next case is sent
                 waiting[0] += 1
                 loop.call_soon(conclude, i, case, model, started, answer, failure, time.perf_counter())
@@ -2729,6 +2882,7 @@ class _Running:
         async def all_workers() -> None:
             nonlocal loop
             loop = asyncio.get_running_loop()
+            beat()
             # a provider with no async client runs ``complete`` on the loop's executor: as
             # many threads as cases in flight (made as needed), not its default handful
             from concurrent.futures import ThreadPoolExecutor
@@ -2741,31 +2895,62 @@ class _Running:
             finally:
                 await self.experiment.provider.aclose()
 
-        asyncio.run(all_workers())
-        self._done()
-
-    def _keep(self, i: int, result: RunResult) -> bool:
-        """Store, record and journal a finished case; False once the experiment is closed."""
-        line = self._store(i, result)
-        if line is None:
-            return False
-        self.run.journal_write(self.journal, f"{line}\n")
-        return True
+        try:
+            asyncio.run(all_workers())
+        except BaseException as e:  # the loop itself died: every case it had in flight is an error
+            for i, flight in list(self.inflight.items()):
+                if flight[2] is owner:
+                    self._store(i, self._failed(i, flight[3], flight[1], time.perf_counter(), e))
+        if not owner.orphaned:
+            self._done(owner)
 
     def _store(self, i: int, result: RunResult) -> str | None:
-        """Store and record a finished case; its log row, or None once the experiment is closed."""
+        """Store and record a finished case; its log row, or None when it is no longer
+        wanted (the experiment is closed, or the case was given up on as timed out)."""
         run = self.run
-        line = _json_dumps(_result_row(result))  # outside the lock: other threads go on
+        result, line = _row_line(result)  # outside the lock: other threads go on
         with run.lock:
-            if self.closed:
+            self.inflight.pop(i, None)
+            if self.closed or self.results[i] is not None:
                 return None
             self.results[i], self.lines[i] = result, line
             run.progress.add(result)
             self._record()
         return line
 
-    def _done(self) -> None:
+    def watch(self, now: float) -> None:
+        """Give up on every case in flight past the case timeout: it becomes an error row
+        with what it spent so far, and a new thread takes the place of the one it held."""
+        limit = self.run.case_timeout
+        if not limit or self.closed:
+            return
+        for i, (began, model, owner, place) in list(self.inflight.items()):
+            if now - began <= limit:
+                continue
+            error = f"CaseTimeout: timed out after {limit:g} s (--case-timeout); the adapter or scorer never returned"
+            result, line = _row_line(_result(self.experiment, self._case(place), model, now - began, error=error))
+            with self.run.lock:
+                flight = self.inflight.get(i)
+                if flight is None or flight[2] is not owner or self.closed:
+                    continue
+                del self.inflight[i]
+                if self.results[i] is not None:
+                    continue
+                self.results[i], self.lines[i] = result, line
+                self.run.progress.add(result)
+                self._record()
+                # a worker thread is stuck in that case; an event loop only if suite code blocks it
+                replace = not owner.orphaned and (not owner.loop or now - owner.beat > 1.0)
+                if replace:
+                    owner.orphaned = True
+            self.run.journal_write(self.journal, f"{line}\n")
+            if replace:
+                self._spawn(_Owner(loop=owner.loop))
+
+    def _done(self, owner: _Owner) -> None:
         with self.run.lock:
+            if owner.orphaned:
+                return  # its replacement finishes in its place
             self.active -= 1
             if self.active == 0 and not self.closed:
                 self.run.finished.put(self)
@@ -2778,25 +2963,34 @@ class _Running:
             self.recorded += 1
 
     def finish(self) -> None:
-        """Write the experiment with what finished (on the main thread, once)."""
+        """Write the experiment with what finished (on the main thread, once). A case still
+        in flight (abandoned after a Ctrl-C) is a row of its own, which --resume asks again."""
         run, x = self.run, self.experiment
+        now = time.monotonic()
+        abandoned = []
+        for i, (began, model, _, place) in list(self.inflight.items()):
+            error = f"{_ABANDONED}: still in flight after {now - began:.1f} s when the run was interrupted"
+            abandoned.append((i, _row_line(_result(x, self._case(place), model, now - began, error=error))))
         with run.lock:
             if self.closed:
                 return
             self.closed = True
+            for i, (result, line) in abandoned:
+                if self.results[i] is None:
+                    self.results[i], self.lines[i] = result, line
+                    run.journal_write(self.journal, f"{line}\n")
             x.results = [r for r in self.results if r is not None]
             x.rows_json = [line for line in self.lines if line is not None]
             x.not_run = [
-                f"{case_id}#{n}" if x.repeat > 1 else case_id
-                for case_id, (_, n), r in zip(self.ids, self.units, self.results, strict=True)
+                f"{self.ids[i // self.repeat]}#{i % self.repeat}" if self.repeat > 1 else self.ids[i // self.repeat]
+                for i, r in enumerate(self.results)
                 if r is None
             ]
             for result in self.results[self.recorded :]:  # what finished after a gap
                 if result is not None:
                     for tracker in run.trackers:
                         run.call(tracker, "record", result)
-            if self.journal is not None:
-                os.close(self.journal)
+            run.close_journal(self.journal)
         x.duration = time.perf_counter() - self.started
         summary = _summarize(x.results, run.suite.metrics, x.duration)
         for tracker in run.trackers:
@@ -2915,11 +3109,13 @@ class _Cache:
 
 
 GRACE_SECONDS = 10.0  # after a first Ctrl-C, how long cases in flight may finish
+_ABANDONED = "Abandoned"  # a case still in flight when the run ended: --resume asks it again
 
 
 class _Run:
     """What every experiment of one invocation shares: suite, trackers, lock, journal
-    folder, progress, and the queue on which finished experiments report."""
+    folder, progress, the queue on which finished experiments report, and what could
+    not be written (a full disk stops the run; the tables still print)."""
 
     def __init__(self, suite: _Suite, trackers: list[Tracker], journal_dir: Path | None, progress: _Progress) -> None:
         import queue
@@ -2930,27 +3126,54 @@ class _Run:
         self.finished: queue.SimpleQueue[_Running] = queue.SimpleQueue()
         self.failed: dict[Tracker, str] = {}
         self.pages: list[tuple[str, str]] = []  # (tracker, url) of the pages finish returned
+        self.unwritten: list[str] = []  # "path (why)" of every file the run could not write
+        self.journals: dict[int, Path] = {}
         self.stamp = ""
+        self.case_timeout = DEFAULT_CASE_TIMEOUT
 
     def open_journal(self, experiment: Experiment) -> int | None:
         """An append-only file descriptor: each row is one ``write`` straight into the
-        OS, so a killed process loses nothing that finished and threads need no lock."""
+        OS, so a killed process loses nothing that finished and threads need no lock.
+        Created exclusively: two runs never share a journal."""
         if self.journal_dir is None:
             return None
         path = self.journal_dir / f"{experiment.name}.{self.stamp}.jsonl"
-        journal = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            journal = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_EXCL, 0o644)
+        except OSError as e:
+            self.cannot_write(path, e)
+            return None
+        self.journals[journal] = path
         header = {"journal": 1, "experiment": experiment.name, "dataset": experiment.dataset}
         self.journal_write(journal, _json_dumps({**header, "contender": experiment.contender.to_json()}) + "\n")
         return journal
 
+    def close_journal(self, journal: int | None) -> None:
+        if journal is not None and self.journals.pop(journal, None) is not None:
+            os.close(journal)
+
+    def cannot_write(self, path: Path, error: OSError) -> None:
+        """A file the run could not write: named at the end, and no new case starts."""
+        what = f"{_display(path)} ({error.strerror or error})"
+        with self.lock:
+            if what not in self.unwritten:
+                self.unwritten.append(what)
+        _stop.set(f"{what} could not be written")
+
     def call(self, tracker: Tracker, hook: str, *args: Any) -> None:
         """A tracker's hook, isolated: one that raises is switched off for the rest of the
-        run and named once at the end; the local log and the tables stay complete."""
+        run and named once at the end; the local log and the tables stay complete. The
+        local log's own failure (a full disk) is never hidden: it stops the run."""
         if tracker in self.failed:
             return
         try:
             answer = getattr(tracker, hook)(*args)
-        except Exception as e:
+        except BaseException as e:
+            if not _suite_fault(e):
+                raise
+            if isinstance(tracker, LocalTracker) and isinstance(e, OSError):
+                self.cannot_write(Path(e.filename or "log"), e)
+                return
             self.failed[tracker] = f"tracker {tracker.name}: {hook} raised {type(e).__name__}: {e}"
             return
         if hook == "finish" and isinstance(answer, Mapping) and answer.get("url"):
@@ -2970,10 +3193,16 @@ class _Run:
         except queue.Empty:
             return None
 
-    @staticmethod
-    def journal_write(journal: int | None, text: str) -> None:
-        if journal is not None and text:
-            os.write(journal, text.encode("utf-8"))
+    def journal_write(self, journal: int | None, text: str) -> None:
+        if journal is None or not text:
+            return
+        data = text.encode("utf-8")
+        try:
+            while data:  # a short write (a disk filling up) is continued, then fails loudly
+                data = data[os.write(journal, data) :]
+        except OSError as e:
+            path = self.journals.get(journal, Path("journal"))
+            self.cannot_write(path, e)
 
 
 def _run_all(
@@ -2987,6 +3216,8 @@ def _run_all(
     previous: Mapping[tuple[str, str], Mapping[tuple[str, int], RunResult]] | None = None,
     progress: _Progress | None = None,
     pages: list[tuple[str, str]] | None = None,
+    case_timeout: float = 0.0,
+    unwritten: list[str] | None = None,
 ) -> bool:
     """Run every experiment; True when a Ctrl-C cut the run short.
 
@@ -2994,12 +3225,16 @@ def _run_all(
     threads, then that dataset's experiments run ``concurrency`` at a time (0: all).
     A first Ctrl-C starts no new case and gives those in flight ``GRACE_SECONDS``; a
     second one abandons them. Either way every experiment that started is written.
+    A case past ``case_timeout`` seconds (0: none) is given up on as that case's error.
     """
-    _stop.reset()
+    _stop.event.clear()
+    _stop.reason = None
     run = _Run(suite, trackers, journal_dir, progress or _Progress(None, 0))
-    run.stamp = stamp
+    run.stamp, run.case_timeout = stamp, case_timeout
     if pages is not None:
         run.pages = pages
+    if unwritten is not None:
+        run.unwritten = unwritten
     previous = previous or {}
     by_dataset: dict[str, list[Experiment]] = {}
     for experiment in experiments:
@@ -3030,6 +3265,9 @@ def _run_all(
                         break
                 done = run.next_finished()
                 if done is None:
+                    now = time.monotonic()
+                    for watched in running:
+                        watched.watch(now)
                     run.progress.draw()
                 else:
                     done.finish()
@@ -3054,8 +3292,9 @@ def _run_all(
 
 def _report_trackers(run: _Run) -> None:
     run.progress.clear()
+    complete = "the local log is complete" if not run.unwritten else "the local log is NOT complete (see below)"
     for message in run.failed.values():
-        print(f"warning: {_redact(message)}; it was switched off, the local log is complete", file=run.progress.err)
+        print(f"warning: {_redact(message)}; it was switched off, {complete}", file=run.progress.err)
 
 
 def _drain(run: _Run, running: list[_Running], deadline: float) -> None:
@@ -3137,18 +3376,23 @@ class _Capture:
         self.file: Any = None
         self.lock = threading.Lock()
         self.local = threading.local()
+        self.failure: str | None = None  # why the file could not be written (a full disk)
 
     def write(self, text: str) -> int:
         # whole lines per thread, so prints from parallel cases never interleave mid-line
-        pending = getattr(self.local, "pending", "") + text
+        pending = getattr(self.local, "pending", "") + str(text)
         complete, _, self.local.pending = pending.rpartition("\n")
         if complete:
             with self.lock:
-                if self.file is None:
-                    self.path.parent.mkdir(parents=True, exist_ok=True)
-                    self.file = self.path.open("a", encoding="utf-8")
-                self.file.write(complete + "\n")
-                self.file.flush()
+                if self.failure is None:
+                    try:
+                        if self.file is None:
+                            self.path.parent.mkdir(parents=True, exist_ok=True)
+                            self.file = self.path.open("a", encoding="utf-8", errors="backslashreplace")
+                        self.file.write(_redact(complete) + "\n")
+                        self.file.flush()
+                    except OSError as e:  # the suite's print never fails for it; the run names it
+                        self.failure = f"{_display(self.path)} ({e.strerror or e})"
         return len(text)
 
     def flush(self) -> None:
@@ -3174,10 +3418,13 @@ class _Capture:
         for handler, stream in self.handlers:
             handler.setStream(stream)
         if self.file is not None:
-            self.file.close()
+            try:
+                self.file.close()
+            except OSError as e:
+                self.failure = self.failure or f"{_display(self.path)} ({e.strerror or e})"
 
 
-_STAMP = re.compile(r"\.(\d{8}-\d{6}-\d{3})\.jsonl?$")
+_STAMP = re.compile(r"\.(\d{8}-\d{6}-\d{3}(?:-\d+)?)\.jsonl?$")
 
 
 def _resume_files(arg: str | bool, log_dir: Path) -> tuple[str, list[Path]]:
@@ -3207,7 +3454,8 @@ def _load_previous(
     for key, record in records.items():
         for row in record.get("rows", ()):
             case = known.get((record["dataset"], row.get("case")))
-            if case is None or (row.get("error") and retry_errors):
+            error = row.get("error")
+            if case is None or (error and (retry_errors or str(error).startswith(_ABANDONED))):
                 continue
             out.setdefault(key, {})[(case.id, int(row.get("repeat") or 0))] = _row_result(row, case)
     return out
@@ -3240,7 +3488,9 @@ def _row_result(row: Mapping[str, Any], case: Case) -> RunResult:
 def _prepare_dataset(suite: _Suite, dataset: str) -> str | None:
     try:
         suite.adapter.prepare(dataset)
-    except Exception as e:
+    except BaseException as e:
+        if not _suite_fault(e):
+            raise
         return f"adapter {type(suite.adapter).__name__}.prepare({dataset!r}) raised {type(e).__name__}: {e}"
     return None
 
@@ -3413,14 +3663,19 @@ def _case_values(results: Iterable[RunResult], metric: str) -> dict[str, float]:
 
 
 def _json_dumps(value: Any, **kwargs: Any) -> str:
-    if kwargs:
-        return json.dumps(value, ensure_ascii=False, default=_json_default, **kwargs)
-    return _ENCODER.encode(value)  # one encoder for the run: a row a case is the hot path
+    """JSON as the logs hold it: valid JSON always (NaN and the like are refused by the
+    encoder, then written as ``_jsonable`` converts them)."""
+    try:
+        if kwargs:
+            return json.dumps(value, ensure_ascii=False, default=_json_default, allow_nan=False, **kwargs)
+        return _ENCODER.encode(value)  # one encoder for the run: a row a case is the hot path
+    except (ValueError, TypeError, RecursionError, OverflowError):
+        return json.dumps(_jsonable(value), ensure_ascii=False, allow_nan=False, **kwargs)
 
 
 def _json_default(value: Any) -> Any:
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return dataclasses.asdict(value)
+        return {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
     if isinstance(value, Path):
         return str(value)
     if isinstance(value, set | frozenset | tuple):
@@ -3428,8 +3683,91 @@ def _json_default(value: Any) -> Any:
     return repr(value)
 
 
-_ENCODER = json.JSONEncoder(ensure_ascii=False, default=_json_default)
+_ENCODER = json.JSONEncoder(ensure_ascii=False, default=_json_default, allow_nan=False)
 _KEEP_RAW = [True]  # --no-raw clears it for the run: logs keep each reply's output but not its raw text
+_MAX_DEPTH = 100  # deeper than this, a value is not written to a log
+
+
+class _Unwritable(ValueError):
+    """A value no log can hold (it contains itself, or nests too deep): names where."""
+
+
+def _jsonable(value: Any, where: str = "value", depth: int = 0, seen: frozenset[int] = frozenset()) -> Any:
+    """``value`` as plain JSON, converted the way the README states: keys that are not
+    strings become their ``str``; sets and tuples become lists; bytes become text (bad
+    UTF-8 as ``\\\\xNN``); NaN and infinities become the strings ``"NaN"``,
+    ``"Infinity"``, ``"-Infinity"``; an integer too long for ``str`` becomes a hex
+    string; any other object its ``repr``. A value that contains itself, or nests
+    deeper than 100 levels, raises ``_Unwritable`` naming the place.
+
+    >>> _jsonable({(1, 2): {3}, "x": float("nan"), "b": b"hi"})
+    {'(1, 2)': [3], 'x': 'NaN', 'b': 'hi'}
+    """
+    if value is None or isinstance(value, str | bool):
+        return value
+    if isinstance(value, int):
+        return value if value.bit_length() <= 14000 else hex(value)  # str() refuses past 4,300 digits
+    if isinstance(value, float):
+        return (
+            value if math.isfinite(value) else ("NaN" if value != value else ("Infinity" if value > 0 else "-Infinity"))
+        )
+    if isinstance(value, bytes | bytearray):
+        return bytes(value).decode("utf-8", errors="backslashreplace")
+    if depth >= _MAX_DEPTH:
+        raise _Unwritable(f"{where} nests more than {_MAX_DEPTH} levels deep")
+    if id(value) in seen:
+        raise _Unwritable(f"{where} contains itself")
+    inner = seen | {id(value)}
+    if isinstance(value, Mapping):
+        return {
+            (k if isinstance(k, str) else str(k)): _jsonable(v, f"{where}[{k!r}]", depth + 1, inner)
+            for k, v in value.items()
+        }
+    if isinstance(value, list | tuple | set | frozenset):
+        items = value if isinstance(value, list | tuple) else _sorted_if_possible(value)
+        return [_jsonable(v, f"{where}[{n}]", depth + 1, inner) for n, v in enumerate(items)]
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        fields = {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
+        return _jsonable(fields, where, depth + 1, inner)
+    if isinstance(value, Path):
+        return str(value)
+    try:
+        return repr(value)
+    except Exception:
+        return f"<{type(value).__name__}>"
+
+
+def _sorted_if_possible(items: Iterable[Any]) -> list[Any]:
+    try:
+        return sorted(items)
+    except TypeError:
+        return list(items)
+
+
+def _row_line(result: RunResult) -> tuple[RunResult, str]:
+    """A finished case and its log row as one line of JSON, secrets masked. What no log
+    can hold (a reply that contains itself) makes the case an error naming the field:
+    the row is always written and the log stays valid JSON."""
+    row = _result_row(result)
+    try:
+        return result, _redact_json(_ENCODER.encode(row), row)
+    except (ValueError, TypeError, RecursionError, OverflowError):
+        pass
+    try:
+        plain = _jsonable(row, "row")
+    except _Unwritable as e:
+        field = str(e)
+        for name in ("output", "raw", "diagnostics", "outcomes"):
+            field = field.replace(f"row[{name!r}]", name, 1)
+        result = dataclasses.replace(
+            result,
+            score=None,
+            reply=None,
+            error=f"SuiteError: the case's {field}: no log can hold it; return plain data (dict, list, str, numbers)",
+            traceback=None,
+        )
+        plain = _jsonable(_result_row(result), "row")
+    return result, _redact_json(json.dumps(plain, ensure_ascii=False, allow_nan=False), plain)
 
 
 def _result_row(result: RunResult) -> dict[str, Any]:
@@ -4309,7 +4647,7 @@ def _percent(value: str, where: str) -> float:
     return number
 
 
-def _write_junit(path: Path, experiments: Sequence[Experiment]) -> None:
+def _junit_xml(experiments: Sequence[Experiment]) -> str:
     """JUnit XML for CI: a testsuite per experiment, a testcase per case run; errors as
     ``<error>``, wrong answers (a score below 100%, or the model's failure) as ``<failure>``."""
     import xml.etree.ElementTree as ET
@@ -4341,8 +4679,7 @@ def _write_junit(path: Path, experiments: Sequence[Experiment]) -> None:
         suite.set("time", f"{x.duration:.3f}")
     for key, value in totals.items():
         root.set(key, str(value))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    ET.ElementTree(root).write(path, encoding="utf-8", xml_declaration=True)
+    return "<?xml version='1.0' encoding='utf-8'?>\n" + ET.tostring(root, encoding="unicode") + "\n"
 
 
 def _cmd_diff(args: argparse.Namespace) -> int:
@@ -4658,9 +4995,13 @@ def _html_glossary(metrics: Sequence[Metric]) -> str:
     return "<section><h2>Glossary</h2><pre>" + _h("\n".join(line.strip() for line in lines)) + "</pre></section>"
 
 
-def _write_html(path: Path, html_text: str, *, open_it: bool) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(html_text, encoding="utf-8")
+def _write_html(path: Path, html_text: str, *, open_it: bool, unwritten: list[str] | None = None) -> None:
+    failed: list[str] = []
+    if not _write_text(path, html_text, failed):
+        if unwritten is None:
+            raise ConfigError(f"could not write {failed[0]}; name a file in a folder you can write")
+        unwritten += failed
+        return
     print(f"report: {_display(path)}", file=sys.stderr)
     if open_it:
         import webbrowser
@@ -4687,16 +5028,122 @@ def _warn(message: str) -> None:
     print(f"warning: {_redact(message)}", file=sys.stderr)
 
 
-# Variables whose values never appear in output, logs or errors (with every provider's env_keys).
+# Variables whose values never appear in output, logs or errors, whatever their length:
+# every provider's and tracker's env_keys, and every *_KEY, *_TOKEN, *_SECRET, *_PASSWORD.
+_SECRET_SUFFIX = re.compile(r"(?:^|_)(?:KEY|TOKEN|SECRET|PASSWORD)$", re.IGNORECASE)
+# A name that merely contains one of the words: its value is masked when it is long enough
+# to be a credential (a short value such as KEYTIMEOUT=1 would mask every "1" in a table).
 _SECRET_NAMES = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD)", re.IGNORECASE)
+_SECRET_KEYS: set[str] = set()  # the env_keys of every provider and tracker a suite loaded
+_URL_PASSWORD = re.compile(r"(?<=://)[^/@\s:'\"]*:[^/@\s'\"]*@")  # user:password@ in any URL
+_MASK = "[redacted]"
+
+
+class _Secrets:
+    """The values to mask, and one regex that finds any of them in any form a file may
+    hold them (as is, JSON-escaped, HTML-escaped, URL-encoded). Short values are matched
+    only where they stand alone, so a one-letter key masks that key, not every word."""
+
+    values: tuple[str, ...] = ()
+    pattern: re.Pattern[str] | None = None
+    ready = False
+
+    @classmethod
+    def refresh(cls) -> None:
+        found = set()
+        for name, value in os.environ.items():
+            if not value:
+                continue
+            if name in _SECRET_KEYS or _SECRET_SUFFIX.search(name) or (len(value) >= 8 and _SECRET_NAMES.search(name)):
+                found.add(value)
+            if "://" in value and "@" in value:
+                for match in _URL_PASSWORD.finditer(value):
+                    found.update(part for part in match[0][:-1].split(":", 1) if part)
+        values = tuple(sorted(found, key=lambda v: (-len(v), v)))
+        if values != cls.values or not cls.ready:
+            cls.values, cls.ready = values, True
+            cls.pattern = cls._compile(values) if values else None
+
+    @staticmethod
+    def _compile(values: Sequence[str]) -> re.Pattern[str]:
+        import html
+        import urllib.parse
+
+        forms: dict[str, None] = {}
+        for value in values:
+            for form in (value, json.dumps(value)[1:-1], html.escape(value), urllib.parse.quote(value, safe="")):
+                forms[form] = None
+        parts = []
+        for form in sorted(forms, key=lambda v: (-len(v), v)):
+            text = re.escape(form)
+            parts.append(text if len(form) >= 6 else rf"(?<![A-Za-z0-9]){text}(?![A-Za-z0-9])")
+        return re.compile("|".join(parts))
 
 
 def _redact(text: str) -> str:
-    """``text`` with the value of every secret-looking environment variable masked."""
-    for name, value in os.environ.items():
-        if len(value) >= 8 and _SECRET_NAMES.search(name) and value in text:
-            text = text.replace(value, "[redacted]")
+    """``text`` with every secret value masked, and the password of any URL in it."""
+    if not _Secrets.ready:
+        _Secrets.refresh()
+    if _Secrets.pattern is not None:
+        text = _Secrets.pattern.sub(_MASK, text)
+    if "://" in text:
+        text = _URL_PASSWORD.sub(_MASK + "@", text)
     return text
+
+
+def _redact_json(line: str, value: Any) -> str:
+    """``line`` (``value`` as JSON) with secrets masked inside its strings alone, so that
+    the document stays valid JSON even when a short secret looks like a number in it."""
+    if not _Secrets.ready:
+        _Secrets.refresh()
+    if (_Secrets.pattern is None or not _Secrets.pattern.search(line)) and not ("://" in line and "@" in line):
+        return line  # the common case: one regex search over the line, in C
+    try:
+        return json.dumps(_mask_strings(_jsonable(value)), ensure_ascii=False, allow_nan=False)
+    except _Unwritable:
+        return _redact(line)
+
+
+def _mask_strings(value: Any) -> Any:
+    if isinstance(value, str):
+        return _redact(value)
+    if isinstance(value, dict):
+        return {_redact(str(k)): _mask_strings(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_mask_strings(v) for v in value]
+    return value
+
+
+# C0 and C1 control characters (tab and newline aside), bidirectional overrides, line
+# separators and lone surrogates: shown as escapes, never sent to a terminal raw.
+_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+
+
+def _visible(text: str, newlines: bool = False) -> str:
+    r"""``text`` with control characters escaped (``\x1b``); ``newlines`` escapes those too.
+
+    >>> _visible("red \x1b[31mtext\r\n", newlines=True)
+    'red \\x1b[31mtext\\r\\n'
+    """
+    if newlines:
+        text = text.replace("\n", "\\n")
+    return _CONTROLS.sub(lambda m: repr(m[0])[1:-1] if ord(m[0]) < 0x100 else f"\\u{ord(m[0]):04x}", text)
+
+
+class _Guarded:
+    """A standard stream as the command writes it: secrets masked and control characters
+    made visible in every byte, whatever wrote it (tables, warnings, a --debug traceback).
+    The progress line writes to the stream underneath (``raw``)."""
+
+    def __init__(self, stream: Any) -> None:
+        self.raw = stream
+
+    def write(self, text: str) -> int:
+        self.raw.write(_visible(_redact(text)))
+        return len(text)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.raw, name)
 
 
 _ENV_LINE = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(.*?)\s*$")
@@ -4759,14 +5206,15 @@ def _temperature_list(value: str) -> list[float]:
     return out
 
 
-def _whole(low: int) -> Callable[[str], int]:
+def _whole(low: int, high: int | None = None) -> Callable[[str], int]:
     def parse(value: str) -> int:
         try:
-            number = int(value)
+            number = int(value) if len(value) < 20 else low - 1
         except ValueError:
             number = low - 1
-        if number < low:
-            raise argparse.ArgumentTypeError(f"expected a whole number from {low} up, got {value!r}")
+        if number < low or (high is not None and number > high):
+            span = f"from {low} to {high:,}" if high else f"from {low} up"
+            raise argparse.ArgumentTypeError(f"expected a whole number {span}, got {_shown(value)}")
         return number
 
     return parse
@@ -4826,24 +5274,36 @@ def _parser() -> _Parser:
     running.add_argument(
         "-t", "--temperature", type=_temperature_list, metavar="T", help="temperature 0..2, or a comma list"
     )
-    running.add_argument("--max-tokens", type=_whole(1), metavar="N", help="output token limit")
+    running.add_argument(
+        "--max-tokens", type=_whole(1, _CEILINGS["max_tokens"]), metavar="N", help="output token limit"
+    )
     running.add_argument(
         "-p",
         "--parallelism",
-        type=_whole(1),
+        type=_whole(1, _CEILINGS["parallelism"]),
         metavar="N",
         help=f"cases in flight per experiment (default: defaults.parallelism, else {DEFAULT_PARALLELISM})",
     )
     running.add_argument(
         "-j",
         "--concurrency",
-        type=_whole(0),
+        type=_whole(0, _CEILINGS["concurrency"]),
         metavar="N",
         help="experiments at once (default: CPU count; 0: all together)",
     )
     running.add_argument("--timeout", type=_seconds, metavar="S", help="seconds to wait for an answer (default 600)")
     running.add_argument(
-        "--retries", type=_whole(0), metavar="N", help="tries after the first for failures worth retrying (default 4)"
+        "--case-timeout",
+        type=_seconds,
+        metavar="S",
+        help=f"seconds one case (adapter, its model calls, scorer) may take; then it is that case's error "
+        f"(default: defaults.case_timeout, else {DEFAULT_CASE_TIMEOUT:g}; 0: no limit)",
+    )
+    running.add_argument(
+        "--retries",
+        type=_whole(0, _CEILINGS["retries"]),
+        metavar="N",
+        help="tries after the first for failures worth retrying (default 4)",
     )
     running.add_argument(
         "--retry-wait", type=_seconds, metavar="S", help="most seconds one request waits between tries (default 120)"
@@ -4872,7 +5332,7 @@ def _parser() -> _Parser:
     )
     running.add_argument(
         "--repeat",
-        type=_whole(1),
+        type=_whole(1, _CEILINGS["repeat"]),
         metavar="N",
         help="run every case N times per contender (default: defaults.repeat, else 1)",
     )
@@ -4953,10 +5413,23 @@ def _parser() -> _Parser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """The ``agent-evals`` command; returns the exit code."""
+    """The ``agent-evals`` command; returns the exit code.
+
+    Only this function decides the exit code: suite code that calls ``sys.exit`` or
+    raises anything at all is reported as one line, never as a traceback (``--debug``
+    shows one) and never as an exit code of its choosing. Secrets are masked and control
+    characters made visible in everything the command writes to STDOUT and STDERR.
+    """
     args = None
+    streams = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = _Guarded(streams[0]), _Guarded(streams[1])  # type: ignore[assignment]
+    _Secrets.refresh()
+    handler = _catch_ctrl_c()
     try:
-        args = _parser().parse_args(argv)
+        try:
+            args = _parser().parse_args(argv)
+        except SystemExit as e:  # --help and --version
+            return e.code if isinstance(e.code, int) else EXIT_OK
         if not args.command:
             _parser().print_help(sys.stderr)
             return EXIT_USAGE
@@ -4965,27 +5438,62 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stdout.flush()  # a closed pipe shows here, inside the handler below
         return code
     except _UsageError as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(f"error: {_visible(str(e), newlines=True)}", file=sys.stderr)
         return EXIT_USAGE
     except EvalError as e:
-        if args is not None and getattr(args, "debug", False):
-            import traceback
-
-            traceback.print_exc()
-        print(f"error: {_redact(str(e))}", file=sys.stderr)
+        _traceback_if_debug(args)
+        print(f"error: {_visible(_redact(str(e)), newlines=True)}", file=sys.stderr)
         return e.exit_code
-    except SystemExit as e:  # --help and --version
-        return e.code if isinstance(e.code, int) else EXIT_OK
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
     except BrokenPipeError:
         # the reader went away (| head): end quietly
         devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
+        os.dup2(devnull, streams[0].fileno())
         return EXIT_OK
+    except (Exception, SystemExit, GeneratorExit) as e:  # suite code outside every hook, or a bug of ours
+        _traceback_if_debug(args)
+        text = _describe(e)[0]
+        where = "writing the output" if isinstance(e, OSError) else "agent-evals stopped"
+        with contextlib.suppress(OSError):
+            print(f"error: {where}: {_visible(text, newlines=True)} (--debug shows the traceback)", file=sys.stderr)
+        return EXIT_FAILED
     finally:
+        sys.stdout, sys.stderr = streams
+        _restore_ctrl_c(handler)
         _stop.reset()  # a stopped run must not stop a later one in the same process
+
+
+def _traceback_if_debug(args: argparse.Namespace | None) -> None:
+    if args is not None and getattr(args, "debug", False):
+        import traceback
+
+        traceback.print_exc()
+
+
+def _catch_ctrl_c() -> Any:
+    """Note the user's own Ctrl-C before it becomes a KeyboardInterrupt, so that one raised
+    by suite code is not taken for it; returns the handler to put back (main thread only)."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    import signal
+
+    def interrupted(signum: int, frame: Any) -> None:
+        _stop.interrupted.set()
+        raise KeyboardInterrupt
+
+    try:
+        return signal.signal(signal.SIGINT, interrupted)
+    except (ValueError, OSError):  # pragma: no cover - an embedding that owns the signals
+        return None
+
+
+def _restore_ctrl_c(handler: Any) -> None:
+    if handler is not None:
+        import signal
+
+        signal.signal(signal.SIGINT, handler)
 
 
 class _FewCollections:
@@ -5125,6 +5633,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
     _print_notes(args, notes)
     log_dir = suite.project_root / "log" / "agent-evals"
     _check_writable(log_dir)
+    _check_writable(log_dir.parent)
+    for flag, value in (("--junit", args.junit), ("--html", args.html), ("-o", args.output)):
+        if isinstance(value, str):
+            _check_target(value, flag)
     previous, resumed_from = {}, None
     if args.resume:
         resumed_from, files = _resume_files(args.resume, log_dir)
@@ -5136,14 +5648,54 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if suite.before_run:
         try:
             suite.before_run()
-        except Exception as e:
-            raise SuiteError(f"before_run raised {type(e).__name__}: {e}") from e
+        except BaseException as e:
+            if not _suite_fault(e):
+                raise
+            raise SuiteError(f"before_run raised {_describe(e)[0]}") from None
     _KEEP_RAW[0] = not args.no_raw
     if args.cache or suite.config.cache:
         cache = _Cache(log_dir / "cache" / "completions.sqlite3")
         for x in experiments:
             x.cache = cache
-    stamp = _stamp()
+    stamp = _reserve_stamp(log_dir)
+    try:
+        return _execute(
+            args,
+            suite,
+            lineup,
+            experiments,
+            by_dataset,
+            twice,
+            gates,
+            log_dir,
+            stamp,
+            previous,
+            resumed_from,
+            baseline,
+            remote,
+        )
+    finally:
+        _release_stamp(log_dir, stamp)
+
+
+def _execute(
+    args: argparse.Namespace,
+    suite: _Suite,
+    lineup: _Lineup,
+    experiments: list[Experiment],
+    by_dataset: Mapping[str, _Cases],
+    twice: Sequence[tuple[str, str]],
+    gates: _Gates,
+    log_dir: Path,
+    stamp: str,
+    previous: Mapping[tuple[str, str], Mapping[tuple[str, int], RunResult]],
+    resumed_from: str | None,
+    baseline: Mapping[tuple[str, str], Mapping[str, Any]] | None,
+    remote: type[Tracker] | None,
+) -> int:
+    """Run the matrix, write the logs, print the tables, apply the gates."""
+    out = sys.stdout
+    style = _style_for(out)
     context = {
         "suite": suite.name,
         "project": args.project or suite.config.project,
@@ -5163,10 +5715,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
     concurrency = os.cpu_count() or 1 if args.concurrency is None else args.concurrency
     err = sys.stderr
     total = sum(len(x.cases) for x in experiments)
-    progress = _Progress(err if err.isatty() else None, total, err)
+    progress = _Progress(getattr(err, "raw", err) if err.isatty() else None, total, err)
     progress.done = sum(len(v) for v in previous.values())
     capture = _Capture(log_dir.parent / f"{args.command}.warnings.{stamp}.log")
     pages: list[tuple[str, str]] = []
+    unwritten: list[str] = []
+    case_timeout = args.case_timeout if args.case_timeout is not None else suite.config.defaults.case_timeout
     with capture:
         interrupted = _run_all(
             suite,
@@ -5178,7 +5732,11 @@ def _cmd_run(args: argparse.Namespace) -> int:
             previous=previous,
             progress=progress,
             pages=pages,
+            case_timeout=case_timeout,
+            unwritten=unwritten,
         )
+    if capture.failure:
+        unwritten.append(capture.failure)
     _show_pages(pages, open_them=not args.no_open and _at_terminal())
     _warn_case_problems(by_dataset.values(), twice)
     if capture.file is not None:
@@ -5186,13 +5744,15 @@ def _cmd_run(args: argparse.Namespace) -> int:
     _report_transport(suite, experiments)
     print(f"logs: {_display(log_dir)} ({stamp})", file=err)
     finished = sum(len(x.results) for x in experiments)
-    if _stop.reason and not interrupted:
-        raise ProviderError(f"the run stopped after {finished} of {total} cases: {_stop.reason}")
+    stopped = (
+        None
+        if interrupted or not _stop.reason
+        else f"the run stopped after {finished} of {total} cases: {_stop.reason}"
+    )
     if args.output:
         target = Path(args.output) if isinstance(args.output, str) else log_dir.parent / f"{args.command}.{stamp}.txt"
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(_render_breakdowns(experiments, suite.metrics, "box"), encoding="utf-8")
-        print(f"breakdowns: {_display(target)}", file=err)
+        if _write_text(target, _render_breakdowns(experiments, suite.metrics, "box"), unwritten):
+            print(f"breakdowns: {_display(target)}", file=err)
     elif args.command == "run":
         print(_render_breakdowns(experiments, suite.metrics, style), file=out)
     shown = [x for x in experiments if x.results]
@@ -5208,8 +5768,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if args.html and shown:
         target = Path(args.html) if isinstance(args.html, str) else log_dir.parent / f"{args.command}.{stamp}.html"
         page = _render_html(shown, suite.metrics, title=f"agent-evals: {suite.name}", refused=lineup.refused)
-        _write_html(target, page, open_it=args.open and _at_terminal())
+        _write_html(target, page, open_it=args.open and _at_terminal(), unwritten=unwritten)
     if interrupted:
+        _report_unwritten(unwritten)
         return EXIT_INTERRUPTED
     changes = None
     if baseline is not None:
@@ -5217,13 +5778,42 @@ def _cmd_run(args: argparse.Namespace) -> int:
         changes = _compare_runs(baseline, current, [m.name for m in suite.metrics])
         print(f"\nbaseline: {args.baseline if isinstance(args.baseline, str) else 'the newest run'}", file=out)
         print(_render_changes(changes, style), file=out)
-    if args.junit:
-        _write_junit(Path(args.junit), experiments)
+    if args.junit and _write_text(Path(args.junit), _junit_xml(experiments), unwritten):
         print(f"junit: {_display(args.junit)}", file=err)
     failed = gates.check(_rows(shown, suite.metrics), changes)
     for message in failed:
         print(f"gate failed: {message}", file=err)
-    return EXIT_FAILED if failed or any(x.failure for x in experiments) else EXIT_OK
+    if stopped and not unwritten:
+        print(f"error: {_redact(stopped)}", file=err)
+    _report_unwritten(unwritten)
+    return EXIT_FAILED if failed or stopped or unwritten or any(x.failure for x in experiments) else EXIT_OK
+
+
+def _report_unwritten(unwritten: Sequence[str]) -> None:
+    """One line naming every file the run could not write (never a claim that all is well)."""
+    if unwritten:
+        print(
+            f"error: could not write {'; '.join(unwritten)}: the tables above are complete, those files are not; "
+            "free space or fix the folder, then finish with --resume",
+            file=sys.stderr,
+        )
+
+
+def _write_text(path: Path, text: str, unwritten: list[str]) -> bool:
+    """Write an output file whole (a temporary file, then a rename; none left behind on
+    failure), secrets masked; a failure is named in ``unwritten``, never a traceback."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(tmp, "w", encoding="utf-8") as file:
+            file.write(_redact(text))
+        os.replace(tmp, path)
+    except OSError as e:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        unwritten.append(f"{_display(path)} ({e.strerror or e})")
+        return False
+    return True
 
 
 def _warn_case_problems(groups: Iterable[_Cases], twice: Sequence[tuple[str, str]]) -> None:
@@ -5272,6 +5862,51 @@ def _stamp() -> str:
     """A run's stamp: sortable, and distinct for runs a millisecond apart."""
     now = time.time()
     return time.strftime("%Y%m%d-%H%M%S", time.localtime(now)) + f"-{int(now * 1000) % 1000:03d}"
+
+
+def _reserve_stamp(log_dir: Path) -> str:
+    """A stamp no other run holds: claimed by creating ``.run.<stamp>`` exclusively (two
+    runs started in the same millisecond get ``-1``, ``-2`` ... after the second one), and
+    never one whose files already exist."""
+    base, n = _stamp(), 0
+    while True:
+        stamp = base if n == 0 else f"{base}-{n}"
+        try:
+            os.mkdir(log_dir / f".run.{stamp}")
+        except FileExistsError:
+            n += 1
+            continue
+        except OSError as e:
+            raise ConfigError(f"{_display(log_dir)}: cannot write the logs there ({e.strerror or e})") from None
+        if not any(log_dir.glob(f"*.{stamp}.json*")):
+            return stamp
+        _release_stamp(log_dir, stamp)
+        n += 1
+
+
+def _release_stamp(log_dir: Path, stamp: str) -> None:
+    with contextlib.suppress(OSError):
+        os.rmdir(log_dir / f".run.{stamp}")
+
+
+def _check_target(value: str, flag: str) -> None:
+    """Fail before any call when an output file named by a flag could not be written."""
+    path = Path(value)
+    where = f"{flag} {value}"
+    if path.is_dir():
+        raise ConfigError(f"{where}: is a folder; name a file")
+    if not path.parent.is_dir():
+        raise ConfigError(f"{where}: the folder {_display(path.parent)} does not exist; create it first")
+    probe = path.parent / f".agent-evals-probe-{os.getpid()}"
+    try:
+        os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+        os.unlink(probe)
+        if path.exists() and not os.access(path, os.W_OK):
+            raise PermissionError(13, "Permission denied")
+    except OSError as e:
+        raise ConfigError(
+            f"{where}: cannot be written ({e.strerror or e}); name a file in a folder you can write"
+        ) from None
 
 
 def _check_writable(folder: Path) -> None:
@@ -5344,10 +5979,17 @@ def _render_breakdowns(experiments: Sequence[Experiment], metrics: Sequence[Metr
 
 
 def _adapter_metadata(adapter: Any) -> Mapping[str, Any]:
+    """What the adapter's ``metadata()`` says, as plain JSON (see ``_jsonable``)."""
+    name = f"adapter {type(adapter).__name__}.metadata()"
     try:
-        return dict(adapter.metadata() or {})
-    except Exception as e:
-        raise SuiteError(f"adapter {type(adapter).__name__}.metadata() raised {type(e).__name__}: {e}") from e
+        metadata = _jsonable(dict(adapter.metadata() or {}), "metadata()")
+    except _Unwritable as e:
+        raise SuiteError(f"{name}: {e}; return plain data (dict, list, str, numbers)") from None
+    except BaseException as e:
+        if not _suite_fault(e):
+            raise
+        raise SuiteError(f"{name} raised {_describe(e)[0]}") from None
+    return metadata
 
 
 def _records_of(paths: Sequence[str], flag: str) -> dict[tuple[str, str], dict[str, Any]]:

@@ -95,7 +95,7 @@ def test_flags_beat_the_file(make_suite, cli) -> None:
         ),
         (
             "request_types: [prompt]\nvendors:\n  fake:\n    - model: echo\n      max_tokens: -1\n",
-            "max_tokens: expected a whole number from 1 up, got -1",
+            "max_tokens: expected a whole number from 1 to 10,000,000, got -1",
         ),
         (
             "request_types: [prompt]\ndefaults:\n  paralelism: 2\n",
@@ -104,7 +104,7 @@ def test_flags_beat_the_file(make_suite, cli) -> None:
         ("request_types: [prompt]\ndefaults: [1]\n", "defaults: expected a mapping"),
         (
             "request_types: [prompt]\ndefaults:\n  parallelism: true\n",
-            "defaults.parallelism: expected a whole number from 1 up, got True",
+            "defaults.parallelism: expected a whole number from 1 to 4,096, got True",
         ),
         (
             "request_types: [prompt]\ndefaults:\n  temperature: hot\n",
@@ -198,8 +198,8 @@ def test_everything_refused_is_a_usage_error(make_suite, cli) -> None:
             "argument -e/--effort: unknown effort 'hgh' (did you mean 'high'?)".replace("'high'", '"high"'),
         ),
         (["compare", "-t", "warm"], "temperature must be a number from 0 to 2, got 'warm'"),
-        (["compare", "-p", "0"], "argument -p/--parallelism: expected a whole number from 1 up, got '0'"),
-        (["compare", "-j", "-1"], "argument -j/--concurrency: expected a whole number from 0 up"),
+        (["compare", "-p", "0"], "argument -p/--parallelism: expected a whole number from 1 to 4,096, got '0'"),
+        (["compare", "-j", "-1"], "argument -j/--concurrency: expected a whole number from 0 to 4,096"),
         (["compare", "--bogus"], "unrecognized arguments: --bogus"),
         (["frobnicate"], "invalid choice: 'frobnicate'"),
     ],

@@ -224,6 +224,7 @@ def test_local_log_is_complete_and_safely_named(make_suite, cli) -> None:
 def test_output_flag_writes_breakdowns(make_suite, cli, tmp_path) -> None:
     project = make_suite()
     target = tmp_path / "out" / "breakdown.txt"
+    target.parent.mkdir()
     code, out, err = cli("run", "--local", "-o", str(target), cwd=project)
     assert code == 0, err
     text = target.read_text()
@@ -335,11 +336,20 @@ def test_breakdown_notes_say_why_a_case_lost(make_suite, cli) -> None:
 
 
 def test_ctrl_c_exits_130(make_suite, cli) -> None:
-    helper = "import agent_evals as ae\nclass A(ae.EchoAdapter):\n    def prepare(self, dataset):\n        raise KeyboardInterrupt\nae.configure(adapter=A(), scorer=ae.Scorer(), providers=[ae.FakeProvider()])\n"
+    # the user's Ctrl-C (a real SIGINT, through the command's handler) while prepare runs
+    helper = "import os, signal, time\nimport agent_evals as ae\nclass A(ae.EchoAdapter):\n    def prepare(self, dataset):\n        os.kill(os.getpid(), signal.SIGINT)\n        time.sleep(5)\nae.configure(adapter=A(), scorer=ae.Scorer(), providers=[ae.FakeProvider()])\n"
     project = make_suite(helper=helper)
     code, out, _ = cli("compare", "--local", cwd=project)
     assert code == 130
     assert out.strip() == "partial: interrupted after 0 of 4 cases; finish with: agent-evals compare --resume"
+
+
+def test_a_keyboard_interrupt_raised_by_suite_code_is_not_a_ctrl_c(make_suite, cli) -> None:
+    helper = "import agent_evals as ae\nclass A(ae.EchoAdapter):\n    def prepare(self, dataset):\n        raise KeyboardInterrupt\nae.configure(adapter=A(), scorer=ae.Scorer(), providers=[ae.FakeProvider()])\n"
+    project = make_suite(helper=helper)
+    code, out, err = cli("compare", "--local", cwd=project)
+    assert code == 1 and out == ""
+    assert "warning: adapter A.prepare('ds') raised KeyboardInterrupt" in err
 
 
 def test_missing_pyyaml_is_named_with_how_to_install(make_suite, monkeypatch, cli) -> None:

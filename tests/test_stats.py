@@ -287,6 +287,7 @@ def test_junit_has_a_testcase_per_run_with_errors_and_failures(make_suite, cli, 
     cases = {**case_files("ds", "a/001", {"v": 1}), **case_files("ds", "a/002", {"v": 2}, expected={"v": 9})}
     project = make_suite(config=config, cases=cases)
     target = tmp_path / "reports" / "junit.xml"
+    target.parent.mkdir()
     code, _, err = cli("compare", "--local", "--junit", str(target), cwd=project)
     assert code == 0, err
     root = ET.parse(target).getroot()
