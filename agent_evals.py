@@ -215,6 +215,12 @@ class Usage:
     output_tokens: int = 0
     cost_usd: float = 0.0
 
+    def __post_init__(self) -> None:
+        cost = self.cost_usd
+        if not (isinstance(cost, int | float) and 0.0 <= cost < math.inf):  # NaN, inf, < 0, junk: unknown
+            _INVALID_COSTS[0] += 1
+            object.__setattr__(self, "cost_usd", 0.0)
+
     def __add__(self, other: Usage) -> Usage:
         return Usage(
             self.input_tokens + other.input_tokens,
@@ -450,6 +456,7 @@ class Provider:
     retries: int = 4  # tries after the first, for failures worth retrying
     retry_wait: float = 120.0  # most seconds one request may spend waiting between tries
     retry_backoff: float = 1.0  # the first wait; it doubles with each retry, with jitter
+    max_response_mb: float = DEFAULT_MAX_RESPONSE_MB  # a larger response body is that case's error
     offline: bool = False  # verify and -n: catalogs come from the cache, never the network
     cache_dir: Path | None = None
     app_name: str = "agent-evals"  # attribution: the suite's project or name
@@ -730,6 +737,8 @@ def _transport_failure(e: Exception, label: str) -> Exception:
     """What a connection's failure means: worth a retry, except a certificate that is not
     trusted, which fails the same way every time (ValueError: a length or chunk size
     that is not a number)."""
+    if isinstance(e, _TooLarge):
+        return ProviderError(f"{label}: {e}")
     ssl = sys.modules.get("ssl")  # loaded whenever a connection was https
     if ssl is not None and isinstance(e, ssl.SSLCertVerificationError):
         return ProviderError(
@@ -773,6 +782,10 @@ def _response(buffer: bytes, closed: bool) -> tuple[int, dict[str, str], bytes, 
         name, _, value = line.partition(":")
         fields[name.strip().lower()] = value.strip()
     if fields.get("transfer-encoding", "").lower() == "chunked":
+        # a chunked body is complete only when the buffer ends with its blank line: reading
+        # the chunks before that would read them again at every receive (quadratic time)
+        if not closed and not buffer.endswith(b"\r\n\r\n"):
+            return None
         if (found := _dechunk(buffer, start, closed)) is None:
             return None
         body, end = found
@@ -853,7 +866,7 @@ class _Wire:
     def __init__(self, host: str, port: int) -> None:
         self.host = host if port in (80, 443) else f"{host}:{port}"
         self.head: tuple[Any, ...] = ()  # (method, path, headers, their encoding) last sent
-        self.buffer = b""  # what has arrived and is not yet part of an answered response
+        self.buffer = bytearray()  # what has arrived and is not yet part of an answered response
 
     def request(self, method: str, path: str, body: bytes | None, headers: Mapping[str, str]) -> bytes:
         if self.head[:3] != (method, path, headers):
@@ -864,8 +877,17 @@ class _Wire:
 
     def take(self, response: tuple[int, dict[str, str], bytes, bool, int]) -> tuple[int, dict[str, str], bytes, bool]:
         status, fields, body, keep, end = response
-        self.buffer = self.buffer[end:]
-        return status, fields, body, keep
+        del self.buffer[:end]
+        return status, fields, bytes(body), keep
+
+
+class _TooLarge(Exception):
+    """A response body past the provider's ``max_response_mb``: that case's error, not retried."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(
+            f"the response is larger than {limit / 2**20:g} MiB; raise defaults.max_response_mb if it should be read"
+        )
 
 
 class _Connection(_Wire):
@@ -877,39 +899,59 @@ class _Connection(_Wire):
         super().__init__(host, port)
         sock = socket.create_connection((host, port), timeout=connect)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.read = read
+        # a blocking socket with the kernel's own timeouts: Python's settimeout would poll()
+        # before every send and receive, two more system calls (and GIL switches) per
+        # request, which at hundreds of requests in flight is most of the client's cost
+        self.kernel = scheme != "https" and sys.platform != "win32"
         if scheme == "https":
             sock = _tls_context().wrap_socket(sock, server_hostname=host)
-            sock.settimeout(read)  # the connect timeout was for the handshake only
-        elif sys.platform == "win32":  # pragma: no cover - POSIX CI
-            sock.settimeout(read)
-        else:
-            # a blocking socket with the kernel's own timeouts: Python's settimeout would
-            # poll() before every send and receive, two more system calls (and GIL switches)
-            # per request, which at hundreds of requests in flight is most of the client's cost
-            import struct
-
-            sock.settimeout(None)
-            seconds = struct.pack("ll", int(read), int(read % 1 * 1e6))
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, seconds)
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, seconds)
         self.sock = sock
+        self._bound(read)  # the connect timeout was for the handshake only
+
+    def _bound(self, seconds: float) -> None:
+        """Let each send and receive wait at most ``seconds``."""
+        if not self.kernel:
+            self.sock.settimeout(seconds)
+            return
+        import socket
+        import struct
+
+        self.sock.settimeout(None)
+        value = struct.pack("ll", int(seconds), max(int(seconds % 1 * 1e6), 0 if seconds >= 1 else 1000))
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, value)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, value)
 
     def close(self) -> None:
         self.sock.close()
 
     def exchange(
-        self, method: str, path: str, body: bytes | None, headers: Mapping[str, str]
+        self, method: str, path: str, body: bytes | None, headers: Mapping[str, str], limit: int
     ) -> tuple[int, dict[str, str], bytes, bool]:
-        """Send one request and read its response: (status, headers, body, keep the connection)."""
+        """Send one request and read its response: (status, headers, body, keep the connection).
+        The whole response must arrive within the read timeout (a server trickling a byte a
+        second holds a case no longer), and be no larger than ``limit`` bytes."""
+        deadline = None
         try:
             self.sock.sendall(self.request(method, path, body, headers))
             closed = False
             while (response := _response(self.buffer, closed)) is None:
+                if len(self.buffer) > limit:
+                    raise _TooLarge(limit)
+                if deadline is None:  # the first receive waits the whole timeout, as set
+                    deadline = time.monotonic() + self.read
+                elif (left := deadline - time.monotonic()) > 0:
+                    self._bound(left)
+                else:
+                    raise TimeoutError("timed out: the response did not arrive whole in time")
                 data = self.sock.recv(65536)
                 closed = not data
                 self.buffer += data
         except BlockingIOError:  # SO_SNDTIMEO or SO_RCVTIMEO ran out
             raise TimeoutError("timed out") from None
+        finally:
+            if deadline is not None and self.sock.fileno() != -1:
+                self._bound(self.read)
         return self.take(response)
 
 
@@ -929,8 +971,18 @@ class _HTTP:
         self._local = threading.local()
 
     def request(
-        self, method: str, url: str, body: bytes | None, headers: Mapping[str, str], connect: float, read: float
+        self,
+        method: str,
+        url: str,
+        body: bytes | None,
+        headers: Mapping[str, str],
+        connect: float,
+        read: float,
+        limit: int = 1 << 62,
+        resent: Callable[[], None] | None = None,
     ) -> tuple[int, dict[str, str], bytes]:
+        """One request's (status, headers, body). ``resent`` is called when it is sent again
+        on a fresh connection (the server closed the idle one): spend that must be seen."""
         scheme, host, port, path = _origin(url)
         connections = self._local.__dict__.setdefault("connections", {})
         key = (scheme, host, port)
@@ -940,9 +992,11 @@ class _HTTP:
             if conn is None:
                 conn = _Connection(scheme, host, port, connect, read)
             try:
-                status, fields, payload, keep = conn.exchange(method, path, body, headers)
+                status, fields, payload, keep = conn.exchange(method, path, body, headers, limit)
             except BaseException as e:
                 if _send_again(conn, e, reused and attempt == 1):
+                    if resent is not None:
+                        resent()
                     continue
                 raise
             if keep:
@@ -964,6 +1018,7 @@ class _Exchange(_Wire):
         self.transport: Any = None
         self.waiter: Any = None  # the future of the request in flight
         self.closed = False
+        self.limit = 1 << 62
 
     # -- the protocol side: called by the loop
     def connection_made(self, transport: Any) -> None:
@@ -971,6 +1026,10 @@ class _Exchange(_Wire):
 
     def data_received(self, data: bytes) -> None:
         self.buffer += data
+        if len(self.buffer) > self.limit + 262144 and self.waiter is not None and not self.waiter.done():
+            self.waiter.set_exception(_TooLarge(self.limit))
+            self.close()
+            return
         self._answer()
 
     def eof_received(self) -> bool:
@@ -1006,10 +1065,11 @@ class _Exchange(_Wire):
 
     # -- the client side
     async def exchange(
-        self, method: str, path: str, body: bytes | None, headers: Mapping[str, str], read: float
+        self, method: str, path: str, body: bytes | None, headers: Mapping[str, str], read: float, limit: int
     ) -> tuple[int, dict[str, str], bytes, bool]:
         if self.closed:
             raise ConnectionResetError("the server closed the connection")
+        self.limit = limit
         self.waiter = waiter = self.loop.create_future()
         timer = self.loop.call_later(read, self._time_out)
         try:
@@ -1034,7 +1094,15 @@ class _AsyncHTTP:
         self._idle: dict[tuple[Any, str, str, int], list[_Exchange]] = {}
 
     async def request(
-        self, method: str, url: str, body: bytes | None, headers: Mapping[str, str], connect: float, read: float
+        self,
+        method: str,
+        url: str,
+        body: bytes | None,
+        headers: Mapping[str, str],
+        connect: float,
+        read: float,
+        limit: int = 1 << 62,
+        resent: Callable[[], None] | None = None,
     ) -> tuple[int, dict[str, str], bytes]:
         import asyncio
 
@@ -1060,9 +1128,11 @@ class _AsyncHTTP:
                 )
                 _, conn = await asyncio.wait_for(opening, connect)
             try:
-                status, fields, payload, keep = await conn.exchange(method, path, body, headers, read)
+                status, fields, payload, keep = await conn.exchange(method, path, body, headers, read, limit)
             except BaseException as e:
                 if _send_again(conn, e, reused and attempt == 1):
+                    if resent is not None:
+                        resent()
                     continue
                 raise
             if keep:
@@ -1102,6 +1172,7 @@ class OpenRouter(Provider):
         self._catalog_loaded = False
         self._lock = threading.Lock()
         self.unpriced: set[str] = set()
+        self.bad_costs: set[str] = set()  # models whose response reported a cost that is no price
         self.notes: list[str] = []
         self._endpoints: tuple[Any, str, dict[str, str]] = (None, "", {})
 
@@ -1118,12 +1189,14 @@ class OpenRouter(Provider):
         """``complete`` on the running event loop: no thread per request in flight."""
         url, headers = self._endpoint("/chat/completions")
         body = self._body(model, system, user, json)
-        request = self._ahttp.request
+        request, limit = self._ahttp.request, self._limit
 
         async def attempt() -> tuple[Any, int]:
             try:
-                status, fields, raw = await request("POST", url, body, headers, self.connect_timeout, self.timeout)
-            except (OSError, ValueError) as e:
+                status, fields, raw = await request(
+                    "POST", url, body, headers, self.connect_timeout, self.timeout, limit, model.note_retry
+                )
+            except (OSError, ValueError, _TooLarge) as e:
                 raise _transport_failure(e, f"openrouter: {model.id}") from None
             return self._answer(model.id, status, fields, raw)
 
@@ -1169,15 +1242,22 @@ class OpenRouter(Provider):
     ) -> tuple[Any, int]:
         """The JSON answer to one request, retrying what is worth retrying within the bounds."""
         url, headers = self._endpoint(path)
+        resent = model.note_retry if model is not None else None
 
         def attempt() -> tuple[Any, int]:
             try:
-                status, fields, raw = self._http.request(method, url, body, headers, self.connect_timeout, self.timeout)
-            except (OSError, ValueError) as e:
+                status, fields, raw = self._http.request(
+                    method, url, body, headers, self.connect_timeout, self.timeout, self._limit, resent
+                )
+            except (OSError, ValueError, _TooLarge) as e:
                 raise _transport_failure(e, f"openrouter: {model_id}") from None
             return self._answer(model_id, status, fields, raw)
 
         return _retrying(self, f"openrouter: {model_id}", model, attempt)
+
+    @property
+    def _limit(self) -> int:
+        return int(self.max_response_mb * 2**20)
 
     def _answer(self, model_id: str, status: int, fields: Mapping[str, str], raw: bytes) -> tuple[Any, int]:
         """One response's JSON, or why not: ``_Retry`` when worth another try."""
@@ -1210,16 +1290,25 @@ class OpenRouter(Provider):
         if not choices or not isinstance(choices, list):
             raise ProviderError(f"openrouter: {model.id}: HTTP {status}: the response has no choices")
         choice = choices[0]
+        if not isinstance(choice, dict):
+            raise ProviderError(
+                f"openrouter: {model.id}: HTTP {status}: a choice is {type(choice).__name__}, not an object"
+            )
         if choice.get("finish_reason") == "error" or choice.get("error"):
             raise ProviderError(f"openrouter: {model.id}: HTTP {status}: {_error_text(choice, b'finish_reason error')}")
-        usage = data.get("usage") or {}
-        tokens_in, tokens_out = int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)
-        cost = usage.get("cost")
+        usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
+        tokens_in, tokens_out = _count(usage.get("prompt_tokens")), _count(usage.get("completion_tokens"))
+        cost = _price(usage.get("cost"))
         if cost is None:
+            if usage.get("cost") is not None:  # NaN, infinite, negative or not a number: unknown
+                with self._lock:
+                    self.bad_costs.add(model.id)
             cost = self._cost(model.id, tokens_in, tokens_out)
+        message = choice.get("message") if isinstance(choice.get("message"), dict) else {}
+        text = message.get("content")
         return Completion(
-            text=(choice.get("message") or {}).get("content") or "",
-            usage=Usage(tokens_in, tokens_out, float(cost)),
+            text=text if isinstance(text, str) else "" if text is None else _json_dumps(text),
+            usage=Usage(tokens_in, tokens_out, cost),
             raw=data,
         )
 
@@ -1239,7 +1328,12 @@ class OpenRouter(Provider):
         return None if prices is None else sorted(prices)
 
     def _cache_path(self) -> Path | None:
-        return self.cache_dir / f"openrouter-models.{_safe_name(self.base_url)}.json" if self.cache_dir else None
+        # named after the server, never after a password in its URL
+        return (
+            self.cache_dir / f"openrouter-models.{_safe_name(_URL_PASSWORD.sub('', self.base_url))}.json"
+            if self.cache_dir
+            else None
+        )
 
     def _load_catalog(self) -> dict[str, tuple[float | None, float | None]] | None:
         with self._lock:
@@ -1277,12 +1371,18 @@ class OpenRouter(Provider):
             if isinstance(m, dict) and m.get("id")
         }
         if path:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            document = {"base_url": self.base_url, "fetched_at": time.time(), "models": fetched}
-            tmp = path.with_suffix(".tmp")
-            tmp.write_text(_json_dumps(document), encoding="utf-8")
-            os.replace(tmp, path)
+            document = {"base_url": _redact(self.base_url), "fetched_at": time.time(), "models": fetched}
+            failed: list[str] = []
+            if not _write_text(path, _json_dumps(document), failed):
+                self.notes.append(f"the catalog cache was not written: {failed[0]}")
         return fetched
+
+
+def _count(value: Any) -> int:
+    """A token count from a response: a whole number from 0, else 0 (never a crash on junk)."""
+    if isinstance(value, int | float) and not isinstance(value, bool) and 0 <= value < 1e15:
+        return int(value)
+    return 0
 
 
 def _price(value: Any) -> float | None:
@@ -1806,6 +1906,10 @@ def _where(error: BaseException, path: Path) -> str:
 
 def _read_config_file(path: Path) -> dict[str, Any]:
     where = _display(path)
+    if path.is_dir():
+        raise ConfigError(
+            f"{where}: is a folder; the config file must be a file (request_types: [prompt], vendors: ...)"
+        )
     if not path.is_file():
         raise ConfigError(
             f"{where}: not found; the config file names the request types and the lineup "
@@ -1813,15 +1917,21 @@ def _read_config_file(path: Path) -> dict[str, Any]:
         )
     yaml = _import_optional("yaml", f"reading {where}")
     try:
-        text = path.read_text(encoding="utf-8")
-        data = yaml.safe_load(text)
+        text = path.read_bytes().decode("utf-8")
+        data = yaml.load(text, Loader=_yaml_loader(yaml))
+    except OSError as e:
+        raise ConfigError(f"{where}: cannot be read ({e.strerror or e})") from None
     except UnicodeDecodeError as e:
         raise ConfigError(f"{where}: not UTF-8 text ({e.reason} at byte {e.start})") from None
+    except _YamlProblem as e:
+        raise ConfigError(f"{where}: {e}") from None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)
         at = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
         problem = getattr(e, "problem", None) or str(e)
         raise ConfigError(f"{where}: {at}invalid YAML: {problem}") from None
+    except RecursionError:
+        raise ConfigError(f"{where}: invalid YAML: nested too deep") from None
     if data is None:
         data = {}
     if not isinstance(data, dict):
@@ -1829,6 +1939,73 @@ def _read_config_file(path: Path) -> dict[str, Any]:
             f"{where}: expected a mapping of keys (request_types:, vendors:, ...), got {type(data).__name__}"
         )
     return data
+
+
+class _YamlProblem(Exception):
+    """What the config's YAML must not do (an alias bomb, a key given twice)."""
+
+
+_YAML_ALIASES = 100  # a lineup has a handful of anchors; a few hundred bytes of aliases can expand to billions
+_YAML_NODES = 100_000  # nodes the document may hold once its aliases are expanded
+
+
+def _yaml_loader(yaml: Any) -> type:
+    """PyYAML's SafeLoader, bounded: at most ``_YAML_ALIASES`` aliases and ``_YAML_NODES``
+    nodes once they are expanded (checked before anything is built), and no key twice in
+    one mapping (named with both lines)."""
+
+    class Loader(yaml.SafeLoader):  # type: ignore[misc, name-defined]
+        aliases = 0
+
+        def compose_node(self, parent: Any, index: Any) -> Any:
+            if self.check_event(yaml.AliasEvent):
+                self.aliases += 1
+                if self.aliases > _YAML_ALIASES:
+                    line = self.peek_event().start_mark.line + 1
+                    raise _YamlProblem(f"line {line}: more than {_YAML_ALIASES} aliases (*name); write the values out")
+            return super().compose_node(parent, index)
+
+        def get_single_node(self) -> Any:
+            node = super().get_single_node()
+            if node is not None:
+                _yaml_size(node, {}, set())
+            return node
+
+        def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+            lines: dict[Any, int] = {}
+            for key_node, _ in node.value:
+                if not isinstance(key_node, yaml.ScalarNode) or key_node.tag == "tag:yaml.org,2002:merge":
+                    continue
+                key = self.construct_object(key_node)
+                line = key_node.start_mark.line + 1
+                if key in lines:
+                    raise _YamlProblem(f"line {line}: key {key} is given twice (first on line {lines[key]}); keep one")
+                lines[key] = line
+            return super().construct_mapping(node, deep)
+
+    return Loader
+
+
+def _yaml_size(node: Any, sizes: dict[int, int], path: set[int]) -> int:
+    """Nodes under ``node`` with aliases expanded, each shared node counted once per use."""
+    if (known := sizes.get(id(node))) is not None:
+        return known
+    if id(node) in path:
+        raise _YamlProblem(f"line {node.start_mark.line + 1}: an anchor contains itself")
+    path.add(id(node))
+    total = 1
+    if isinstance(node.value, list):
+        for item in node.value:
+            for child in item if isinstance(item, tuple) else (item,):
+                total += _yaml_size(child, sizes, path)
+                if total > _YAML_NODES:
+                    raise _YamlProblem(
+                        f"line {node.start_mark.line + 1}: more than {_YAML_NODES:,} values once its aliases "
+                        "are expanded; write a smaller config"
+                    )
+    path.discard(id(node))
+    sizes[id(node)] = total
+    return total
 
 
 def _as_list(value: Any, where: str, key: str, kind: type | tuple[type, ...] = str) -> list[Any]:
@@ -2082,6 +2259,9 @@ def _load_suite(helper_flag: str | None, config_flag: str | None) -> _Suite:
         )
     providers = [*reversed(conf.providers), *_builtin_providers()]
     trackers = {cls.name: cls for cls in [LocalTracker, Braintrust, Logfire, *conf.trackers]}
+    _SECRET_KEYS.update(key for p in providers for key in p.env_keys or ())
+    _SECRET_KEYS.update(t.env_key for t in trackers.values() if t.env_key)
+    _Secrets.refresh()
     config = _parse_config(data, config_path, _request_types(providers), [n for n in trackers if n != "local"])
     metrics = _scorer_metrics(conf.scorer)
     root = conf.root or evals
@@ -2256,6 +2436,7 @@ def _find_cases(suite: _Suite) -> tuple[list[_Found], list[tuple[str, str]]]:
     root = str(suite.root)
     match = _glob_regex(suite.cases_glob).match
     matched: list[tuple[str, str, str, frozenset[str]]] = []  # (sort key, file, folder, its listing)
+    orphans: list[str] = []
     pending = [""]
     while pending:
         rel = pending.pop()
@@ -2274,6 +2455,8 @@ def _find_cases(suite: _Suite) -> tuple[list[_Found], list[tuple[str, str]]]:
                 listing = listing or frozenset(files)
                 # folder by folder, then the file: \x01 between folders sorts below any name
                 matched.append((f"{rel.replace('/', chr(1))}\x00{name}", name, rel, listing))
+        if listing is None and "expected.json" in files and rel:
+            orphans.append(rel)  # an answer with no input: verify names it
     if not matched:
         raise ConfigError(
             f"no cases match {suite.cases_glob} under {_display(suite.root)}: add "
@@ -2288,6 +2471,11 @@ def _find_cases(suite: _Suite) -> tuple[list[_Found], list[tuple[str, str]]]:
             twice.append((case.key, f"{where}: case {case.key} is listed twice; rename its folder"))
         seen.add(case.key)
         found.append(case)
+    for rel in sorted(orphans):
+        orphan = _Found(root, rel, "", frozenset())
+        if orphan.key not in seen:
+            where = _display(os.path.join(orphan.folder, "expected.json"))
+            twice.append((orphan.key, f"{where}: an expected answer with no input file; add the input or remove it"))
     return found, twice
 
 
@@ -2298,7 +2486,7 @@ def _load_cases(suite: _Suite) -> _Loaded:
     loaded = list(cases)
     problems = cases.problems() + twice
     order = {f.key: i for i, f in enumerate(found)}
-    problems.sort(key=lambda p: order[p[0]])  # stable: a case's own problems, then "listed twice"
+    problems.sort(key=lambda p: order.get(p[0], len(order)))  # stable: a case's own problems, then "listed twice"
     return _Loaded(loaded, problems)
 
 
@@ -2342,6 +2530,7 @@ def _read_case(found: _Found, problems: list[str]) -> Case:
     )
 
 
+_INVALID_COSTS = [0]  # usages that reported a cost that is no price, taken as unknown ($0)
 _O_BINARY = getattr(os, "O_BINARY", 0)  # Windows: no newline translation
 
 
@@ -3029,14 +3218,38 @@ class _Cache:
     busy timeout: safe under the thread pool and across processes sharing the file."""
 
     def __init__(self, path: Path) -> None:
+        import sqlite3
+
         self.path = path
         self._local = threading.local()
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with self._db() as db:
-            db.execute(
-                "CREATE TABLE IF NOT EXISTS completions (key TEXT PRIMARY KEY, model TEXT, text TEXT, "
-                "usage TEXT, raw TEXT, created REAL)"
-            )
+        where = _display(path)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with self._db() as db:
+                db.execute(
+                    "CREATE TABLE IF NOT EXISTS completions (key TEXT PRIMARY KEY, model TEXT, text TEXT, "
+                    "usage TEXT, raw TEXT, created REAL)"
+                )
+                db.execute("SELECT key, text, usage, raw FROM completions LIMIT 1").fetchall()
+        except sqlite3.DatabaseError as e:
+            raise ConfigError(
+                f"{where}: the response cache is damaged ({e}); agent-evals cache clear repairs it"
+            ) from None
+        except OSError as e:
+            raise ConfigError(f"{where}: the response cache cannot be opened ({e.strerror or e})") from None
+
+    @staticmethod
+    def repair(path: Path) -> bool:
+        """Remove a damaged cache file (and its WAL); True when it was damaged."""
+        try:
+            _Cache(path)
+            return False
+        except ConfigError:
+            pass
+        for extra in ("", "-wal", "-shm", "-journal"):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(f"{path}{extra}")
+        return True
 
     def _db(self) -> Any:
         db = getattr(self._local, "db", None)
@@ -3079,7 +3292,10 @@ class _Cache:
         row = self._db().execute("SELECT text, usage, raw FROM completions WHERE key = ?", (key,)).fetchone()
         if row is None:
             return None
-        return Completion(row[0], Usage.coerce(json.loads(row[1])) or Usage(), json.loads(row[2]))
+        try:
+            return Completion(str(row[0]), Usage.coerce(json.loads(row[1])) or Usage(), json.loads(row[2]))
+        except (ValueError, TypeError, AttributeError):
+            return None  # an entry that no longer reads is no answer: the model is asked again
 
     def put(self, key: str, completion: Completion) -> None:
         with self._db() as db:
@@ -3088,9 +3304,9 @@ class _Cache:
                 (
                     key,
                     "",
-                    completion.text,
+                    _redact(str(completion.text)),
                     _json_dumps(completion.usage.to_json()),
-                    _json_dumps(completion.raw),
+                    _redact_json(_json_dumps(completion.raw), completion.raw),
                     time.time(),
                 ),
             )
@@ -4130,6 +4346,8 @@ _STYLES = {
 def _table(headers: Sequence[str], rows: Sequence[Sequence[str]], right: Sequence[bool], style: str = "box") -> str:
     """A bordered table; ``right`` marks the columns aligned right (numbers)."""
     top, rule, bottom, bar = _STYLES[style]
+    headers = [_visible(str(h), newlines=True) for h in headers]
+    rows = [[_visible(str(v), newlines=True) for v in r] for r in rows]
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
 
     def line(edge: tuple[str, str, str, str]) -> str:
@@ -4478,24 +4696,94 @@ def _read_run(arg: str | bool, log_dir: Path, flag: str) -> dict[tuple[str, str]
 
 def _read_records(files: Iterable[Path], flag: str) -> dict[tuple[str, str], dict[str, Any]]:
     """A run's experiments by (contender, dataset): each one's JSON log, or its journal
-    when the run never wrote the log (killed)."""
+    when the run never wrote the log (killed). A file that is not an agent-evals log of
+    the expected shape is one error naming it; a journal's last line cut short by a kill
+    is left out with one warning (that case is asked again)."""
     run: dict[tuple[str, str], dict[str, Any]] = {}
     for path in sorted(files, key=lambda p: p.suffix == ".json"):  # a JSON log wins over its journal
+        where = f"{flag}: {_display(path)}"
         try:
+            text = path.read_bytes().decode("utf-8")
             if path.suffix == ".jsonl":
-                lines = []
-                for line in path.read_text(encoding="utf-8").splitlines():
+                lines, cut = [], 0
+                for line in text.splitlines():
                     try:
                         lines.append(json.loads(line))
                     except ValueError:
-                        continue  # a line cut short by a kill
-                record = {**lines[0], "rows": lines[1:]}
+                        cut += 1  # a line cut short by a kill
+                if cut:
+                    _warn(f"{_display(path)}: {cut} line{'s' if cut > 1 else ''} cut short (a killed run?) left out")
+                if not lines:
+                    raise ValueError("an empty journal")
+                record = {**lines[0], "rows": lines[1:]} if isinstance(lines[0], dict) else lines[0]
             else:
-                record = json.loads(path.read_text(encoding="utf-8"))
-            run[(json.dumps(record["contender"], sort_keys=True), record["dataset"])] = record
-        except (OSError, ValueError, KeyError, TypeError, IndexError) as e:
-            raise ConfigError(f"{flag}: {_display(path)} cannot be read ({type(e).__name__}: {e})") from None
+                record = json.loads(text)
+            _check_record(record)
+            key = (json.dumps(record["contender"], sort_keys=True), record["dataset"])
+        except OSError as e:
+            raise ConfigError(f"{where}: cannot be read ({e.strerror or e})") from None
+        except UnicodeDecodeError as e:
+            raise ConfigError(f"{where}: not UTF-8 text ({e.reason} at byte {e.start})") from None
+        except (ValueError, KeyError, TypeError, IndexError, RecursionError) as e:
+            raise ConfigError(f"{where}: not an agent-evals log of this version ({_visible(str(e), True)})") from None
+        run[key] = record
     return run
+
+
+_CONTENDER_TYPES = {"model": (str,), "effort": (str, type(None)), "temperature": (int, float, type(None))}
+_CONTENDER_TYPES |= {"max_tokens": (int, type(None)), "provider": (str, type(None))}
+_NUMBER = (int, float)
+_ROW_TYPES: dict[str, tuple[type, ...]] = {
+    "case": (str,),
+    "repeat": (int, type(None)),
+    "score": (*_NUMBER, type(None)),
+    "metrics": (dict, type(None)),
+    "error": (str, type(None)),
+    "reply_error": (str, type(None)),
+    "usage": (dict, type(None)),
+    "retries": (int, type(None)),
+    "cached": (int, type(None)),
+    "saved_usd": (*_NUMBER, type(None)),
+    "duration": (*_NUMBER, type(None)),
+    "outcomes": (dict, type(None)),
+    "diagnostics": (dict, type(None)),
+}
+
+
+def _check_record(record: Any) -> None:
+    """Raise ValueError naming the first field a logged experiment has of the wrong shape."""
+
+    def check(value: Any, kinds: tuple[type, ...], name: str) -> None:
+        if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
+            raise ValueError(f"{name} is {_shown(value)}")
+
+    check(record, (dict,), "the document")
+    check(record.get("contender"), (dict,), "contender")
+    for key, value in record["contender"].items():
+        check(value, _CONTENDER_TYPES.get(key, ()), f"contender.{key}")
+    check(record["contender"].get("model"), (str,), "contender.model")
+    check(record.get("dataset"), (str,), "dataset")
+    check(record.get("rows", []), (list,), "rows")
+    check(record.get("metrics") or [], (list,), "metrics")
+    for n, metric in enumerate(record.get("metrics") or ()):
+        check(metric, (dict,), f"metrics[{n}]")
+        check(metric.get("name"), (str,), f"metrics[{n}].name")
+    check(record.get("cases") or {}, (dict,), "cases")
+    for case_id, logged in (record.get("cases") or {}).items():
+        check(logged, (dict,), f"cases.{case_id}")
+    check(record.get("summary") or {}, (dict,), "summary")
+    check((record.get("summary") or {}).get("duration"), (*_NUMBER, type(None)), "summary.duration")
+    for key in ("order", "repeat"):
+        check(record.get(key), (int, type(None)), key)
+    for n, row in enumerate(record.get("rows", ())):
+        check(row, (dict,), f"rows[{n}]")
+        for key, kinds in _ROW_TYPES.items():
+            if key in row or key == "case":
+                check(row.get(key), kinds, f"rows[{n}].{key}")
+        for name, value in (row.get("metrics") or {}).items():
+            check(value, (*_NUMBER, type(None)), f"rows[{n}].metrics.{name}")
+        for name, value in (row.get("usage") or {}).items():
+            check(value, _NUMBER, f"rows[{n}].usage.{name}")
 
 
 def _row_values(record: Mapping[str, Any], metric: str) -> dict[str, float]:
@@ -5025,7 +5313,7 @@ def _style_for(stream: Any) -> str:
 
 
 def _warn(message: str) -> None:
-    print(f"warning: {_redact(message)}", file=sys.stderr)
+    print(f"warning: {_visible(_redact(message), newlines=True)}", file=sys.stderr)
 
 
 # Variables whose values never appear in output, logs or errors, whatever their length:
@@ -5150,22 +5438,42 @@ _ENV_LINE = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(.*?)\
 
 
 def _load_env_file(path: Path) -> int:
-    """Load ``KEY=value`` lines without overriding what is exported; returns how many set."""
+    """Load ``KEY=value`` lines without overriding what is exported; returns how many set.
+    Anything it cannot read as such (not UTF-8, a NUL byte, an unterminated quote) is one
+    error naming the file and the line."""
+    where = _display(path)
+    try:
+        raw = path.read_bytes()
+    except OSError as e:
+        raise ConfigError(f"{where}: cannot be read ({e.strerror or e})") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = raw[: e.start].count(b"\n") + 1
+        raise ConfigError(f"{where}:{line}: not UTF-8 text ({e.reason} at byte {e.start}); save it as UTF-8") from None
     count = 0
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+    for number, line in enumerate(text.splitlines(), 1):
         if not line.strip() or line.lstrip().startswith("#"):
             continue
+        if "\x00" in line:
+            raise ConfigError(f"{where}:{number}: a NUL byte; remove it")
         match = _ENV_LINE.match(line)
         if not match:
-            raise ConfigError(f"{_display(path)}:{number}: expected KEY=value")
+            raise ConfigError(f"{where}:{number}: expected KEY=value")
         key, value = match.groups()
-        if value[:1] in ("'", '"') and value.endswith(value[0]) and len(value) > 1:
-            value = value[1:-1]
+        if value[:1] in ("'", '"'):
+            end = value.find(value[0], 1)
+            if end == -1:
+                raise ConfigError(f"{where}:{number}: {key}: the value's quote {value[0]} is never closed")
+            if value[end + 1 :].strip()[:1] not in ("", "#"):
+                raise ConfigError(f"{where}:{number}: {key}: text after the closing quote; quote the whole value")
+            value = value[1:end]
         else:
             value = value.split(" #", 1)[0].rstrip()
         if key not in os.environ:
             os.environ[key] = value
             count += 1
+    _Secrets.refresh()
     return count
 
 
@@ -5424,6 +5732,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     streams = sys.stdout, sys.stderr
     sys.stdout, sys.stderr = _Guarded(streams[0]), _Guarded(streams[1])  # type: ignore[assignment]
     _Secrets.refresh()
+    _INVALID_COSTS[0] = 0
     handler = _catch_ctrl_c()
     try:
         try:
@@ -5547,7 +5856,12 @@ def _cmd_verify(args: argparse.Namespace) -> int:
         _warn(refusal)
     _setup_providers(suite, args, offline=True)
     selected = {c.key for c in cases}
-    problems = [problem for key, problem in loaded.problems if key in selected]
+    keys, datasets = {c.key for c in loaded.cases}, _split(args.dataset)
+    problems = [
+        problem
+        for key, problem in loaded.problems
+        if key in selected or (key not in keys and not args.case and (not datasets or key.split("/", 1)[0] in datasets))
+    ]
     problems += _catalog_problems(lineup)
     for dataset in dict.fromkeys(c.dataset for c in cases):
         group = [c for c in cases if c.dataset == dataset]
@@ -5934,7 +6248,9 @@ def _load_env(suite: _Suite, lineup: _Lineup) -> list[str]:
     notes = []
     for name in suite.env_files:
         path = Path(name) if Path(name).is_absolute() else suite.root / name
-        if path.is_file():
+        if path.is_dir():
+            raise ConfigError(f"{_display(path)}: env file is a folder; name a KEY=value file in env_files")
+        if path.exists():
             notes.append(f"env: {_display(path)} set {_load_env_file(path)} variables")
     missing: dict[str, list[str]] = {}
     for contender, provider in lineup.contenders:
@@ -5968,7 +6284,15 @@ def _report_transport(suite: _Suite, experiments: Sequence[Experiment]) -> None:
         retries = sum(r.retries for r in x.results)
         if retries:
             print(f"retries [{x.dataset}] {x.contender.label}: {retries}", file=sys.stderr)
+    if _INVALID_COSTS[0]:
+        _warn(
+            f"{_INVALID_COSTS[0]} usages reported a cost that is not a price (NaN, infinite or below 0); taken as unknown ($0)"
+        )
     for provider in suite.providers:
+        for model_id in sorted(getattr(provider, "bad_costs", ())):
+            _warn(
+                f"{model_id}: a response reported a cost that is not a price (NaN, infinite or below 0); it was taken as unknown"
+            )
         for model_id in sorted(getattr(provider, "unpriced", ())):
             _warn(f"{model_id}: no cost in the response and no price in the catalog; its cost counts as $0")
 
@@ -6125,6 +6449,10 @@ def _cmd_cache(args: argparse.Namespace) -> int:
     path = evals.parent / "log" / "agent-evals" / "cache" / "completions.sqlite3"
     if not path.is_file():
         print(f"{_display(path)}: no cache yet (run with --cache, or cache: true in the config)")
+        return EXIT_OK
+    if args.action == "clear" and _Cache.repair(path):
+        print(f"{_display(path)}: the cache was damaged; removed it and started an empty one")
+        _Cache(path)
         return EXIT_OK
     cache = _Cache(path)
     if args.action == "clear":

@@ -169,7 +169,7 @@ def test_resume_of_an_unreadable_log(make_suite, cli) -> None:
     log_dir.mkdir(parents=True)
     (log_dir / "x.20260101-000000-000.json").write_text('{"rows": []}')
     code, _, err = cli("compare", "--local", "--resume", cwd=project)
-    assert code == 2 and "x.20260101-000000-000.json cannot be read (KeyError: 'contender')" in err
+    assert code == 2 and "x.20260101-000000-000.json: not an agent-evals log of this version (contender is None)" in err
 
 
 def test_progress_draws_on_a_terminal_and_is_erased(make_suite) -> None:

@@ -313,4 +313,7 @@ def test_diff_reads_a_killed_runs_journal_and_names_bad_input(make_suite, cli) -
     bad = project / "log" / "agent-evals" / "x.20260101-000000-000.jsonl"
     bad.write_text("[]\n")
     code, _, err = cli("diff", str(bad), str(journal))
-    assert code == 2 and "diff OLD: log/agent-evals/x.20260101-000000-000.jsonl cannot be read" in err
+    assert (
+        code == 2
+        and "diff OLD: log/agent-evals/x.20260101-000000-000.jsonl: not an agent-evals log of this version" in err
+    )
