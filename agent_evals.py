@@ -1889,8 +1889,10 @@ def _load_helper(path: Path) -> None:
         spec.loader.exec_module(module)
     except EvalError:
         raise
-    except Exception as e:
-        raise SuiteError(f"{_display(path)}{_where(e, path)} raised {type(e).__name__}: {e}") from e
+    except BaseException as e:
+        if not _suite_fault(e):
+            raise
+        raise SuiteError(f"{_display(path)}{_where(e, path)} raised {_describe(e)[0]}") from None
 
 
 def _where(error: BaseException, path: Path) -> str:
@@ -3343,6 +3345,7 @@ class _Run:
         self.failed: dict[Tracker, str] = {}
         self.pages: list[tuple[str, str]] = []  # (tracker, url) of the pages finish returned
         self.unwritten: list[str] = []  # "path (why)" of every file the run could not write
+        self.unwritten_lock = threading.Lock()
         self.journals: dict[int, Path] = {}
         self.stamp = ""
         self.case_timeout = DEFAULT_CASE_TIMEOUT
@@ -3371,7 +3374,7 @@ class _Run:
     def cannot_write(self, path: Path, error: OSError) -> None:
         """A file the run could not write: named at the end, and no new case starts."""
         what = f"{_display(path)} ({error.strerror or error})"
-        with self.lock:
+        with self.unwritten_lock:  # not the run's lock: a hook that holds it may be what failed
             if what not in self.unwritten:
                 self.unwritten.append(what)
         _stop.set(f"{what} could not be written")
@@ -3390,7 +3393,7 @@ class _Run:
             if isinstance(tracker, LocalTracker) and isinstance(e, OSError):
                 self.cannot_write(Path(e.filename or "log"), e)
                 return
-            self.failed[tracker] = f"tracker {tracker.name}: {hook} raised {type(e).__name__}: {e}"
+            self.failed[tracker] = f"tracker {tracker.name}: {hook} raised {_describe(e)[0]}"
             return
         if hook == "finish" and isinstance(answer, Mapping) and answer.get("url"):
             self.pages.append((tracker.name, str(answer["url"])))
@@ -3890,13 +3893,12 @@ def _json_dumps(value: Any, **kwargs: Any) -> str:
 
 
 def _json_default(value: Any) -> Any:
+    """What the encoder cannot write itself, converted as ``_jsonable`` does."""
+    if isinstance(value, set | frozenset | tuple):
+        return _sorted_if_possible(value) if isinstance(value, set | frozenset) else list(value)
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
-    if isinstance(value, Path):
-        return str(value)
-    if isinstance(value, set | frozenset | tuple):
-        return list(value)
-    return repr(value)
+    return _jsonable(value, depth=_MAX_DEPTH - 1)
 
 
 _ENCODER = json.JSONEncoder(ensure_ascii=False, default=_json_default, allow_nan=False)
@@ -4050,22 +4052,28 @@ class LocalTracker(Tracker):
             ],
         }
         # indent the header for people; one compact line a row, which json writes in C
-        head = _json_dumps(document, indent=2)[:-2]
+        head = _json_dumps(_mask_strings(_jsonable(document)), indent=2)[:-2]
         lines = getattr(experiment, "rows_json", None) or [_json_dumps(_result_row(r)) for r in experiment.results]
         path = folder / f"{experiment.name}.{self.context.get('stamp')}.json"
         tmp = path.with_suffix(".json.tmp")
         # written a piece at a time: a log of many thousand rows is never copied whole in memory
-        with open(tmp, "w", encoding="utf-8") as file:
-            file.write(f'{head},\n  "rows": [')
-            for n, line in enumerate(lines):
-                file.write(f"{',' if n else ''}\n    {line}")
-            # each case's input and expected once (not per row or repeat): the HTML report's drill-down
-            file.write('\n  ],\n  "cases": {')
-            for n, c in enumerate({r.case.id: r.case for r in experiment.results}.values()):
-                entry = _json_dumps({"input": c.input, "expected": c.expected})
-                file.write(f"{',' if n else ''}\n    {_json_dumps(c.id)}: {entry}")
-            file.write("\n  }\n}\n")
-        os.replace(tmp, path)
+        try:
+            with open(tmp, "w", encoding="utf-8", errors="backslashreplace") as file:
+                file.write(f'{head},\n  "rows": [')
+                for n, line in enumerate(lines):
+                    file.write(f"{',' if n else ''}\n    {line}")
+                # each case's input and expected once (not per row or repeat): the HTML report's drill-down
+                file.write('\n  ],\n  "cases": {')
+                for n, c in enumerate({r.case.id: r.case for r in experiment.results}.values()):
+                    entry = {"input": c.input, "expected": c.expected}
+                    text = _redact_json(_json_dumps(entry), entry)
+                    file.write(f"{',' if n else ''}\n    {_json_dumps(c.id)}: {text}")
+                file.write("\n  }\n}\n")
+            os.replace(tmp, path)
+        except OSError as e:  # a full disk: no half-written log, and the run names the file
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+            raise OSError(e.errno, e.strerror, str(path)) from None
         experiment.log_path = path  # type: ignore[attr-defined]
         return {"url": None, "path": str(path)}
 
@@ -4764,14 +4772,14 @@ def _check_record(record: Any) -> None:
     check(record["contender"].get("model"), (str,), "contender.model")
     check(record.get("dataset"), (str,), "dataset")
     check(record.get("rows", []), (list,), "rows")
-    check(record.get("metrics") or [], (list,), "metrics")
+    check(record.get("metrics", []), (list, type(None)), "metrics")
     for n, metric in enumerate(record.get("metrics") or ()):
         check(metric, (dict,), f"metrics[{n}]")
         check(metric.get("name"), (str,), f"metrics[{n}].name")
-    check(record.get("cases") or {}, (dict,), "cases")
+    check(record.get("cases", {}), (dict, type(None)), "cases")
     for case_id, logged in (record.get("cases") or {}).items():
         check(logged, (dict,), f"cases.{case_id}")
-    check(record.get("summary") or {}, (dict,), "summary")
+    check(record.get("summary", {}), (dict, type(None)), "summary")
     check((record.get("summary") or {}).get("duration"), (*_NUMBER, type(None)), "summary.duration")
     for key in ("order", "repeat"):
         check(record.get(key), (int, type(None)), key)
@@ -5754,6 +5762,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {_visible(_redact(str(e)), newlines=True)}", file=sys.stderr)
         return e.exit_code
     except KeyboardInterrupt:
+        _traceback_if_debug(args)
         print("interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
     except BrokenPipeError:
