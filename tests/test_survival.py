@@ -15,9 +15,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from servers import Answer, OpenAICompatible, chat_answer
 
 from conftest import ROOT, case_files, write
-from servers import Answer, OpenAICompatible, chat_answer
 
 CONFIG = "request_types: [prompt]\nvendors:\n  fake:\n    - model: echo\n"
 
@@ -245,7 +245,7 @@ def test_values_json_cannot_hold_are_converted_as_the_readme_says(suite, value) 
         f'return ae.Score(value=right, metrics={{"exact": right}}, diagnostics={value})',
     )
     project = suite(helper, files=cases(ok=2, bad=0))
-    code, out, err = run(project, "compare", "--local")
+    code, _out, err = run(project, "compare", "--local")
     assert code == 0, err
     (log,) = logs(project)
     assert [row["score"] for row in log["rows"]] == [1.0, 1.0]
@@ -272,7 +272,7 @@ def test_an_output_no_log_can_hold_is_that_cases_error_naming_the_field(suite, m
         "        return self._reply(completion)",
     )
     project = suite(helper)
-    code, out, err = run(project, "compare", "--local")
+    code, _out, err = run(project, "compare", "--local")
     assert code == 0, err
     (log,) = logs(project)
     bad = [row for row in log["rows"] if row["case"].startswith("bad")]
@@ -629,7 +629,7 @@ def test_a_response_past_the_body_cap_is_that_cases_error(suite) -> None:
         helper = ROUTED.replace('print("the scorer prints", __import__("os").environ["OPENROUTER_API_KEY"])', "")
         project = suite(helper, config=ROUTED_CONFIG + "defaults:\n  max_response_mb: 1\n")
         env = {"OPENROUTER_API_KEY": "sk-test", "OPENROUTER_BASE_URL": server.url + "/api/v1"}
-        code, out, err = run(project, "compare", "--local", env=env)
+        code, _out, err = run(project, "compare", "--local", env=env)
     assert code == 0, err
     rows = {row["case"]: row for row in logs(project)[0]["rows"]}
     assert rows["bad/001"]["error"] == (
