@@ -619,13 +619,25 @@ class _Stop:
 _stop = _Stop()
 
 
+# What suite code may raise (anything at all: see ``_suite_fault``), caught at every hook.
+_SUITE_EXCEPTIONS = BaseException
+
+
+def _reraise_ctrl_c(error: BaseException) -> None:
+    """Inside ``except _SUITE_EXCEPTIONS``: the user's own Ctrl-C goes on as one."""
+    if not _suite_fault(error):
+        raise error
+
+
 def _suite_fault(error: BaseException) -> bool:
-    """Whether ``error``, raised by suite code, is that code's own failure: any exception,
-    and also SystemExit, GeneratorExit or a KeyboardInterrupt the code raised itself. Only
-    the user's Ctrl-C, which reaches the main thread alone, stays a Ctrl-C."""
+    """Whether ``error``, raised by suite code, is that code's own failure: any exception at
+    all, SystemExit, GeneratorExit and BaseException subclasses included, and a
+    KeyboardInterrupt the code raised itself. Only the user's Ctrl-C (which reaches the
+    main thread alone) and asyncio's own cancellation go on as what they are."""
     if isinstance(error, KeyboardInterrupt):
         return not _stop.interrupted.is_set() or threading.current_thread() is not threading.main_thread()
-    return isinstance(error, Exception | SystemExit | GeneratorExit)
+    asyncio = sys.modules.get("asyncio")
+    return not (asyncio is not None and isinstance(error, asyncio.CancelledError))
 
 
 def _request_body(body: Mapping[str, Any]) -> bytes:
@@ -2198,8 +2210,9 @@ def _import_module(name: str, key: str, value: str, where: str) -> Any:
         ) from None
     except EvalError:
         raise
-    except Exception as e:
-        raise SuiteError(f"{where}: {key}: importing {name} raised {type(e).__name__}: {e}") from e
+    except _SUITE_EXCEPTIONS as e:
+        _reraise_ctrl_c(e)
+        raise SuiteError(f"{where}: {key}: importing {name} raised {_describe(e)[0]}") from None
 
 
 @_record
@@ -2250,8 +2263,9 @@ def _load_suite(helper_flag: str | None, config_flag: str | None) -> _Suite:
             cls = _resolve_object(data[key], key, where)
             try:
                 setattr(conf, key, cls() if isinstance(cls, type) else cls)
-            except Exception as e:
-                raise SuiteError(f"{where}: {key}: {data[key]}() raised {type(e).__name__}: {e}") from e
+            except _SUITE_EXCEPTIONS as e:
+                _reraise_ctrl_c(e)
+                raise SuiteError(f"{where}: {key}: {data[key]}() raised {_describe(e)[0]}") from None
     if conf.adapter is None or conf.scorer is None:
         missing = " and ".join(k for k in ("adapter", "scorer") if getattr(conf, k) is None)
         source = _display(helper) if helper else f"evals/{HELPER_NAME}"
@@ -2287,8 +2301,9 @@ def _scorer_metrics(scorer: Any) -> list[Metric]:
     name = type(scorer).__name__
     try:
         metrics = list(scorer.metrics())
-    except Exception as e:
-        raise SuiteError(f"scorer {name}.metrics() raised {type(e).__name__}: {e}") from e
+    except _SUITE_EXCEPTIONS as e:
+        _reraise_ctrl_c(e)
+        raise SuiteError(f"scorer {name}.metrics() raised {_describe(e)[0]}") from None
     if not metrics or not all(isinstance(m, Metric) for m in metrics):
         raise SuiteError(f"scorer {name}.metrics() must return a non-empty list of Metric")
     names = [m.name for m in metrics]
@@ -2439,6 +2454,7 @@ def _find_cases(suite: _Suite) -> tuple[list[_Found], list[tuple[str, str]]]:
     match = _glob_regex(suite.cases_glob).match
     matched: list[tuple[str, str, str, frozenset[str]]] = []  # (sort key, file, folder, its listing)
     orphans: list[str] = []
+    folders: list[str] = []
     pending = [""]
     while pending:
         rel = pending.pop()
@@ -2451,6 +2467,8 @@ def _find_cases(suite: _Suite) -> tuple[list[_Found], list[tuple[str, str]]]:
                     files.append(name)
                 elif name[0] != "." and not entry.is_symlink():  # as os.walk: links not followed
                     pending.append(prefix + name)
+                    if match(prefix + name):  # an input.txt that is a folder: verify names it
+                        folders.append(prefix + name)
         listing = None
         for name in files:
             if match(prefix + name):
@@ -2478,6 +2496,10 @@ def _find_cases(suite: _Suite) -> tuple[list[_Found], list[tuple[str, str]]]:
         if orphan.key not in seen:
             where = _display(os.path.join(orphan.folder, "expected.json"))
             twice.append((orphan.key, f"{where}: an expected answer with no input file; add the input or remove it"))
+    for rel in sorted(folders):
+        parent = _Found(root, rel.rpartition("/")[0], "", frozenset())
+        where = _display(os.path.join(root, rel))
+        twice.append((parent.key, f"{where}: a folder where the case's input file should be; it is not a case"))
     return found, twice
 
 
@@ -2689,8 +2711,9 @@ def _catalog_problems(lineup: _Lineup) -> list[str]:
     for model_id, provider in {c.model: p for c, p in lineup.contenders}.items():
         try:
             catalog = provider.catalog()
-        except Exception as e:
-            problems.append(f"{model_id}: provider {provider.name}'s catalog failed: {type(e).__name__}: {e}")
+        except _SUITE_EXCEPTIONS as e:
+            _reraise_ctrl_c(e)
+            problems.append(f"{model_id}: provider {provider.name}'s catalog failed: {_describe(e)[0]}")
             continue
         if catalog is not None and model_id not in catalog:
             problems.append(f"{model_id}: provider {provider.name} has no such model{_hint(model_id, catalog)}")
@@ -4650,8 +4673,9 @@ def _render_cases(cases: Sequence[Case], scorer: Any, style: str) -> str:
     for case in cases:
         try:
             summary = str(scorer.summary(case) or "")
-        except Exception as e:
-            summary = f"summary raised {type(e).__name__}: {e}"
+        except _SUITE_EXCEPTIONS as e:
+            _reraise_ctrl_c(e)
+            summary = f"summary raised {_describe(e)[0]}"
         difficulty = str(case.metadata.get("difficulty", case.variant))
         rows.append([case.dataset, case.id, difficulty, _clip(summary, 60), str(len(case.input.split()))])
     return _table(["dataset", "id", "difficulty", "summary", "words"], rows, [False, False, False, False, True], style)
@@ -5892,15 +5916,17 @@ def _suite_problems(suite: _Suite, dataset: str, cases: list[Case]) -> list[str]
     try:
         adapter.prepare(dataset)
         problems += [f"{dataset}: {p}" for p in adapter.verify(dataset) or ()]
-    except Exception as e:
-        return [f"{dataset}: adapter {type(adapter).__name__} raised {type(e).__name__}: {e}"]
+    except _SUITE_EXCEPTIONS as e:
+        _reraise_ctrl_c(e)
+        return [f"{dataset}: adapter {type(adapter).__name__} raised {_describe(e)[0]}"]
     for case in cases:
         if case.expected is None:
             continue  # already reported as missing or unparsable
         try:
             found = scorer.verify(case, adapter.context(case)) or ()
-        except Exception as e:
-            found = [f"scorer {type(scorer).__name__}.verify raised {type(e).__name__}: {e}"]
+        except _SUITE_EXCEPTIONS as e:
+            _reraise_ctrl_c(e)
+            found = [f"scorer {type(scorer).__name__}.verify raised {_describe(e)[0]}"]
         problems += [f"{_display(case.path / 'expected.json' if case.path else case.key)}: {p}" for p in found]
     return problems
 
@@ -6426,7 +6452,8 @@ def _cmd_rescore(args: argparse.Namespace) -> int:
                 continue
             try:
                 score, error, trace = _score(suite, r.case, r.reply, names), None, None
-            except Exception as e:
+            except _SUITE_EXCEPTIONS as e:
+                _reraise_ctrl_c(e)
                 score, (error, trace) = None, _describe(e)
             x.results.append(dataclasses.replace(r, experiment=x, score=score, error=error, traceback=trace))
         experiments.append(x)

@@ -196,3 +196,48 @@ class RawHTTP:
 
     def __exit__(self, *exc: Any) -> None:
         self.sock.close()
+
+
+class Trickle:
+    """A TCP server on 127.0.0.1 that answers every request with a status line and headers
+    at once, then its body one byte every ``interval`` seconds: a server that never quite
+    stops sending. It stops by itself after ``total`` bytes or when closed."""
+
+    def __init__(self, total: int = 1000, interval: float = 0.05) -> None:
+        import socket
+
+        self.total, self.interval = total, interval
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        self.closed = threading.Event()
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._handle, args=(conn,), daemon=True).start()
+
+    def _handle(self, conn: Any) -> None:
+        with conn:
+            try:
+                conn.recv(65536)
+                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % self.total)
+                for _ in range(self.total):
+                    if self.closed.wait(self.interval):
+                        return
+                    conn.sendall(b" ")
+            except OSError:
+                pass
+
+    def __enter__(self) -> Trickle:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.closed.set()
+        self.sock.close()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from servers import RawHTTP
+from servers import RawHTTP, Trickle
 
 import agent_evals as ae
 
@@ -120,3 +120,28 @@ def test_each_event_loop_keeps_its_own_connections(complete) -> None:
         assert asyncio.run(model.acomplete(user="y")).text == "hi"
     assert server.connections == 2  # a connection never outlives its loop
     assert all(key[0] is not first for key in provider._ahttp._idle)  # and the closed loop's are let go
+
+
+def test_a_whole_response_must_arrive_within_the_timeout(complete, ask) -> None:
+    # a byte every 50 ms keeps each receive short; the whole answer would take 50 s
+    with Trickle(total=1000, interval=0.05) as server:
+        model, _ = complete(server, timeout=0.5, retries=0)
+        with pytest.raises(ae.ProviderError, match="TimeoutError: timed out"):
+            ask(model, user="x")
+
+
+def test_a_body_past_the_cap_is_an_error_and_not_retried(complete, ask) -> None:
+    big = b'{"choices": [{"message": {"content": "' + b"x" * (3 * 2**20) + b'"}}]}'
+    with RawHTTP([response(big), response()]) as server:
+        model, _ = complete(server, max_response_mb=1.0)
+        with pytest.raises(ae.ProviderError, match=r"the response is larger than 1 MiB"):
+            ask(model, user="x")
+    assert model.retries == 0 and len(server.requests) == 1
+
+
+def test_a_body_of_many_tiny_chunks_is_read_whole(complete, ask) -> None:
+    body = b"".join(b"1\r\n%c\r\n" % c for c in OK) + b"0\r\n\r\n"
+    head = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Type: application/json\r\n\r\n"
+    with RawHTTP([head + body]) as server:
+        model, _ = complete(server)
+        assert ask(model, user="x").text == json.loads(OK)["choices"][0]["message"]["content"]

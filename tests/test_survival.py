@@ -92,9 +92,13 @@ def suite(tmp_path: Path) -> Callable[..., Path]:
     return make
 
 
-def run(project: Path, *argv: str, env: dict[str, str] | None = None, limit: float = 60, **kw) -> tuple[int, str, str]:
-    """``agent-evals ARGV`` as a subprocess in ``project``: (exit code, stdout, stderr)."""
-    environ = {k: v for k, v in os.environ.items() if not k.startswith(("OPENROUTER", "AGENT_EVALS"))}
+def run(
+    project: Path, *argv: str, env: dict[str, str] | None = None, limit: float = 60, measured: bool = True, **kw
+) -> tuple[int, str, str]:
+    """``agent-evals ARGV`` as a subprocess in ``project``: (exit code, stdout, stderr).
+    ``measured``: coverage (when the tests run under it) measures the child too."""
+    dropped = ("OPENROUTER", "AGENT_EVALS") if measured else ("OPENROUTER", "AGENT_EVALS", "COVERAGE_")
+    environ = {k: v for k, v in os.environ.items() if not k.startswith(dropped)}
     environ |= {"PYTHONPATH": str(ROOT), "NO_COLOR": "1", **(env or {})}
     done = subprocess.run(
         [sys.executable, "-m", "agent_evals", *argv],
@@ -144,6 +148,7 @@ FAULTS = [
     ("raise KeyboardInterrupt", "KeyboardInterrupt"),
     ("raise GeneratorExit", "GeneratorExit"),
     ("raise ValueError('bad parse')", "ValueError: bad parse"),
+    ("raise type('Boom', (BaseException,), {})('x')", "Boom: x"),
 ]
 
 
@@ -357,7 +362,8 @@ def _limit_file_size(size: int) -> Callable[[], None]:
 
 def test_a_disk_that_fills_during_the_run_stops_it_names_the_file_and_keeps_the_tables(suite) -> None:
     project = suite(hostile_helper("pass"), files=cases(ok=40, bad=0))
-    code, out, err = run(project, "compare", "--local", "-p", "1", preexec_fn=_limit_file_size(3000))
+    # (coverage could not write its own data in the child: it is not measured there)
+    code, out, err = run(project, "compare", "--local", "-p", "1", measured=False, preexec_fn=_limit_file_size(3000))
     assert code == 1, err
     assert "│ ds      │ fake/echo │" in out  # the tables of what finished
     last = err.strip().splitlines()[-1]
@@ -546,15 +552,19 @@ def test_a_journal_cut_short_by_a_kill_is_resumed_with_one_warning(suite) -> Non
     assert "resume: 2 finished cases" in err and "│ 100.0% │" in out
 
 
-def test_verify_names_an_expected_answer_with_no_input(suite) -> None:
-    project = suite(
-        hostile_helper("pass"), files={**cases(ok=1, bad=0), "evals/datasets/ds/cases/ok/009/expected.json": "{}"}
-    )
+def test_verify_names_an_expected_answer_with_no_input_and_an_input_that_is_a_folder(suite) -> None:
+    files = {
+        **cases(ok=1, bad=0),
+        "evals/datasets/ds/cases/ok/009/expected.json": "{}",
+        "evals/datasets/ds/cases/ok/010/input.txt/note": "a folder named input.txt",
+    }
+    project = suite(hostile_helper("pass"), files=files)
     code, out, _ = run(project, "verify")
     assert code == 1
-    assert out.splitlines()[0] == (
-        "evals/datasets/ds/cases/ok/009/expected.json: an expected answer with no input file; add the input or remove it"
-    )
+    assert out.splitlines()[:2] == [
+        "evals/datasets/ds/cases/ok/009/expected.json: an expected answer with no input file; add the input or remove it",
+        "evals/datasets/ds/cases/ok/010/input.txt: a folder where the case's input file should be; it is not a case",
+    ]
 
 
 def test_a_damaged_cache_is_one_line_and_cache_clear_repairs_it(suite) -> None:
