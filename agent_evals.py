@@ -4140,17 +4140,30 @@ class Braintrust(Tracker):
         output: Any = reply.output if reply is not None and result.error is None else None
         if output is None:
             output = {"_error": result.error or (reply.error if reply else None)}
+        # what leaves the machine is plain JSON with every secret masked, like the local log
+        safe = _mask_strings(
+            _jsonable(
+                {
+                    "input": result.case.input,
+                    "expected": result.case.expected,
+                    "output": output,
+                    "diagnostics": dict(score.diagnostics) if score else {},
+                    "outcomes": dict(score.outcomes) if score else {},
+                },
+                "row",
+            )
+        )
         self.experiments[id(result.experiment)].log(
-            input=result.case.input,
-            expected=result.case.expected,
-            output=output,
+            input=safe["input"],
+            expected=safe["expected"],
+            output=safe["output"],
             error=result.error,
             scores={k: float(v) for k, v in (score.metrics if score else {}).items() if v is not None},
             metadata={
                 "case": result.case.key,
                 "repeat": result.repeat,
-                "diagnostics": dict(score.diagnostics) if score else {},
-                "outcomes": dict(score.outcomes) if score else {},
+                "diagnostics": safe["diagnostics"],
+                "outcomes": safe["outcomes"],
                 "usage": result.usage.to_json(),
                 "retries": result.retries,
             },
@@ -4270,9 +4283,11 @@ class Logfire(Tracker):
             attributes |= {f"metric.{k}": float(v) for k, v in result.score.metrics.items() if v is not None}
             attributes |= {f"outcome.{k}": v for k, v in result.score.outcomes.items() if isinstance(v, int | float)}
             if result.score.diagnostics:
-                attributes["diagnostics"] = _json_dumps(dict(result.score.diagnostics))[: self.DIAGNOSTICS_LIMIT]
+                attributes["diagnostics"] = _redact(_json_dumps(dict(result.score.diagnostics)))[
+                    : self.DIAGNOSTICS_LIMIT
+                ]
         if result.reply is not None and self.context.get("options", {}).get("include_replies"):
-            attributes["reply.raw"] = _json_dumps(result.reply.raw)[: self.DIAGNOSTICS_LIMIT]
+            attributes["reply.raw"] = _redact(_json_dumps(result.reply.raw))[: self.DIAGNOSTICS_LIMIT]
         span = self._tracer().start_span(
             f"case {result.label}",
             context=trace.set_span_in_context(parent),
