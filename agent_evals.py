@@ -2555,20 +2555,32 @@ def _read_case(found: _Found, problems: list[str]) -> Case:
 
 
 _INVALID_COSTS = [0]  # usages that reported a cost that is no price, taken as unknown ($0)
-_O_BINARY = getattr(os, "O_BINARY", 0)  # Windows: no newline translation
+_O_BINARY = getattr(os, "O_BINARY", 0)
+_O_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
+_MAX_CASE_FILE = 256 << 20  # bytes one case file may hold  # Windows: no newline translation
 
 
 def _read_bytes(path: str) -> bytes:
     """A whole file in three system calls (a short read of a regular file is its end):
     ``open()`` adds a stat, a seek and a terminal check to each of the thousands of
     small files a suite has, and every call is a moment another thread takes the GIL."""
-    fd = os.open(path, os.O_RDONLY | _O_BINARY)
+    # O_NONBLOCK: a named pipe where a case file should be reads as empty instead of
+    # waiting forever for a writer (it changes nothing for a regular file)
+    fd = os.open(path, os.O_RDONLY | _O_BINARY | _O_NONBLOCK)
     try:
         data = os.read(fd, 65536)
         if len(data) == 65536:
+            parts = [data]
+            size = len(data)
             while chunk := os.read(fd, 1 << 20):
-                data += chunk
+                parts.append(chunk)
+                size += len(chunk)
+                if size > _MAX_CASE_FILE:  # /dev/zero behind a link, or a file no case needs
+                    raise OSError(27, f"larger than {_MAX_CASE_FILE >> 20} MiB")
+            data = b"".join(parts)
         return data
+    except BlockingIOError:
+        return b""
     finally:
         os.close(fd)
 
@@ -2582,6 +2594,8 @@ def _read_json(path: str, problems: list[str]) -> Any:
         problems.append(f"{_display(path)}: not UTF-8 text ({e.reason} at byte {e.start})")
     except json.JSONDecodeError as e:
         problems.append(f"{_display(path)}: line {e.lineno}, column {e.colno}: invalid JSON: {e.msg}")
+    except RecursionError:
+        problems.append(f"{_display(path)}: invalid JSON: nested too deep")
     return None
 
 
@@ -6298,8 +6312,10 @@ def _load_env(suite: _Suite, lineup: _Lineup) -> list[str]:
     notes = []
     for name in suite.env_files:
         path = Path(name) if Path(name).is_absolute() else suite.root / name
-        if path.is_dir():
-            raise ConfigError(f"{_display(path)}: env file is a folder; name a KEY=value file in env_files")
+        if path.exists() and not path.is_file():
+            raise ConfigError(
+                f"{_display(path)}: env file is not a file (a folder?); name a KEY=value file in env_files"
+            )
         if path.exists():
             notes.append(f"env: {_display(path)} set {_load_env_file(path)} variables")
     missing: dict[str, list[str]] = {}

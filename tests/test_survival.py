@@ -469,7 +469,7 @@ BOMB = "request_types: [prompt]\na: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
         ({"evals/.env": b"A=1\nB=caf\xe9\n"}, ["compare", "--local"], "evals/.env:2: not UTF-8 text"),
         ({"evals/.env": b"A=1\n\nB=x\x00y\n"}, ["compare", "--local"], "evals/.env:3: a NUL byte"),
         ({"evals/.env": 'A="never closed\n'}, ["compare", "--local"], "evals/.env:1: A: the value's quote \" is never"),
-        ({"evals/.env/x": "A=1\n"}, ["compare", "--local"], "evals/.env: env file is a folder"),
+        ({"evals/.env/x": "A=1\n"}, ["compare", "--local"], "evals/.env: env file is not a file (a folder?)"),
         ({"evals/.agent-eval.config.yml/x": "x"}, ["cases"], "evals/.agent-eval.config.yml: is a folder"),
     ],
     ids=lambda v: None if isinstance(v, dict | list) else v[:30],
