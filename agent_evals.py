@@ -3761,6 +3761,7 @@ def _contender_key(contender: Contender) -> str:
 
 ALPHA = 0.05  # a difference is "significant" when its paired test gives p below this
 _Z95 = 1.959963984540054
+_Z80 = 0.8416212335729143  # the normal quantile of 80% power
 
 
 @dataclass(frozen=True, slots=True)
@@ -3815,20 +3816,29 @@ def _estimate(values: Sequence[float]) -> _Estimate | None:
 
 @dataclass(frozen=True, slots=True)
 class _Paired:
-    """A paired comparison over the cases two runs share: ``delta`` is first minus second."""
+    """A paired comparison over the cases two runs share: ``delta`` is first minus second,
+    ``low``..``high`` its 95% interval, ``p`` the test's p-value (None: too few pairs, or
+    pairs that all differ alike, which no test can judge) and ``adjusted`` the p-value
+    after Holm's correction over the family it was judged in."""
 
     delta: float
-    p: float
+    p: float | None
     n: int
     method: str
+    low: float | None = None
+    high: float | None = None
+    adjusted: float | None = None
+    sd: float = 0.0  # of the paired differences: what the cases needed to tell ``delta`` apart rests on
 
     @property
     def significant(self) -> bool:
-        return self.p < ALPHA
+        p = self.adjusted if self.adjusted is not None else self.p
+        return p is not None and p < ALPHA
 
 
 def _paired(first: Mapping[str, float], second: Mapping[str, float]) -> _Paired | None:
-    """McNemar's exact test for 0/1 values, the paired t-test otherwise.
+    """McNemar's mid-p test for 0/1 values, the paired t-test otherwise; the interval is
+    Student's t over the paired differences.
 
     >>> same = {str(i): float(i % 2) for i in range(100)}
     >>> _paired(same, same).p
@@ -3837,25 +3847,71 @@ def _paired(first: Mapping[str, float], second: Mapping[str, float]) -> _Paired 
     >>> right = {k: 1.0 for k in same}
     >>> _paired(worse, right).significant
     True
+    >>> _paired({"a": 0.5, "b": 0.7}, {"a": 0.4, "b": 0.6}).p is None  # all differ by the same amount
+    True
     """
     keys = sorted(first.keys() & second.keys())
     n = len(keys)
     if not n:
         return None
     a, b = [first[k] for k in keys], [second[k] for k in keys]
-    delta = (sum(a) - sum(b)) / n
-    if all(v in (0.0, 1.0) for v in (*a, *b)):
-        only_first = sum(1 for x, y in zip(a, b, strict=True) if x > y)
-        only_second = sum(1 for x, y in zip(a, b, strict=True) if y > x)
-        m = only_first + only_second
-        tail = sum(math.comb(m, i) for i in range(min(only_first, only_second) + 1))
-        return _Paired(delta, 1.0 if m == 0 else min(1.0, 2 * tail / 2**m), n, "McNemar")
     diffs = [x - y for x, y in zip(a, b, strict=True)]
+    delta = sum(diffs) / n
     sd = math.sqrt(sum((d - delta) ** 2 for d in diffs) / (n - 1)) if n > 1 else 0.0
-    if sd == 0:
-        return _Paired(delta, 1.0 if delta == 0 else 0.0, n, "paired t")
+    low = high = None
+    if sd > 0:
+        half = _t_quantile(0.975, n - 1) * sd / math.sqrt(n)
+        low, high = max(-1.0, delta - half), min(1.0, delta + half)
+    if all(v in (0.0, 1.0) for v in (*a, *b)):
+        only_first = sum(1 for d in diffs if d > 0)
+        m = only_first + sum(1 for d in diffs if d < 0)
+        return _Paired(delta, _mcnemar_mid_p(only_first, m), n, "McNemar mid-p", low, high, sd=sd)
+    if sd == 0:  # one pair, or every pair differs alike: no variance to judge the difference by
+        return _Paired(delta, None, n, "paired t", low, high, sd=sd)
     t = delta / (sd / math.sqrt(n))
-    return _Paired(delta, 2 * (1 - _t_cdf(abs(t), n - 1)), n, "paired t")
+    return _Paired(delta, 2 * (1 - _t_cdf(abs(t), n - 1)), n, "paired t", low, high, sd=sd)
+
+
+def _mcnemar_mid_p(only_first: int, discordant: int) -> float:
+    """McNemar's mid-p value: the exact binomial test on the discordant pairs, with half
+    the probability of the observed count. At the same false-alarm rate it finds more
+    real differences than the exact test (see the README's simulations).
+
+    >>> _mcnemar_mid_p(0, 0), round(_mcnemar_mid_p(1, 10), 4), round(_mcnemar_mid_p(5, 10), 4)
+    (1.0, 0.0117, 1.0)
+    """
+    if discordant == 0:
+        return 1.0
+    k = min(only_first, discordant - only_first)
+    below = sum(math.comb(discordant, i) for i in range(k))
+    return min(1.0, (2 * below + math.comb(discordant, k)) / 2**discordant)
+
+
+def _holm(values: Sequence[float | None]) -> list[float | None]:
+    """Holm's step-down adjustment of a family of p-values (None stays None): the family
+    as a whole then raises a false alarm at most ``ALPHA`` of the time.
+
+    >>> _holm([0.01, 0.04, None, 0.03])
+    [0.03, 0.06, None, 0.06]
+    """
+    order = sorted((p, i) for i, p in enumerate(values) if p is not None)
+    out: list[float | None] = [None] * len(values)
+    running = 0.0
+    for rank, (p, i) in enumerate(order):
+        running = max(running, min(1.0, (len(order) - rank) * p))
+        out[i] = round(running, 12)
+    return out
+
+
+def _cases_needed(delta: float, sd: float) -> int | None:
+    """Cases a paired test needs to tell ``delta`` apart at 80% power and the 5% level.
+
+    >>> _cases_needed(0.03, 0.3), _cases_needed(0.0, 0.3)
+    (785, None)
+    """
+    if not delta or not sd:
+        return None
+    return math.ceil(((_Z95 + _Z80) * sd / abs(delta)) ** 2)
 
 
 def _t_cdf(t: float, df: int) -> float:
@@ -3864,16 +3920,28 @@ def _t_cdf(t: float, df: int) -> float:
     return 1 - tail if t > 0 else tail
 
 
+_QUANTILES: dict[tuple[float, int], float] = {}
+
+
 def _t_quantile(p: float, df: int) -> float:
-    """
+    """Student's t quantile (remembered: each one costs a hundred distribution evaluations).
+
     >>> round(_t_quantile(0.975, 1), 3), round(_t_quantile(0.975, 10), 3), round(_t_quantile(0.975, 1000), 3)
     (12.706, 2.228, 1.962)
+    >>> _t_quantile(0.975, 0)
+    Traceback (most recent call last):
+    ValueError: a t quantile needs at least 1 degree of freedom, got 0
     """
+    if df < 1:
+        raise ValueError(f"a t quantile needs at least 1 degree of freedom, got {df}")
+    if (known := _QUANTILES.get((p, df))) is not None:
+        return known
     low, high = 0.0, 1000.0
     for _ in range(100):
         mid = (low + high) / 2
         low, high = (mid, high) if _t_cdf(mid, df) < p else (low, mid)
-    return (low + high) / 2
+    _QUANTILES[(p, df)] = (low + high) / 2
+    return _QUANTILES[(p, df)]
 
 
 def _betainc(a: float, b: float, x: float) -> float:
@@ -3902,12 +3970,14 @@ def _betainc(a: float, b: float, x: float) -> float:
     return front * result
 
 
-def _case_values(results: Iterable[RunResult], metric: str) -> dict[str, float]:
-    """Each case's mean of ``metric`` over its repeats, by ``dataset/id``; errors and
-    None (does not apply) left out."""
+def _case_values(results: Iterable[RunResult], metric: str, errors_as: float | None = None) -> dict[str, float]:
+    """Each case's mean of ``metric`` over its repeats, by ``dataset/id``; None (does not
+    apply) left out, and errors too unless ``errors_as`` gives them a value."""
     sums: dict[str, list[float]] = {}
     for r in results:
         value = r.score.metrics.get(metric) if r.score is not None else None
+        if value is None and r.error is not None:
+            value = errors_as
         if value is not None:
             sums.setdefault(r.case.key, []).append(float(value))
     return {key: sum(v) / len(v) for key, v in sums.items()}
@@ -4447,15 +4517,33 @@ class _Row:
     errors: int
     runs: int  # case runs that finished, repeats included
     duration: float
-    usage: Usage
+    usage: Usage  # what this run spent
     lost: Usage  # what the runs that ended in an error spent
+    strict: Mapping[str, Mapping[str, float]] = field(default_factory=dict)  # as ``values``, errors counted as 0
+    saved: float = 0.0  # what the answers the cache gave cost when first paid for
 
     def mean(self, metric: str) -> float | None:
         values = self.values.get(metric) or {}
         return sum(values.values()) / len(values) if values else None
 
+    def strict_mean(self, metric: str) -> float | None:
+        """The mean with every run that ended in an error counted as wrong: what the
+        contender delivers per case attempted (the means themselves leave errors out)."""
+        values = self.strict.get(metric) or self.values.get(metric) or {}
+        return sum(values.values()) / len(values) if values else None
+
     def estimate(self, metric: str) -> _Estimate | None:
         return _estimate(list((self.values.get(metric) or {}).values()))
+
+    @property
+    def cost(self) -> float:
+        """What the answers cost: this run's spend and, for cached answers, their first price."""
+        return self.usage.cost_usd + self.saved
+
+    @property
+    def cost_per_answer(self) -> float:
+        """What one scored run costs: errors do not make a contender look cheap."""
+        return self.cost / max(self.runs - self.errors, 1)
 
 
 def _rows(experiments: Sequence[Experiment], metrics: Sequence[Metric]) -> list[_Row]:
@@ -4472,34 +4560,47 @@ def _rows(experiments: Sequence[Experiment], metrics: Sequence[Metric]) -> list[
                 x.duration,
                 sum((r.usage for r in x.results), Usage()),
                 sum((r.usage for r in errored), Usage()),
+                {m.name: _case_values(x.results, m.name, errors_as=0.0) for m in metrics} if errored else {},
+                sum(r.saved for r in x.results),
             )
         )
     return out
 
 
-def _fmt_estimate(row: _Row, metric: str) -> str:
-    """The primary metric's cell: the mean, and ± the 95% interval's half-width in
-    points when the cases disagree (all alike: the plain mean)."""
+def _fmt_estimate(row: _Row, metric: str, style: str = "box") -> str:
+    """The primary metric's cell: the mean and its 95% interval as it is, ``97.5% [87.1–99.6]``
+    (near 0% or 100% the interval is not symmetric about the mean), when the cases
+    disagree; all alike: the plain mean."""
     estimate = row.estimate(metric)
     if estimate is None:
         return "-"
-    spread = f" ±{estimate.half_width * 100:.1f}" if estimate.se > 0 else ""
-    return _fmt_pct(estimate.mean) + spread
+    return _fmt_pct(estimate.mean) + (_fmt_interval(estimate.low, estimate.high, style) if estimate.se > 0 else "")
 
 
-def _row_cells(row: _Row, metrics: Sequence[Metric]) -> list[str]:
+def _fmt_interval(low: float, high: float, style: str = "box", signed: bool = False) -> str:
+    """`` [87.1–99.6]``: an interval in points (``signed``: of a difference, ``[-3.0, +1.2]``).
+
+    >>> _fmt_interval(0.871, 0.996), _fmt_interval(-0.03, 0.012, signed=True)
+    (' [87.1–99.6]', ' [-3.0, +1.2]')
+    """
+    if signed:
+        return f" [{low * 100:+.1f}, {high * 100:+.1f}]"
+    return f" [{low * 100:.1f}{'–' if style == 'box' else '-'}{high * 100:.1f}]"
+
+
+def _row_cells(row: _Row, metrics: Sequence[Metric], style: str = "box") -> list[str]:
     c = row.contender
     primary = _primary(metrics)
     return [
-        c.model,
+        c.model if c.provider is None else f"{c.model} (direct)",
         c.effort or "default",
         _fmt_temp(c.temperature),
-        *(_fmt_estimate(row, m.name) if m is primary else _fmt_pct(row.mean(m.name)) for m in metrics),
+        *(_fmt_estimate(row, m.name, style) if m is primary else _fmt_pct(row.mean(m.name)) for m in metrics),
         str(row.errors),
         _fmt_time(row.duration),
         str(row.usage.input_tokens),
         str(row.usage.output_tokens),
-        _fmt_cost(row.usage.cost_usd),
+        _fmt_cost(row.cost),
     ]
 
 
@@ -4527,7 +4628,7 @@ def _leaderboard_columns(lead: str, metrics: Sequence[Metric]) -> tuple[list[str
 def _metric_table(lead: str, leads: Sequence[str], rows: Sequence[_Row], metrics: Sequence[Metric], style: str) -> str:
     """The columns every leaderboard shares, after a first column ``lead``."""
     headers, right = _leaderboard_columns(lead, metrics)
-    cells = [[first, *_row_cells(r, metrics)] for first, r in zip(leads, rows, strict=True)]
+    cells = [[first, *_row_cells(r, metrics, style)] for first, r in zip(leads, rows, strict=True)]
     return _table(headers, cells, right, style)
 
 
@@ -4536,37 +4637,60 @@ def _results_table(rows: Sequence[_Row], metrics: Sequence[Metric], style: str) 
 
 
 def _best_value(rows: Sequence[_Row], primary: Metric) -> _Row | None:
-    """The cheapest row within two points of the top primary score (ties: higher score)."""
-    scored = [r for r in rows if r.mean(primary.name) is not None]
+    """The cheapest row within two points of the top, never one that looks good because
+    it failed: its score is judged with its errors counted as wrong (the means leave them
+    out), and its cost per scored run (a run that raised before spending is not a saving),
+    cached answers at what they first cost. Ties: the higher score.
+
+    | contender             | mean over answers | errors as wrong | eligible vs a 100% top |
+    | --------------------- | ----------------- | --------------- | ---------------------- |
+    | answers all, 99%      | 99%               | 99%             | yes                    |
+    | 30% raise, rest 100%  | 100%              | 70%             | no                     |
+    """
+    name = primary.name
+    scored = [r for r in rows if r.strict_mean(name) is not None]
     if not scored:
         return None
-    top = max(r.mean(primary.name) or 0.0 for r in scored)
-    near = [r for r in scored if (r.mean(primary.name) or 0.0) >= top - BEST_VALUE_MARGIN - 1e-12]
-    return min(near, key=lambda r: (r.usage.cost_usd, -(r.mean(primary.name) or 0.0)))
+    top = max(r.strict_mean(name) or 0.0 for r in scored)
+    near = [r for r in scored if (r.strict_mean(name) or 0.0) >= top - BEST_VALUE_MARGIN - 1e-12]
+    return min(near, key=lambda r: (r.cost_per_answer, -(r.strict_mean(name) or 0.0)))
 
 
-def _best_value_lines(rows: Sequence[_Row], primary: Metric) -> list[str]:
-    """``best value [dataset] (...)``, and, when it is not the top itself, whether its
-    gap to the top is significant by a paired test over the cases both answered."""
+def _best_value_lines(rows: Sequence[_Row], primary: Metric, style: str = "box") -> list[str]:
+    """``best value [dataset] (...)``, its interval, and, when it is not the top itself,
+    whether its gap to the top is significant by a paired test over the cases both
+    answered. When errors weighed on the pick, the line says how."""
     lines = []
+    name = primary.name
     for dataset in dict.fromkeys(r.dataset for r in rows):
         group = [r for r in rows if r.dataset == dataset]
         best = _best_value(group, primary)
         if best is None:
-            lines.append(f"best value [{dataset}]: none ({primary.name} was not scored)")
+            lines.append(f"best value [{dataset}]: none ({name} was not scored)")
             continue
-        line = f"best value [{dataset}] ({_short_label(best, group)}): {_fmt_pct(best.mean(primary.name))} at {_fmt_cost(best.usage.cost_usd)}"
-        top = max((r for r in group if r.mean(primary.name) is not None), key=lambda r: r.mean(primary.name) or 0.0)
-        if (top.mean(primary.name) or 0.0) > (best.mean(primary.name) or 0.0):
-            paired = _paired(best.values[primary.name], top.values[primary.name])
+        estimate = best.estimate(name)
+        shown = _fmt_estimate(best, name, style) if estimate else _fmt_pct(best.mean(name))
+        line = f"best value [{dataset}] ({_short_label(best, group)}): {shown} at {_fmt_cost(best.cost)}"
+        top = max((r for r in group if r.strict_mean(name) is not None), key=lambda r: r.strict_mean(name) or 0.0)
+        if top is not best and (top.strict_mean(name) or 0.0) > (best.strict_mean(name) or 0.0):
+            paired = _paired(best.values[name], top.values[name])
             if paired is not None:
-                verdict = "significant" if paired.significant else "not significant"
+                verdict = (
+                    "not enough data"
+                    if paired.p is None
+                    else ("significant" if paired.significant else "not significant")
+                )
+                p_value = "" if paired.p is None else f", p={paired.p:.2g}"
                 line += (
                     f"; {paired.delta * 100:+.1f} points vs the top ({_short_label(top, group)}): {verdict} "
-                    f"({paired.method}, p={paired.p:.2g}, {paired.n} cases)"
+                    f"({paired.method}{p_value}, {paired.n} cases)"
                 )
-        if best.errors:
-            line += f"; {best.errors} error{'s' if best.errors != 1 else ''} left out"
+        if any(r.errors for r in group):
+            flaky = [f"{_short_label(r, group)} {r.errors} of {r.runs}" for r in group if r.errors]
+            line += (
+                f"; picked with errors counted as wrong and cost per scored run ({', '.join(flaky)} raised; "
+                f"{_fmt_pct(best.strict_mean(name))} with its own counted)"
+            )
         lines.append(line)
     return lines
 
@@ -4604,14 +4728,17 @@ def _glossary(metrics: Sequence[Metric], intervals: bool = False) -> str:
         ("time", "wall-clock time of the experiment"),
         ("tok_in", "input tokens spent"),
         ("tok_out", "output tokens spent"),
-        ("cost", "dollars spent"),
+        ("cost", "dollars the answers cost (cached ones at their first price; a cache line says what this run spent)"),
     ]
     width = max(len(name) for name, _ in entries)
     lines = ["glossary:", *(f"  {name.ljust(width)}  {text}" for name, text in entries)]
     lines.append("  metrics are means over scored cases; a metric of None (does not apply) is skipped")
+    lines.append(
+        "  best value: the cheapest per scored run of those within 2 points of the top, errors counted as wrong"
+    )
     if intervals:
         lines.append(
-            f"  ±N after {primary.name}: half the width of its 95% interval, in points, over cases (Wilson for "
+            f"  [low–high] after {primary.name}: its 95% interval, in percent, over cases (Wilson for "
             "0/1 scores, Student's t over case means otherwise; repeats are averaged per case first)"
         )
     return "\n".join(lines)
@@ -4632,10 +4759,15 @@ def _overall(rows: Sequence[_Row], metrics: Sequence[Metric], primary: Metric) -
             sum(r.duration for r in group),
             sum((r.usage for r in group), Usage()),
             sum((r.lost for r in group), Usage()),
+            {
+                m.name: {k: v for r in group for k, v in (r.strict.get(m.name) or r.values[m.name]).items()}
+                for m in metrics
+            },
+            sum(r.saved for r in group),
         )
         for contender, group in groups.items()
     ]
-    out.sort(key=lambda r: (-(m if (m := r.mean(primary.name)) is not None else -1.0), r.usage.cost_usd))
+    out.sort(key=lambda r: (-(m if (m := r.mean(primary.name)) is not None else -1.0), r.cost))
     return out
 
 
@@ -4652,7 +4784,7 @@ def _render_report(experiments: Sequence[Experiment], metrics: Sequence[Metric],
     return "\n".join(
         [
             _results_table(rows, metrics, style),
-            *_best_value_lines(rows, primary),
+            *_best_value_lines(rows, primary, style),
             *_error_lines(rows),
             "",
             _glossary(metrics, spread),
@@ -4857,9 +4989,23 @@ def _row_values(record: Mapping[str, Any], metric: str) -> dict[str, float]:
     return {k: sum(v) / len(v) for k, v in sums.items()}
 
 
+def _row_errors(record: Mapping[str, Any]) -> tuple[set[str], set[str]]:
+    """(cases with a run that raised, cases with a run that answered) of a logged experiment."""
+    raised, answered = set(), set()
+    for row in record.get("rows", ()):
+        (raised if row.get("error") else answered).add(str(row["case"]))
+    return raised, answered
+
+
+ERRORS = "errors"  # the line of a comparison that counts the cases that raise
+
+
 @dataclass(frozen=True, slots=True)
 class _Change:
-    """One metric of one experiment, before and after."""
+    """One metric of one experiment, before and after, over one population: the cases
+    both runs answered (``paired``), or each run's own when they share none. The
+    ``errors`` line counts cases instead: ``old``/``new`` are error rates, ``raised`` the
+    cases that raise now and answered before, ``fixed`` the reverse."""
 
     dataset: str
     contender: Mapping[str, Any]
@@ -4867,12 +5013,18 @@ class _Change:
     old: float | None
     new: float | None
     paired: _Paired | None
+    raised: int = 0
+    fixed: int = 0
 
     @property
     def verdict(self) -> str:
         if self.old is None or self.new is None:
             return "only in new" if self.old is None else "only in old"
-        if self.paired is None or not self.paired.significant:
+        if self.metric == ERRORS:
+            return "regressed" if self.raised > self.fixed else ("improved" if self.fixed > self.raised else "")
+        if self.paired is None or self.paired.p is None:
+            return "not enough data" if self.paired is not None else ""
+        if not self.paired.significant:
             return ""
         return "regressed" if self.paired.delta < 0 else "improved"
 
@@ -4882,7 +5034,9 @@ def _compare_runs(
     new: Mapping[tuple[str, str], Mapping[str, Any]],
     metrics: Sequence[str],
 ) -> list[_Change]:
-    """Experiments matched by contender, settings and dataset; cases by id."""
+    """Experiments matched by contender, settings and dataset; cases by id. Each metric's
+    verdict comes from its paired test, Holm-adjusted over the experiments compared on
+    that metric, so that a table of many experiments does not cry wolf."""
     changes = []
     for key in [*new, *(k for k in old if k not in new)]:
         before, after = old.get(key), new.get(key)
@@ -4892,36 +5046,94 @@ def _compare_runs(
             b = _row_values(after, metric) if after else {}
             if not a and not b:
                 continue
+            shared = a.keys() & b.keys()
+            if shared:  # one population on the line: the cases both runs answered
+                a, b = {k: a[k] for k in shared}, {k: b[k] for k in shared}
             mean_a = sum(a.values()) / len(a) if a else None
             mean_b = sum(b.values()) / len(b) if b else None
-            paired = _paired(b, a) if a and b else None
+            paired = _paired(b, a) if shared else None
             changes.append(_Change(record["dataset"], record["contender"], metric, mean_a, mean_b, paired))
+        if before and after:
+            (raised_a, answered_a), (raised_b, answered_b) = _row_errors(before), _row_errors(after)
+            cases = len(answered_a | raised_a | answered_b | raised_b) or 1
+            raised, fixed = len(raised_b & answered_a - raised_a), len(raised_a & answered_b - raised_b)
+            if raised_a or raised_b:
+                changes.append(
+                    _Change(
+                        record["dataset"],
+                        record["contender"],
+                        ERRORS,
+                        len(raised_a) / cases,
+                        len(raised_b) / cases,
+                        None,
+                        raised,
+                        fixed,
+                    )
+                )
+    for metric in metrics:  # Holm over each metric's family of experiments
+        family = [i for i, c in enumerate(changes) if c.metric == metric and c.paired is not None]
+        adjusted = _holm([changes[i].paired.p for i in family])  # type: ignore[union-attr]
+        for i, p in zip(family, adjusted, strict=True):
+            paired = dataclasses.replace(changes[i].paired, adjusted=p)  # type: ignore[type-var]
+            changes[i] = dataclasses.replace(changes[i], paired=paired)
     return changes
 
 
-def _render_changes(changes: Sequence[_Change], style: str) -> str:
-    headers = ["dataset", "model", "effort", "temp", "metric", "old", "new", "delta", "p", "verdict"]
+def _render_changes(changes: Sequence[_Change], style: str, primary: str | None = None) -> str:
+    headers = ["dataset", "model", "effort", "temp", "metric", "n", "old", "new", "delta [95%]", "p", "verdict"]
     rows = []
     for c in changes:
         p = c.paired
+        if c.metric == ERRORS:
+            delta = f"{c.raised} now raise, {c.fixed} no longer"
+            n, p_text = "-", "-"
+        else:
+            delta = (
+                "-"
+                if p is None
+                else f"{p.delta * 100:+.1f}"
+                + ("" if p.low is None or p.high is None else _fmt_interval(p.low, p.high, style, signed=True))
+            )
+            n = "-" if p is None else str(p.n)
+            p_text = (
+                "-"
+                if p is None or p.p is None
+                else f"{p.p:.2g}" + (f" ({p.adjusted:.2g})" if p.adjusted is not None and p.adjusted != p.p else "")
+            )
         rows.append(
             [
                 c.dataset,
-                c.contender.get("model", "?"),
+                str(c.contender.get("model", "?")),
                 c.contender.get("effort") or "default",
                 _fmt_temp(c.contender.get("temperature")),
                 c.metric,
+                n,
                 _fmt_pct(c.old),
                 _fmt_pct(c.new),
-                "-" if p is None else f"{p.delta * 100:+.1f}",
-                "-" if p is None else f"{p.p:.2g}",
+                delta,
+                p_text,
                 c.verdict,
             ]
         )
-    right = [False, False, False, True, False, True, True, True, True, False]
+    right = [False, False, False, True, False, True, True, True, True, True, False]
     regressed = sum(c.verdict == "regressed" for c in changes)
-    note = f"{regressed} regression{'s' if regressed != 1 else ''} (paired tests over the cases both runs answered, p < {ALPHA})"
-    return f"{_table(headers, rows, right, style)}\n{note}"
+    lines = [
+        _table(headers, rows, right, style),
+        f"{regressed} regression{'s' if regressed != 1 else ''}: old and new are means over the n cases both runs "
+        f"answered; paired tests (McNemar mid-p for 0/1 scores, t otherwise), p (Holm-adjusted over the experiments "
+        f"compared on each metric) < {ALPHA}; errors regress when more cases raise now than before",
+    ]
+    for c in changes:  # how many cases the observed difference would take, where it was not shown
+        p = c.paired
+        if c.metric != (primary or c.metric) or p is None or p.significant or not p.delta:
+            continue
+        needed = _cases_needed(p.delta, p.sd)
+        if needed is not None and needed > p.n:
+            lines.append(
+                f"power [{c.dataset}] {c.contender.get('model')} {c.metric}: to tell {abs(p.delta) * 100:.1f} points "
+                f"apart at 80% power you need ~{needed:,} cases; you have {p.n}"
+            )
+    return "\n".join(lines)
 
 
 @_record
@@ -4931,11 +5143,12 @@ class _Gates:
     under: list[tuple[str, float]] = field(default_factory=list)  # (metric, fraction)
     max_errors: tuple[float, bool] | None = None  # (limit, is a rate in percent)
     on_regression: bool = False
+    primary: str = ""  # the metric --fail-on-regression judges (besides errors)
 
     @classmethod
     def parse(cls, args: argparse.Namespace, metrics: Sequence[Metric]) -> _Gates:
         names = [m.name for m in metrics]
-        gates = cls(on_regression=args.fail_on_regression)
+        gates = cls(on_regression=args.fail_on_regression, primary=_primary(metrics).name)
         for spec in args.fail_under or ():
             metric, _, value = spec.rpartition("=")
             metric = metric or _primary(metrics).name
@@ -4974,25 +5187,49 @@ class _Gates:
                         f"--max-errors {limit:g}{'%' if rate else ''}: [{r.dataset}] {_short_label(r, rows)} "
                         f"had {r.errors} of {r.runs} runs end in an error"
                     )
-        for c in changes or () if self.on_regression else ():
-            if c.verdict == "regressed" and c.paired is not None:
-                failed.append(f"--fail-on-regression: {_change_text(c)}")
+        if self.on_regression:
+            failed += [f"--fail-on-regression: {_change_text(c)}" for c in _regressions(changes or (), self.primary)]
         return failed
+
+
+def _regressions(changes: Iterable[_Change], primary: str) -> list[_Change]:
+    """What ``--fail-on-regression`` fails on: the primary metric, Holm-adjusted over the
+    experiments compared (the family-wise false alarm stays at 5%), and cases that now raise."""
+    return [c for c in changes if c.verdict == "regressed" and c.metric in (primary, ERRORS)]
 
 
 def _change_text(c: _Change) -> str:
     who = f"{c.contender.get('model')} effort={c.contender.get('effort') or 'default'}"
-    paired = f" ({c.paired.method}, p={c.paired.p:.2g})" if c.paired else ""
-    return f"[{c.dataset}] {who} {c.metric} fell {_fmt_pct(c.old)} -> {_fmt_pct(c.new)}{paired}"
+    if c.metric == ERRORS:
+        return (
+            f"[{c.dataset}] {who}: {c.raised} cases raise now that answered before ({c.fixed} no longer raise); "
+            f"errors {_fmt_pct(c.old)} -> {_fmt_pct(c.new)}"
+        )
+    p = c.paired
+    moved = "fell" if p is not None and p.delta < 0 else "rose"
+    test = "" if p is None or p.p is None else f" ({p.method}, p={p.p:.2g}, Holm {p.adjusted or p.p:.2g}, {p.n} cases)"
+    return f"[{c.dataset}] {who} {c.metric} {moved} {_fmt_pct(c.old)} -> {_fmt_pct(c.new)}{test}"
 
 
 def _percent(value: str, where: str) -> float:
+    """A percentage as a flag gives it: ``85`` or ``85%``. A bare number from 0 to 1 is
+    refused as ambiguous: ``--fail-under 0.99`` meant as 99% would be a gate that cannot fail.
+
+    >>> _percent("85%", "x"), _percent("85", "x"), _percent("0.5%", "x"), _percent("0", "x")
+    (85.0, 85.0, 0.5, 0.0)
+    """
+    text = value.strip()
     try:
-        number = float(value.rstrip("%"))
+        number = float(text.rstrip("%"))
     except ValueError:
         number = -1.0
     if not 0 <= number <= 100:
         raise ConfigError(f"{where}: expected a percentage from 0 to 100, like 85 or 85%")
+    if 0 < number <= 1 and not text.endswith("%"):
+        raise ConfigError(
+            f"{where}: {text} is a percentage here, so it means {text}%, not {number * 100:g}%: write "
+            f"{number * 100:g} for {number * 100:g} percent, or {text}% if you do mean {text} percent"
+        )
     return number
 
 
@@ -5038,9 +5275,11 @@ def _cmd_diff(args: argparse.Namespace) -> int:
     for record in [*new.values(), *old.values()]:
         metrics |= dict.fromkeys(m["name"] for m in record.get("metrics") or ())
         metrics |= dict.fromkeys(name for row in record.get("rows", ()) for name in (row.get("metrics") or {}))
+    declared = [m for record in [*new.values(), *old.values()] for m in record.get("metrics") or ()]
+    primary = next((m["name"] for m in declared if m.get("primary")), next(iter(metrics), ""))
     changes = _compare_runs(old, new, list(metrics))
-    print(_render_changes(changes, _style_for(sys.stdout)))
-    failed = [c for c in changes if c.verdict == "regressed"] if args.fail_on_regression else []
+    print(_render_changes(changes, _style_for(sys.stdout), primary))
+    failed = _regressions(changes, primary) if args.fail_on_regression else []
     for c in failed:
         print(f"gate failed: --fail-on-regression: {_change_text(c)}", file=sys.stderr)
     return EXIT_FAILED if failed else EXIT_OK
@@ -5159,7 +5398,7 @@ def _pareto(points: Sequence[tuple[float, float]]) -> list[tuple[float, float]]:
 def _scatter(rows: Sequence[_Row], primary: Metric, best: _Row | None) -> str:
     """Score against cost as inline SVG: a log cost axis when costs span decades,
     the Pareto frontier drawn, the best value ringed."""
-    points = [(r, r.usage.cost_usd, r.mean(primary.name)) for r in rows if r.mean(primary.name) is not None]
+    points = [(r, r.cost, r.mean(primary.name)) for r in rows if r.mean(primary.name) is not None]
     if not points:
         return '<p class="muted">Nothing was scored.</p>'
     width, height, left, bottom, pad, right = 720, 300, 56, 36, 14, 60
@@ -5237,21 +5476,28 @@ def _html_rows(
     rows: Sequence[_Row], metrics: Sequence[Metric], lead: str
 ) -> tuple[list[str], list[list[tuple[str, Any]]], list[bool]]:
     headers, numeric = _leaderboard_columns(lead, metrics)
+    primary = _primary(metrics)
     cells = []
     for i, r in enumerate(rows, 1):
         c = r.contender
         cells.append(
             [
                 (str(i) if lead == "#" else r.dataset, i if lead == "#" else None),
-                (c.model, None),
+                (c.model if c.provider is None else f"{c.model} (direct)", None),
                 (c.effort or "default", None),
                 (_fmt_temp(c.temperature), c.temperature if c.temperature is not None else -1),
-                *((_fmt_pct(r.mean(m.name)), r.mean(m.name) if r.mean(m.name) is not None else -1) for m in metrics),
+                *(
+                    (
+                        _fmt_estimate(r, m.name) if m is primary else _fmt_pct(r.mean(m.name)),
+                        r.mean(m.name) if r.mean(m.name) is not None else -1,
+                    )
+                    for m in metrics
+                ),
                 (str(r.errors), r.errors),
                 (_fmt_time(r.duration), r.duration),
                 (str(r.usage.input_tokens), r.usage.input_tokens),
                 (str(r.usage.output_tokens), r.usage.output_tokens),
-                (_fmt_cost(r.usage.cost_usd), r.usage.cost_usd),
+                (_fmt_cost(r.cost), r.cost),
             ]
         )
     return headers, cells, numeric
@@ -5726,7 +5972,8 @@ def _parser() -> _Parser:
     running.add_argument(
         "--fail-on-regression",
         action="store_true",
-        help="with --baseline: exit 1 when a metric regressed significantly",
+        help="with --baseline: exit 1 when the primary metric regressed significantly (Holm-adjusted over the "
+        "experiments) or more cases raise than before",
     )
     running.add_argument(
         "--junit",
@@ -5776,7 +6023,11 @@ def _parser() -> _Parser:
     diff = sub.add_parser("diff", help="compare two runs' logs: each metric's delta and its paired significance")
     diff.add_argument("old", metavar="OLD", help="a log or journal of the earlier run (its whole run is read)")
     diff.add_argument("new", metavar="NEW", help="a log or journal of the later run")
-    diff.add_argument("--fail-on-regression", action="store_true", help="exit 1 when a metric regressed significantly")
+    diff.add_argument(
+        "--fail-on-regression",
+        action="store_true",
+        help="exit 1 when the primary metric regressed significantly or more cases raise than before",
+    )
     diff.add_argument("--debug", action="store_true", help="show tracebacks")
     return parser
 
@@ -6155,7 +6406,7 @@ def _execute(
         current = {(_contender_key(x.contender), x.dataset): _experiment_record(x) for x in experiments}
         changes = _compare_runs(baseline, current, [m.name for m in suite.metrics])
         print(f"\nbaseline: {args.baseline if isinstance(args.baseline, str) else 'the newest run'}", file=out)
-        print(_render_changes(changes, style), file=out)
+        print(_render_changes(changes, style, _primary(suite.metrics).name), file=out)
     if args.junit and _write_text(Path(args.junit), _junit_xml(experiments), unwritten):
         print(f"junit: {_display(args.junit)}", file=err)
     failed = gates.check(_rows(shown, suite.metrics), changes)
@@ -6209,7 +6460,8 @@ def _cache_lines(experiments: Sequence[Experiment]) -> list[str]:
             saved = sum(r.saved for r in x.results)
             lines.append(
                 f"cache [{x.dataset}] {x.contender.label}: {hits} answers of {runs} runs from the cache; "
-                f"{_fmt_cost(saved)} not spent again (the cost column counts this run's spend only)"
+                f"{_fmt_cost(saved)} not spent again (the cost column counts what the answers cost; "
+                f"this run spent {_fmt_cost(sum(r.usage.cost_usd for r in x.results))})"
             )
     return lines
 

@@ -35,7 +35,9 @@ def test_a_second_cached_compare_asks_nothing_and_scores_the_same(make_suite, cl
             "cache [ds] openai/gpt-4.1-mini effort=default temp=0.2: 4 answers of 4 runs from the cache; $0.0008 not spent again"
             in second
         )
-        assert "│ $0.0000 │" in second.split("best value")[0]  # this run spent nothing
+        # the cost column is what the answers cost, cached or not; the cache line says this run spent nothing
+        assert "│ $0.0008 │" in second.split("best value")[0] and "│ $0.0008 │" in first.split("best value")[0]
+        assert "this run spent $0.0000)" in second
         newest = read_logs(project)[-1]
         assert newest["summary"]["cached"] == 4 and newest["summary"]["saved_usd"] == 0.0008
         # a change of temperature misses; so does a change of prompt
