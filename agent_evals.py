@@ -3859,14 +3859,14 @@ def _paired(first: Mapping[str, float], second: Mapping[str, float]) -> _Paired 
     delta = sum(diffs) / n
     sd = math.sqrt(sum((d - delta) ** 2 for d in diffs) / (n - 1)) if n > 1 else 0.0
     low = high = None
-    if sd > 0:
+    if sd > 1e-12:
         half = _t_quantile(0.975, n - 1) * sd / math.sqrt(n)
         low, high = max(-1.0, delta - half), min(1.0, delta + half)
     if all(v in (0.0, 1.0) for v in (*a, *b)):
         only_first = sum(1 for d in diffs if d > 0)
         m = only_first + sum(1 for d in diffs if d < 0)
         return _Paired(delta, _mcnemar_mid_p(only_first, m), n, "McNemar mid-p", low, high, sd=sd)
-    if sd == 0:  # one pair, or every pair differs alike: no variance to judge the difference by
+    if sd <= 1e-12:  # one pair, or every pair differs alike: no variance to judge the difference by
         return _Paired(delta, None, n, "paired t", low, high, sd=sd)
     t = delta / (sd / math.sqrt(n))
     return _Paired(delta, 2 * (1 - _t_cdf(abs(t), n - 1)), n, "paired t", low, high, sd=sd)
@@ -4686,11 +4686,10 @@ def _best_value_lines(rows: Sequence[_Row], primary: Metric, style: str = "box")
                     f"({paired.method}{p_value}, {paired.n} cases)"
                 )
         if any(r.errors for r in group):
-            flaky = [f"{_short_label(r, group)} {r.errors} of {r.runs}" for r in group if r.errors]
-            line += (
-                f"; picked with errors counted as wrong and cost per scored run ({', '.join(flaky)} raised; "
-                f"{_fmt_pct(best.strict_mean(name))} with its own counted)"
-            )
+            flaky = [f"{_short_label(r, group)}: {r.errors} of {r.runs} raised" for r in group if r.errors]
+            line += f"; errors count as wrong for the pick ({', '.join(flaky)})"
+            if best.errors:
+                line += f"; with its own counted it scores {_fmt_pct(best.strict_mean(name))}"
         lines.append(line)
     return lines
 

@@ -105,4 +105,4 @@ def test_a_cached_case_still_counts_its_tokens(make_suite, cli) -> None:
     assert code == 0
     row = next(line for line in out.splitlines() if line.startswith("│ ds"))
     cells = [c.strip() for c in row.split("│")[1:-1]]
-    assert cells[-3:] == ["10", "10", "$0.0000"]  # the answer's tokens; no spend
+    assert cells[-3:] == ["10", "10", "$0.0010"]  # the answer's tokens, and what it cost when first paid for

@@ -31,13 +31,16 @@ def test_failure_rules_wrong_zero_error_uncounted_none_skipped(make_suite, cli) 
     assert code == 0, err
     rows = table_rows(out)
     # echo: one wrong answer scores 0 -> 2/3 exact; "maybe" skips variant b (None) -> 1/2
-    # (± is half the Wilson interval's width: the three cases disagree)
-    assert rows[0][:8] == ["ds", "fake/echo", "default", "-", "66.7% ±36.5", "50.0%", "0", rows[0][7]]
+    # (the Wilson interval as it is: the three cases disagree)
+    assert rows[0][:8] == ["ds", "fake/echo", "default", "-", "66.7% [20.8–93.9]", "50.0%", "0", rows[0][7]]
     # mute: the model failed (Reply.error): scored 0 on every metric, not an error
     assert rows[1][:7] == ["ds", "fake/mute", "default", "-", "0.0%", "0.0%", "0"]
     # broken: transport errors are errors, never a 0; no mean at all
     assert rows[2][:7] == ["ds", "fake/broken", "default", "-", "-", "-", "3"]
-    assert "best value [ds] (fake/echo effort=default): 66.7% at $0.0030" in out
+    assert (
+        "best value [ds] (fake/echo effort=default): 66.7% [20.8–93.9] at $0.0030; errors count as wrong for the "
+        "pick (fake/broken effort=default: 3 of 3 raised)\n" in out
+    )
     logs = {log["contender"]["model"]: log for log in read_logs(project)}
     broken = logs["fake/broken"]
     assert broken["summary"]["errors"] == 3 and broken["summary"]["scored"] == 0

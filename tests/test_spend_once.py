@@ -75,7 +75,7 @@ def test_rescore_after_changing_the_scorer_calls_no_model(make_suite, cli) -> No
     code, after, err = cli("rescore", str(any_log))
     assert code == 0, err
     assert "rescored, no model was called" in err
-    assert "│ one     │ fake/echo   │ default │    - │ 50.0% ±" in before
+    assert "│ one     │ fake/echo   │ default │    - │ 50.0% [" in before
     assert "│ one     │ fake/echo   │ default │    - │ 100.0% │" in after
     newest = [log for log in read_logs(project) if log["command"] == "rescore"]
     assert len(newest) == 6 and all(log["rescored_from"] == [journal] for log in newest)
