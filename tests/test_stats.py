@@ -207,7 +207,10 @@ def test_baseline_and_fail_on_regression_through_the_real_cli(make_suite) -> Non
         project, "compare", "--local", "--baseline", str(old_log), "--fail-on-regression", env={"PLANT_REGRESSION": "1"}
     )
     assert planted.returncode == 1
-    assert "│ ds      │ fake/echo │ default │    - │ exact  │ 60 │ 100.0% │ 50.0% │ -50.0 [-63.0, -37.0] │" in planted.stdout
+    assert (
+        "│ ds      │ fake/echo │ default │    - │ exact  │ 60 │ 100.0% │ 50.0% │ -50.0 [-63.0, -37.0] │"
+        in planted.stdout
+    )
     assert "regressed" in planted.stdout
     assert (
         "gate failed: --fail-on-regression: [ds] fake/echo effort=default exact fell 100.0% -> 50.0% "

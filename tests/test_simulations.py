@@ -1,0 +1,230 @@
+"""Seeded simulations of what a user does with the numbers: each recommendation, gate and
+verdict is run against many simulated runs whose truth is known, and must be right for a
+user who acts on it, not only correct by the letter of its rule. Each takes about a second.
+
+The rates these measure are in the README's "How the numbers are computed".
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from collections.abc import Callable
+
+import pytest
+
+import agent_evals as ae
+from agent_evals import Case, Contender, Metric, Provider, RunResult, Score, Usage
+
+PRIMARY = Metric("acc", "Accuracy.", primary=True)
+
+
+def experiment(
+    model: str,
+    answers: list[float | None],
+    *,
+    price: float = 0.01,
+    cached: bool = False,
+    dataset: str = "ds",
+    metrics: tuple[str, ...] = ("acc",),
+) -> ae.Experiment:
+    """An experiment whose case ``i`` scored ``answers[i]``; None: it raised before spending."""
+    x = ae.Experiment(Contender(model), Provider(), dataset, [], 1)
+    for i, value in enumerate(answers):
+        case = Case(f"c{i:04d}", dataset)
+        if value is None:
+            x.results.append(RunResult(x, case, error="ProviderError: connection reset"))
+            continue
+        spent = Usage(10, 5, 0.0 if cached else price)
+        score = Score(value, dict.fromkeys(metrics, value))
+        x.results.append(RunResult(x, case, score=score, usage=spent, cached=int(cached), saved=price * cached))
+    return x
+
+
+def bernoulli(rng: random.Random, n: int, p: float) -> list[float]:
+    return [float(rng.random() < p) for _ in range(n)]
+
+
+def rate(trials: int, event: Callable[[random.Random], bool], seed: int) -> float:
+    rng = random.Random(seed)
+    return sum(event(rng) for _ in range(trials)) / trials
+
+
+# 1. Best value must not prefer a contender because it failed ────────────────────────────
+
+
+def test_a_contender_that_raised_on_30_percent_of_cases_is_not_the_best_value() -> None:
+    def flaky_wins(rng: random.Random) -> bool:
+        top = experiment("top", bernoulli(rng, 100, 0.9))
+        # answers as well when it answers, but 30% of its cases raise before spending: it looks 30% cheaper
+        flaky = experiment("flaky", [None if rng.random() < 0.3 else v for v in bernoulli(rng, 100, 0.9)])
+        best = ae._best_value(ae._rows([top, flaky], [PRIMARY]), PRIMARY)
+        return best is not None and best.contender.model == "flaky"
+
+    assert rate(300, flaky_wins, seed=1) <= 0.02  # measured 98% with the rule that ignored errors
+
+
+def test_a_cheaper_contender_that_answers_everything_still_wins() -> None:
+    def cheap_wins(rng: random.Random) -> bool:
+        top = experiment("top", bernoulli(rng, 200, 0.9), price=0.02)
+        cheap = experiment("cheap", bernoulli(rng, 200, 0.9), price=0.01)
+        best = ae._best_value(ae._rows([top, cheap], [PRIMARY]), PRIMARY)
+        return best is not None and best.contender.model == "cheap"
+
+    # equal quality: within two points most of the time, and then the cheaper one
+    assert rate(300, cheap_wins, seed=2) >= 0.6
+
+
+# 2. A gate that fails on noise teaches people to delete it ────────────────────────────────
+
+
+def logged(x: ae.Experiment) -> dict:
+    return ae._experiment_record(x)
+
+
+def unchanged_pair(rng: random.Random, models: int = 3, datasets: int = 2, metrics: int = 5) -> list[ae._Change]:
+    names = tuple(f"m{k}" for k in range(metrics))
+    runs = []
+    for _ in range(2):  # two runs of the same models on the same cases: nothing changed
+        run = {}
+        for d in range(datasets):
+            for m in range(models):
+                x = experiment(f"model{m}", [], dataset=f"ds{d}", metrics=names)
+                for i in range(100):
+                    values = {name: float(rng.random() < 0.7) for name in names}
+                    x.results.append(
+                        RunResult(x, Case(f"c{i:03d}", f"ds{d}"), score=Score(values["m0"], values), usage=Usage())
+                    )
+                run[(ae._contender_key(x.contender), x.dataset)] = logged(x)
+        runs.append(run)
+    return ae._compare_runs(runs[0], runs[1], list(names))
+
+
+def test_fail_on_regression_rarely_fails_two_runs_of_an_unchanged_model() -> None:
+    def false_alarm(rng: random.Random) -> bool:
+        return bool(ae._regressions(unchanged_pair(rng), "m0"))
+
+    assert rate(200, false_alarm, seed=3) <= 0.06  # measured 40% with a test per metric at 5% each
+
+
+def test_the_gate_still_catches_a_real_regression() -> None:
+    def caught(rng: random.Random) -> bool:
+        old, new = experiment("m", bernoulli(rng, 100, 0.85)), experiment("m", bernoulli(rng, 100, 0.70))
+        key = (ae._contender_key(old.contender), "ds")
+        return bool(ae._regressions(ae._compare_runs({key: logged(old)}, {key: logged(new)}, ["acc"]), "acc"))
+
+    assert rate(200, caught, seed=4) >= 0.6  # 15 points down over 100 cases
+
+
+# 3. Zero variance is not certainty ───────────────────────────────────────────────────────
+
+
+def test_no_variance_never_reads_as_a_significant_difference() -> None:
+    def certain(rng: random.Random) -> bool:
+        n = rng.choice([1, 1, 2, 5, 20])
+        shift = rng.choice([0.01, 0.05, 0.2])
+        before = {f"c{i}": rng.uniform(0.3, 0.7) for i in range(n)}
+        after = {k: v - shift for k, v in before.items()} if n > 1 else {k: rng.uniform(0, 1) for k in before}
+        paired = ae._paired(after, before)
+        return paired is not None and paired.significant
+
+    assert rate(300, certain, seed=5) == 0.0  # p = 0 and "regressed" every time before
+    with pytest.raises(ValueError, match="at least 1 degree of freedom"):
+        ae._t_quantile(0.975, 0)
+
+
+# 4. The cell shows the interval as it is ────────────────────────────────────────────────
+
+
+def shown_interval(cell: str) -> tuple[float, float] | None:
+    match = re.search(r"\[([\d.]+)[–-]([\d.]+)\]", cell)
+    return (float(match[1]) / 100, float(match[2]) / 100) if match else None
+
+
+@pytest.mark.parametrize(("truth", "floor"), [(0.975, 0.90), (0.9, 0.93), (0.5, 0.93), (0.05, 0.90)])
+def test_the_interval_a_cell_shows_is_the_interval_and_covers_the_truth(truth: float, floor: float) -> None:
+    covered = 0
+    rng = random.Random(6)
+    for _ in range(1000):
+        row = ae._rows([experiment("m", bernoulli(rng, 40, truth))], [PRIMARY])[0]
+        estimate = row.estimate("acc")
+        bounds = shown_interval(ae._fmt_estimate(row, "acc"))
+        if bounds is None:  # all 40 alike: the plain mean; the log keeps the interval
+            bounds = (estimate.low, estimate.high)
+        else:  # the bounds a reader takes from the cell are the interval's own, to the shown digit
+            assert bounds == pytest.approx((estimate.low, estimate.high), abs=0.0006)
+        covered += bounds[0] <= truth <= bounds[1]
+    # Wilson at 40 cases: about 95% in the middle, a little less at the edges
+    assert covered / 1000 >= floor
+
+
+# 5. A fraction where a percent is meant ────────────────────────────────────────────────
+
+
+@pytest.mark.parametrize("value", ["0.99", "1", "0.5"])
+def test_a_bare_fraction_for_a_percent_is_refused_with_the_fix(make_suite, cli, value) -> None:
+    from conftest import case_files
+
+    # half the answers are wrong: a 50% contender
+    cases = {**case_files("ds", "a/001", {"v": 1}), **case_files("ds", "a/002", {"v": 2}, expected={"v": 0})}
+    project = make_suite(cases=cases)
+    code, out, err = cli("compare", "--local", "--fail-under", value, cwd=project)
+    assert (code, out) == (2, "")
+    assert err.startswith(f"error: --fail-under {value}: {value} is a percentage here, so it means {value}%")
+    assert cli("compare", "--local", "--fail-under", "99", cwd=project)[0] == 1  # 50%: the gate now fails
+    assert cli("compare", "--local", "--fail-under", f"{value}%", cwd=project)[0] == 0
+
+
+# 6. One population per line ─────────────────────────────────────────────────────────────
+
+
+def test_a_baseline_line_never_contradicts_itself() -> None:
+    def contradicts(rng: random.Random) -> bool:
+        n = 40
+        old = experiment("m", [None if rng.random() < rng.choice([0, 0.3]) else v for v in bernoulli(rng, n, 0.6)])
+        new = experiment("m", [None if rng.random() < rng.choice([0, 0.3]) else v for v in bernoulli(rng, n, 0.6)])
+        key = (ae._contender_key(old.contender), "ds")
+        for c in ae._compare_runs({key: logged(old)}, {key: logged(new)}, ["acc"]):
+            if c.metric == "acc" and c.paired is not None:
+                moved = (c.new or 0) - (c.old or 0)
+                if abs(moved - c.paired.delta) > 1e-9:
+                    return True
+        return False
+
+    assert rate(300, contradicts, seed=7) == 0.0
+
+
+# 7. New errors are a regression of their own ─────────────────────────────────────────────
+
+
+def test_cases_that_now_raise_fail_the_gate_and_unchanged_runs_do_not() -> None:
+    def verdicts(rng: random.Random) -> tuple[bool, bool]:
+        answers = bernoulli(rng, 60, 0.8)
+        old, same = experiment("m", answers), experiment("m", answers)
+        half = experiment("m", [None if i % 2 else v for i, v in enumerate(answers)])  # half the cases now raise
+        key = (ae._contender_key(old.contender), "ds")
+        broke = ae._regressions(ae._compare_runs({key: logged(old)}, {key: logged(half)}, ["acc"]), "acc")
+        calm = ae._regressions(ae._compare_runs({key: logged(old)}, {key: logged(same)}, ["acc"]), "acc")
+        return bool(broke), bool(calm)
+
+    rng = random.Random(8)
+    results = [verdicts(rng) for _ in range(100)]
+    assert all(broke for broke, _ in results) and not any(calm for _, calm in results)
+
+
+# 8. The cache does not choose the cheap winner ───────────────────────────────────────────
+
+
+def test_the_cache_never_changes_which_contender_is_the_best_value() -> None:
+    def cache_decides(rng: random.Random) -> bool:
+        answers, others = bernoulli(rng, 100, 0.9), bernoulli(rng, 100, 0.9)
+        picks = []
+        for cached in (False, True):  # the same answers, paid for now or in an earlier run
+            pricey = experiment("pricey", answers, price=0.02, cached=cached)
+            cheap = experiment("cheap", others, price=0.01)
+            picks.append(ae._best_value(ae._rows([pricey, cheap], [PRIMARY]), PRIMARY).contender.model)
+        return picks[0] != picks[1]
+
+    assert rate(300, cache_decides, seed=9) == 0.0
+    row = ae._rows([experiment("pricey", [1.0] * 10, price=0.02, cached=True)], [PRIMARY])[0]
+    assert row.cost == pytest.approx(0.2) and row.usage.cost_usd == 0.0
