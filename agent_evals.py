@@ -3785,8 +3785,29 @@ class _Estimate:
     def half_width(self) -> float:
         return (self.high - self.low) / 2
 
+    @property
+    def detectable(self) -> float | None:
+        """The smallest difference from another contender, over the same cases, that a
+        paired test would see 80% of the time at the 5% level, were both as spread as this
+        one and their answers independent (0/1 scores: their spread by Wilson's center, so
+        that all-alike cases do not claim certainty).
+
+        >>> round(_estimate([1.0] * 20 + [0.0] * 20).detectable, 3), _estimate([1.0]).detectable
+        (0.313, None)
+        """
+        if self.n < 2:
+            return None
+        if self.method == "wilson":
+            z2 = _Z95 * _Z95
+            center = (self.mean * self.n + z2 / 2) / (self.n + z2)
+            sd = math.sqrt(center * (1 - center))
+        else:
+            sd = self.se * math.sqrt(self.n)
+        return (_Z95 + _Z80) * math.sqrt(2) * sd / math.sqrt(self.n)
+
     def to_json(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in ("mean", "n", "se", "low", "high", "method")}
+        fields = {k: getattr(self, k) for k in ("mean", "n", "se", "low", "high", "method")}
+        return {**fields, "detectable": self.detectable}
 
 
 def _estimate(values: Sequence[float]) -> _Estimate | None:
@@ -4694,6 +4715,21 @@ def _best_value_lines(rows: Sequence[_Row], primary: Metric, style: str = "box")
     return lines
 
 
+def _power_lines(rows: Sequence[_Row], primary: Metric) -> list[str]:
+    """Per dataset: how large a difference between two contenders its cases can show."""
+    lines = []
+    for dataset in dict.fromkeys(r.dataset for r in rows):
+        estimates = [e for r in rows if r.dataset == dataset and (e := r.estimate(primary.name)) is not None]
+        detectable = [e.detectable for e in estimates if e.detectable is not None]
+        if detectable:
+            worst = max(detectable)
+            lines.append(
+                f"power [{dataset}]: with {max(e.n for e in estimates)} cases, a difference in {primary.name} under "
+                f"{worst * 100:.1f} points between two contenders is likely to go unseen (80% power, 5% level)"
+            )
+    return lines
+
+
 def _short_label(row: _Row, group: Sequence[_Row]) -> str:
     """``model effort=e``, with ``temp=t`` when the group has that model at several."""
     c = row.contender
@@ -4785,6 +4821,7 @@ def _render_report(experiments: Sequence[Experiment], metrics: Sequence[Metric],
             _results_table(rows, metrics, style),
             *_best_value_lines(rows, primary, style),
             *_error_lines(rows),
+            *_power_lines(rows, primary),
             "",
             _glossary(metrics, spread),
             "",
