@@ -3993,15 +3993,26 @@ def _betainc(a: float, b: float, x: float) -> float:
 
 def _case_values(results: Iterable[RunResult], metric: str, errors_as: float | None = None) -> dict[str, float]:
     """Each case's mean of ``metric`` over its repeats, by ``dataset/id``; None (does not
-    apply) left out, and errors too unless ``errors_as`` gives them a value."""
+    apply) left out, and errors too unless ``errors_as`` gives them a value. Cases that
+    share a ``cluster`` in their metadata.json (a source document, a user) are one unit:
+    their runs are averaged together, so intervals and paired tests count sources, not
+    the cases drawn from them."""
     sums: dict[str, list[float]] = {}
     for r in results:
         value = r.score.metrics.get(metric) if r.score is not None else None
         if value is None and r.error is not None:
             value = errors_as
         if value is not None:
-            sums.setdefault(r.case.key, []).append(float(value))
+            sums.setdefault(_unit(r.case.dataset, r.case.id, r.case.metadata.get(CLUSTER)), []).append(float(value))
     return {key: sum(v) / len(v) for key, v in sums.items()}
+
+
+CLUSTER = "cluster"  # the metadata.json key that groups cases into one unit of the statistics
+
+
+def _unit(dataset: str, case_id: str, cluster: Any) -> str:
+    """The key a case's values are averaged under: the case, or its cluster."""
+    return f"{dataset}/{case_id}" if cluster is None else f"{dataset}/{CLUSTER}={cluster}"
 
 
 # ═══════════════════════════════════════════════════════════════════════════════
@@ -4137,6 +4148,7 @@ def _result_row(result: RunResult) -> dict[str, Any]:
         "cached": result.cached,
         "saved_usd": result.saved,
         "duration": round(result.duration, 6),
+        **({CLUSTER: cluster} if (cluster := case.metadata.get(CLUSTER)) is not None else {}),
     }
 
 
@@ -5016,12 +5028,12 @@ def _check_record(record: Any) -> None:
 
 
 def _row_values(record: Mapping[str, Any], metric: str) -> dict[str, float]:
-    """A logged experiment's per-case means of ``metric`` (repeats averaged, errors out)."""
+    """A logged experiment's per-case (or per-cluster) means of ``metric`` (repeats averaged, errors out)."""
     sums: dict[str, list[float]] = {}
     for row in record.get("rows", ()):
         value = (row.get("metrics") or {}).get(metric) if not row.get("error") else None
         if value is not None:
-            sums.setdefault(f"{record['dataset']}/{row['case']}", []).append(float(value))
+            sums.setdefault(_unit(record["dataset"], row["case"], row.get(CLUSTER)), []).append(float(value))
     return {k: sum(v) / len(v) for k, v in sums.items()}
 
 
@@ -6725,7 +6737,12 @@ def _logged_experiment(record: Mapping[str, Any], cases: Mapping[tuple[str, str]
     for row in record.get("rows", ()):
         logged = (record.get("cases") or {}).get(row["case"]) or {}
         case = (cases or {}).get((dataset, row["case"])) or Case(
-            row["case"], dataset, row.get("variant") or "", logged.get("input") or "", logged.get("expected")
+            row["case"],
+            dataset,
+            row.get("variant") or "",
+            logged.get("input") or "",
+            logged.get("expected"),
+            metadata={CLUSTER: row[CLUSTER]} if row.get(CLUSTER) is not None else {},
         )
         x.results.append(dataclasses.replace(_row_result(row, case), experiment=x))
     x.cases = list({r.case.id: r.case for r in x.results}.values())

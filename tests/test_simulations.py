@@ -228,3 +228,41 @@ def test_the_cache_never_changes_which_contender_is_the_best_value() -> None:
     assert rate(300, cache_decides, seed=9) == 0.0
     row = ae._rows([experiment("pricey", [1.0] * 10, price=0.02, cached=True)], [PRIMARY])[0]
     assert row.cost == pytest.approx(0.2) and row.usage.cost_usd == 0.0
+
+
+# Clusters beyond repeats ─────────────────────────────────────────────────────────────────
+
+
+def test_cases_that_share_a_source_are_one_unit_of_the_interval() -> None:
+    def covers(rng: random.Random, clustered: bool) -> bool:
+        # 10 source documents, 10 questions each: a document is easy or hard as a whole
+        x = ae.Experiment(Contender("m"), Provider(), "ds", [], 1)
+        for doc in range(10):
+            p = rng.choice([0.2, 0.8])
+            for q in range(10):
+                case = Case(f"d{doc}/{q}", "ds", metadata={"cluster": doc} if clustered else {})
+                value = float(rng.random() < p)
+                x.results.append(RunResult(x, case, score=Score(value, {"acc": value})))
+        e = ae._rows([x], [PRIMARY])[0].estimate("acc")
+        return e.low <= 0.5 <= e.high
+
+    naive, clustered = rate(500, lambda r: covers(r, False), 10), rate(500, lambda r: covers(r, True), 10)
+    # treated as 100 independent cases the 95% interval covers the truth 64% of the time; by source 94%
+    assert naive < 0.75 and clustered >= 0.9
+
+
+def test_clusters_reach_the_log_and_the_paired_tests(make_suite, cli) -> None:
+    from conftest import case_files
+
+    cases = {}
+    for n in range(1, 5):
+        cases |= case_files("ds", f"a/{n:03d}", {"v": n})
+        cases[f"evals/datasets/ds/cases/a/{n:03d}/metadata.json"] = f'{{"cluster": "doc{n % 2}"}}'
+    project = make_suite(cases=cases)
+    code, _, err = cli("compare", "--local", cwd=project)
+    assert code == 0, err
+    (log,) = [p for p in (project / "log" / "agent-evals").glob("*.json")]
+    record = __import__("json").loads(log.read_text())
+    assert [row["cluster"] for row in record["rows"]] == ["doc1", "doc0", "doc1", "doc0"]
+    assert record["summary"]["intervals"]["exact"]["n"] == 2  # two sources, not four cases
+    assert sorted(ae._row_values(record, "exact")) == ["ds/cluster=doc0", "ds/cluster=doc1"]
