@@ -2785,8 +2785,19 @@ def _ids(cases: Sequence[Case]) -> list[str]:
 
 
 def _safe_name(text: str) -> str:
-    """A file-name-safe rendering of any model id or label (no ``/``, no spaces)."""
-    return re.sub(r"[^A-Za-z0-9._=-]+", "-", text).strip("-.") or "experiment"
+    """A file-name-safe rendering of any model id or label (no ``/``, no spaces), short
+    enough for any file system with a stamp after it: a longer one keeps its start and a
+    hash of the whole, so two long names never collide.
+
+    >>> _safe_name("ds--openai/gpt 4"), len(_safe_name("x" * 500))
+    ('ds--openai-gpt-4', 160)
+    """
+    name = re.sub(r"[^A-Za-z0-9._=-]+", "-", text).strip("-.") or "experiment"
+    if len(name) > 160:
+        import hashlib
+
+        name = f"{name[:143]}-{hashlib.sha256(name.encode()).hexdigest()[:16]}"
+    return name
 
 
 def _run_case(
@@ -3005,12 +3016,18 @@ class _Running:
             gate.set()
 
     def _spawn(self, owner: _Owner, gate: threading.Event | None = None) -> None:
+        """Start a thread for ``owner``. A system that refuses one more thread (-p and -j
+        past its limit) stops the run with that said; the threads already running finish."""
         if owner.loop:
-            threading.Thread(target=self._work_async, args=(owner,), name="cases-async", daemon=True).start()
+            target, args, name = self._work_async, (owner,), "cases-async"
         else:
             self.spawned += 1
-            name = f"case-{self.spawned}"
-            threading.Thread(target=self._work, args=(owner, gate), name=name, daemon=True).start()
+            target, args, name = self._work, (owner, gate), f"case-{self.spawned}"  # type: ignore[assignment]
+        try:
+            threading.Thread(target=target, args=args, name=name, daemon=True).start()
+        except RuntimeError as e:  # "can't start new thread"
+            _stop.set(f"the system refused another thread ({e}); lower -p or -j")
+            self._done(owner)
 
     def _next(self, owner: _Owner) -> int | None:
         """The next unit to run, or None when none is left for this owner."""
@@ -3029,17 +3046,19 @@ class _Running:
         if gate is not None:
             gate.wait()
         run = self.run
-        while (i := self._next(owner)) is not None:
-            place, model, started = self._begin(i, owner)
-            try:
-                result = _run_case(run.suite, self.experiment, place, run.metric_names, model, started)
-            except BaseException as e:  # the harness's own failure: still that case's row
-                result = self._failed(i, place, model, started, e)
-            line = self._store(i, result)
-            if line is None:
-                return  # closed, or the case timed out and another thread took this one's place
-            run.journal_write(self.journal, f"{line}\n")
-        self._done(owner)
+        try:
+            while (i := self._next(owner)) is not None:
+                place, model, started = self._begin(i, owner)
+                try:
+                    result = _run_case(run.suite, self.experiment, place, run.metric_names, model, started)
+                except BaseException as e:  # the harness's own failure: still that case's row
+                    result = self._failed(i, place, model, started, e)
+                line = self._store(i, result)
+                if line is None:
+                    return  # closed, or the case timed out and another thread took this one's place
+                run.journal_write(self.journal, f"{line}\n")
+        finally:  # whatever happens, the experiment learns that this thread is done
+            self._done(owner)
 
     def _failed(self, i: int, place: int, model: Model, started: float, error: BaseException) -> RunResult:
         error_text, trace = _describe(error)
@@ -3452,7 +3471,7 @@ class _Run:
     def journal_write(self, journal: int | None, text: str) -> None:
         if journal is None or not text:
             return
-        data = text.encode("utf-8")
+        data = text.encode("utf-8", errors="backslashreplace")  # a lone surrogate stays valid JSON
         try:
             while data:  # a short write (a disk filling up) is continued, then fails loudly
                 data = data[os.write(journal, data) :]
@@ -4734,10 +4753,15 @@ def _power_lines(rows: Sequence[_Row], primary: Metric) -> list[str]:
         estimates = [e for r in rows if r.dataset == dataset and (e := r.estimate(primary.name)) is not None]
         detectable = [e.detectable for e in estimates if e.detectable is not None]
         if detectable:
-            worst = max(detectable)
+            worst, cases = max(detectable), max(e.n for e in estimates)
+            what = (
+                f"a difference in {primary.name} under {worst * 100:.1f} points"
+                if worst < 1
+                else f"any difference in {primary.name}, however large,"
+            )
             lines.append(
-                f"power [{dataset}]: with {max(e.n for e in estimates)} cases, a difference in {primary.name} under "
-                f"{worst * 100:.1f} points between two contenders is likely to go unseen (80% power, 5% level)"
+                f"power [{dataset}]: with {cases} cases, {what} between two contenders is likely to go unseen "
+                "(80% power, 5% level)"
             )
     return lines
 
@@ -5313,7 +5337,10 @@ def _junit_xml(experiments: Sequence[Experiment]) -> str:
         suite.set("time", f"{x.duration:.3f}")
     for key, value in totals.items():
         root.set(key, str(value))
-    return "<?xml version='1.0' encoding='utf-8'?>\n" + ET.tostring(root, encoding="unicode") + "\n"
+    text = ET.tostring(root, encoding="unicode")
+    # characters XML 1.0 cannot hold at all (a model's or a server's control bytes): shown as escapes
+    text = re.sub("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]", lambda m: f"\\x{ord(m[0]):02x}", text)
+    return "<?xml version='1.0' encoding='utf-8'?>\n" + text + "\n"
 
 
 def _cmd_diff(args: argparse.Namespace) -> int:
@@ -6426,13 +6453,20 @@ def _execute(
         if interrupted or not _stop.reason
         else f"the run stopped after {finished} of {total} cases: {_stop.reason}"
     )
+    shown = [x for x in experiments if x.results]
+    # every file first: a reader that stops reading the tables (| head) loses none of them
     if args.output:
         target = Path(args.output) if isinstance(args.output, str) else log_dir.parent / f"{args.command}.{stamp}.txt"
         if _write_text(target, _render_breakdowns(experiments, suite.metrics, "box"), unwritten):
             print(f"breakdowns: {_display(target)}", file=err)
-    elif args.command == "run":
+    if args.html and shown:
+        target = Path(args.html) if isinstance(args.html, str) else log_dir.parent / f"{args.command}.{stamp}.html"
+        page = _render_html(shown, suite.metrics, title=f"agent-evals: {suite.name}", refused=lineup.refused)
+        _write_html(target, page, open_it=args.open and _at_terminal(), unwritten=unwritten)
+    if args.junit and not interrupted and _write_text(Path(args.junit), _junit_xml(experiments), unwritten):
+        print(f"junit: {_display(args.junit)}", file=err)
+    if args.command == "run" and not args.output:
         print(_render_breakdowns(experiments, suite.metrics, style), file=out)
-    shown = [x for x in experiments if x.results]
     if interrupted:
         print(
             f"partial: interrupted after {finished} of {total} cases; finish with: agent-evals {args.command} --resume",
@@ -6442,10 +6476,6 @@ def _execute(
         print(_render_report(shown, suite.metrics, style), file=out)
     for line in _cache_lines(shown):
         print(line, file=out)
-    if args.html and shown:
-        target = Path(args.html) if isinstance(args.html, str) else log_dir.parent / f"{args.command}.{stamp}.html"
-        page = _render_html(shown, suite.metrics, title=f"agent-evals: {suite.name}", refused=lineup.refused)
-        _write_html(target, page, open_it=args.open and _at_terminal(), unwritten=unwritten)
     if interrupted:
         _report_unwritten(unwritten)
         return EXIT_INTERRUPTED
@@ -6455,8 +6485,6 @@ def _execute(
         changes = _compare_runs(baseline, current, [m.name for m in suite.metrics])
         print(f"\nbaseline: {args.baseline if isinstance(args.baseline, str) else 'the newest run'}", file=out)
         print(_render_changes(changes, style, _primary(suite.metrics).name), file=out)
-    if args.junit and _write_text(Path(args.junit), _junit_xml(experiments), unwritten):
-        print(f"junit: {_display(args.junit)}", file=err)
     failed = gates.check(_rows(shown, suite.metrics), changes)
     for message in failed:
         print(f"gate failed: {message}", file=err)
@@ -6482,7 +6510,7 @@ def _write_text(path: Path, text: str, unwritten: list[str]) -> bool:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        with open(tmp, "w", encoding="utf-8") as file:
+        with open(tmp, "w", encoding="utf-8", errors="backslashreplace") as file:
             file.write(_redact(text))
         os.replace(tmp, path)
     except OSError as e:

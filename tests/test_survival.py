@@ -694,3 +694,50 @@ def test_a_server_trickling_its_answer_is_bounded_by_the_timeout(suite) -> None:
     (row,) = logs(project)[0]["rows"]
     assert row["error"].startswith("ProviderError: openrouter: openai/gpt-4.1-mini: TimeoutError: timed out")
     assert took < 15  # the catalog and the case, each cut at about 1 s; never the 100 s the server takes
+
+
+def test_lone_surrogates_and_control_bytes_in_outputs_never_hang_and_every_file_stays_valid(suite) -> None:
+    helper = hostile_helper("pass").replace(
+        "return self._reply(completion)",
+        'return ae.Reply(output={"x": "bad \\ud800 half", "c": "\\x00\\x07\\x1b"}, raw="raw \\udfff")',
+    )
+    project = suite(helper, files=cases(ok=2, bad=0))
+    code, out, err = run(project, "run", "--local", "--junit", "junit.xml", "--html", "report.html", "-o", "o.txt")
+    assert code == 0, err
+    import xml.etree.ElementTree as ET
+
+    assert ET.parse(project / "junit.xml").getroot().get("tests") == "2"
+    (log,) = logs(project)
+    assert log["rows"][0]["output"] == {"x": "bad \ud800 half", "c": "\x00\x07\x1b"}  # the data, as it was
+    assert "\x1b" not in out + err and "\ud800" not in out + err
+
+
+def test_a_reader_that_stops_reading_loses_no_file(suite) -> None:
+    project = suite(hostile_helper("pass"))
+    environ = {k: v for k, v in os.environ.items() if not k.startswith(("OPENROUTER", "AGENT_EVALS"))}
+    child = subprocess.Popen(
+        [sys.executable, "-m", "agent_evals", "run", "--local", "--junit", "junit.xml", "--html", "report.html"],
+        cwd=project,
+        env={**environ, "PYTHONPATH": str(ROOT)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+    )
+    child.stdout.close()  # as `| head -0` would: the tables have nowhere to go
+    _, err = child.communicate(timeout=60)
+    assert child.returncode == 0, err
+    assert (project / "junit.xml").is_file() and (project / "report.html").is_file()
+    assert len(logs(project)[0]["rows"]) == 5
+
+
+def test_names_too_long_for_a_file_system_are_shortened_never_refused(suite) -> None:
+    dataset = "d" * 200
+    files = {}
+    for n in (1, 2):
+        for name, text in case_files("x", f"a/{n:03d}", {"v": n}).items():
+            files[name.replace("datasets/x/", f"datasets/{dataset}/")] = text
+    project = suite(hostile_helper("pass"), files=files)
+    code, out, err = run(project, "compare", "--local")
+    assert code == 0 and "│ 100.0% │" in out, err
+    (journal,) = (project / "log" / "agent-evals").glob("*.jsonl")
+    assert len(journal.name) < 255 and len(logs(project)[0]["rows"]) == 2
