@@ -6510,6 +6510,10 @@ def _write_text(path: Path, text: str, unwritten: list[str]) -> bool:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
+        if path.exists() and not path.is_file():  # /dev/stdout, a pipe: written in place, never replaced
+            with open(path, "w", encoding="utf-8", errors="backslashreplace") as file:
+                file.write(_redact(text))
+            return True
         with open(tmp, "w", encoding="utf-8", errors="backslashreplace") as file:
             file.write(_redact(text))
         os.replace(tmp, path)
@@ -6561,6 +6565,8 @@ def _shard(experiments: list[Experiment], spec: str) -> list[Experiment]:
         raise ConfigError(f"--shard {spec}: expected K/N with 1 <= K <= N, like 2/3")
     ordered = sorted(experiments, key=lambda x: (x.dataset, x.name))
     chosen = {id(x) for i, x in enumerate(ordered) if i % int(n) == int(k) - 1}
+    if not chosen:
+        _warn(f"--shard {spec}: this slice holds none of the {len(experiments)} experiments; nothing to run")
     return [x for x in experiments if id(x) in chosen]
 
 

@@ -173,3 +173,28 @@ def test_a_journal_that_cannot_be_created_stops_the_run_and_is_named(make_suite,
     assert code == 1 and out == ""  # nothing ran: no case could be journaled
     assert "could not write log/agent-evals/ds--fake-echo--default--t." in err and "No space left on device" in err
     assert not list((project / "log" / "agent-evals").glob("*.tmp"))
+
+
+def test_an_output_that_is_not_a_regular_file_is_written_in_place_never_replaced(make_suite, cli, tmp_path) -> None:
+    import os
+    import stat
+    import threading
+
+    project = make_suite()
+    fifo = tmp_path / "breakdowns.pipe"
+    os.mkfifo(fifo)
+    received: list[bytes] = []
+    reader = threading.Thread(target=lambda: received.append(fifo.read_bytes()), daemon=True)
+    reader.start()
+    code, _, err = cli("run", "--local", "-o", str(fifo), cwd=project)
+    reader.join(10)
+    assert code == 0, err
+    assert stat.S_ISFIFO(fifo.stat().st_mode)  # still the pipe it was, not a file put in its place
+    assert b"ds \xc2\xb7 fake/echo effort=default" in received[0]
+
+
+def test_a_shard_with_nothing_in_it_says_so(make_suite, cli) -> None:
+    project = make_suite()
+    code, out, err = cli("compare", "--local", "--shard", "5/7", cwd=project)
+    assert code == 0 and out == ""
+    assert "warning: --shard 5/7: this slice holds none of the 1 experiments; nothing to run" in err
