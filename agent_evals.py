@@ -6609,6 +6609,10 @@ def _check_target(value: str, flag: str) -> None:
         raise ConfigError(f"{where}: is a folder; name a file")
     if not path.parent.is_dir():
         raise ConfigError(f"{where}: the folder {_display(path.parent)} does not exist; create it first")
+    if path.exists() and not path.is_file():  # /dev/stdout, a pipe: written in place
+        if not os.access(path, os.W_OK):
+            raise ConfigError(f"{where}: cannot be written (permission denied)")
+        return
     probe = path.parent / f".agent-evals-probe-{os.getpid()}"
     try:
         os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
