@@ -137,18 +137,13 @@ class OpenAICompatible:
         self.httpd.server_close()
 
 
-class RawHTTP:
-    """A TCP server on 127.0.0.1 that answers each request with scripted raw bytes.
+class _Loopback:
+    """A TCP server on 127.0.0.1 that hands each connection to ``_handle`` on a thread of
+    its own, until it is closed."""
 
-    ``script`` is a list, one entry per request in order: bytes to send, or
-    ``(bytes, close)`` to close the connection after sending.
-    """
-
-    def __init__(self, script: list[bytes | tuple[bytes, bool]]) -> None:
+    def __init__(self) -> None:
         import socket
 
-        self.script = list(script)
-        self.requests: list[bytes] = []
         self.connections = 0
         self.sock = socket.socket()
         self.sock.bind(("127.0.0.1", 0))
@@ -164,6 +159,29 @@ class RawHTTP:
                 return
             self.connections += 1
             threading.Thread(target=self._handle, args=(conn,), daemon=True).start()
+
+    def _handle(self, conn: Any) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Any:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.sock.close()
+
+
+class RawHTTP(_Loopback):
+    """A TCP server on 127.0.0.1 that answers each request with scripted raw bytes.
+
+    ``script`` is a list, one entry per request in order: bytes to send, or
+    ``(bytes, close)`` to close the connection after sending.
+    """
+
+    def __init__(self, script: list[bytes | tuple[bytes, bool]]) -> None:
+        super().__init__()
+        self.script = list(script)
+        self.requests: list[bytes] = []
 
     def _handle(self, conn: Any) -> None:
         buffer = b""
@@ -190,37 +208,16 @@ class RawHTTP:
                 if close:
                     return
 
-    def __enter__(self) -> RawHTTP:
-        self._thread.start()
-        return self
 
-    def __exit__(self, *exc: Any) -> None:
-        self.sock.close()
-
-
-class Trickle:
+class Trickle(_Loopback):
     """A TCP server on 127.0.0.1 that answers every request with a status line and headers
     at once, then its body one byte every ``interval`` seconds: a server that never quite
     stops sending. It stops by itself after ``total`` bytes or when closed."""
 
     def __init__(self, total: int = 1000, interval: float = 0.05) -> None:
-        import socket
-
+        super().__init__()
         self.total, self.interval = total, interval
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(16)
-        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
         self.closed = threading.Event()
-        self._thread = threading.Thread(target=self._serve, daemon=True)
-
-    def _serve(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._handle, args=(conn,), daemon=True).start()
 
     def _handle(self, conn: Any) -> None:
         with conn:
@@ -234,10 +231,6 @@ class Trickle:
             except OSError:
                 pass
 
-    def __enter__(self) -> Trickle:
-        self._thread.start()
-        return self
-
     def __exit__(self, *exc: Any) -> None:
         self.closed.set()
-        self.sock.close()
+        super().__exit__(*exc)

@@ -652,46 +652,17 @@ def test_a_response_past_the_body_cap_is_that_cases_error(suite) -> None:
 
 
 def test_a_server_trickling_its_answer_is_bounded_by_the_timeout(suite) -> None:
-    import socket
-    import threading
     import time
 
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(8)
+    from servers import Trickle
 
-    def trickle() -> None:
-        while True:
-            try:
-                conn, _ = listener.accept()
-            except OSError:
-                return
-
-            def serve(conn=conn) -> None:
-                with conn:
-                    try:
-                        conn.recv(65536)
-                        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n")
-                        for _ in range(1000):
-                            conn.sendall(b" ")
-                            time.sleep(0.1)
-                    except OSError:
-                        pass
-
-            threading.Thread(target=serve, daemon=True).start()
-
-    threading.Thread(target=trickle, daemon=True).start()
-    try:
+    with Trickle(total=1000, interval=0.1) as server:  # the whole answer would take 100 s
         helper = ROUTED.replace('print("the scorer prints", __import__("os").environ["OPENROUTER_API_KEY"])', "")
         project = suite(helper, config=ROUTED_CONFIG, files=cases(ok=1, bad=0))
-        url = f"http://127.0.0.1:{listener.getsockname()[1]}/api/v1"
-        write(project, {"log/agent-evals/cache/x": ""})
-        env = {"OPENROUTER_API_KEY": "sk-test", "OPENROUTER_BASE_URL": url}
+        env = {"OPENROUTER_API_KEY": "sk-test", "OPENROUTER_BASE_URL": server.url + "/api/v1"}
         started = time.monotonic()
         code, _, err = run(project, "compare", "--local", "--timeout", "1", "--retries", "0", env=env, limit=40)
         took = time.monotonic() - started
-    finally:
-        listener.close()
     assert code == 0, err
     (row,) = logs(project)[0]["rows"]
     assert row["error"].startswith("ProviderError: openrouter: openai/gpt-4.1-mini: TimeoutError: timed out")
