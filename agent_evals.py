@@ -1946,6 +1946,8 @@ def _read_config_file(path: Path) -> dict[str, Any]:
         raise ConfigError(f"{where}: {at}invalid YAML: {problem}") from None
     except RecursionError:
         raise ConfigError(f"{where}: invalid YAML: nested too deep") from None
+    except ValueError as e:  # a number past Python's 4,300-digit limit, and the like
+        raise ConfigError(f"{where}: invalid YAML: {str(e).split(';')[0]}") from None
     if data is None:
         data = {}
     if not isinstance(data, dict):

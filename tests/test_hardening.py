@@ -198,3 +198,116 @@ def test_a_shard_with_nothing_in_it_says_so(make_suite, cli) -> None:
     code, out, err = cli("compare", "--local", "--shard", "5/7", cwd=project)
     assert code == 0 and out == ""
     assert "warning: --shard 5/7: this slice holds none of the 1 experiments; nothing to run" in err
+
+
+GRADED = """
+import os
+import agent_evals as ae
+
+class Adapter(ae.EchoAdapter):
+    def call(self, case, model):
+        if os.environ.get("BREAK") and case.id.endswith(("1", "3")):
+            raise ConnectionError("the model's server went away")
+        return super().call(case, model)
+
+class Scorer(ae.Scorer):
+    def metrics(self):
+        return [ae.Metric("exact", "1 when right.", primary=True), ae.Metric("graded", "Shifted by SHIFT.")]
+
+    def call(self, case, reply, context):
+        right = float(reply.output == case.expected)
+        shift = float(os.environ.get("SHIFT", "0"))
+        return ae.Score(value=right, metrics={"exact": right, "graded": 0.5 + shift})
+
+ae.configure(suite="t", adapter=Adapter(), scorer=Scorer(), providers=[ae.FakeProvider()])
+"""
+
+
+def test_diff_shows_new_errors_not_enough_data_and_the_cases_a_difference_needs(make_suite, cli, monkeypatch) -> None:
+    from conftest import case_files
+
+    cases = {}
+    for n in range(1, 9):
+        cases |= case_files("ds", f"a/{n:03d}", {"v": n}, expected={"v": n if n != 8 else 0})
+    project = make_suite(helper=GRADED, cases=cases)
+    assert cli("compare", "--local", cwd=project)[0] == 0
+    old = sorted((project / "log" / "agent-evals").glob("*.json"))[-1]
+    monkeypatch.setenv("BREAK", "1")
+    monkeypatch.setenv("SHIFT", "0.1")
+    assert cli("compare", "--local")[0] == 0
+    new = sorted((project / "log" / "agent-evals").glob("*.json"))[-1]
+    code, out, err = cli("diff", str(old), str(new), "--fail-on-regression")
+    assert code == 1
+    lines = out.splitlines()
+    graded = next(line for line in lines if "│ graded │" in line)
+    assert "│ not enough data │" in graded  # every case moved by exactly 10 points: no test can judge
+    errors = next(line for line in lines if "│ errors │" in line)
+    assert "2 now raise, 0 no longer" in errors and errors.rstrip(" │").endswith("regressed")
+    assert "gate failed: --fail-on-regression: [ds] fake/echo effort=default: 2 cases raise now that answered" in err
+    monkeypatch.delenv("BREAK")
+    monkeypatch.setenv("SHIFT", "0")
+    (project / "evals/datasets/ds/cases/a/008/expected.json").write_text('{"v": 8}')
+    assert cli("compare", "--local")[0] == 0
+    newest = sorted((project / "log" / "agent-evals").glob("*.json"))[-1]
+    code, out, _ = cli("diff", str(old), str(newest))
+    # 7 of 8 right before, 8 of 8 now: not shown, and the line says what it would take
+    assert code == 0 and "power [ds] fake/echo exact: to tell 12.5 points apart at 80% power you need ~" in out
+
+
+def test_case_files_past_64_kib_and_json_nested_too_deep_are_read_or_named(make_suite, cli) -> None:
+    from conftest import case_files
+
+    cases = case_files("ds", "a/001", {"v": 1})
+    cases["evals/datasets/ds/cases/a/001/input.txt"] = "x" * 200_000 + '\nAnswer: {"v": 1}\n'
+    cases |= case_files("ds", "a/002", {"v": 2})
+    cases["evals/datasets/ds/cases/a/002/expected.json"] = "[" * 100_000 + "]" * 100_000
+    project = make_suite(cases=cases)
+    code, out, _ = cli("verify", cwd=project)
+    assert code == 1 and "evals/datasets/ds/cases/a/002/expected.json: invalid JSON: nested too deep" in out
+    code, _, err = cli("compare", "--local")
+    assert code == 0, err
+    from conftest import read_logs
+
+    rows = {row["case"]: row for row in read_logs(project)[0]["rows"]}
+    assert rows["a/001"]["score"] == 1.0  # the 200 kB input was read whole and answered
+    assert "expected.json: invalid JSON: nested too deep" in err
+
+
+def test_a_number_too_long_to_print_is_named_short(make_suite, cli) -> None:
+    project = make_suite(config="request_types: [prompt]\ndefaults:\n  repeat: " + "9" * 5000 + "\n")
+    code, _, err = cli("cases", cwd=project)
+    assert code == 2
+    assert err.startswith("error: evals/.agent-eval.config.yml: invalid YAML: Exceeds the limit (4300 digits)")
+    assert ae._shown(10**5000) == "<a number of 5,000 digits>" and ae._shown("x" * 100).endswith("...")
+
+
+def test_a_dataclass_output_is_logged_as_its_fields(make_suite, cli) -> None:
+    helper = """
+import dataclasses
+import agent_evals as ae
+
+@dataclasses.dataclass
+class Answer:
+    v: int
+
+class Adapter(ae.EchoAdapter):
+    def call(self, case, model):
+        reply = super().call(case, model)
+        return ae.Reply(output=Answer(reply.output["v"]), raw=reply.raw)
+
+class Scorer(ae.Scorer):
+    def metrics(self):
+        return [ae.Metric("exact", "1 when right.", primary=True)]
+
+    def call(self, case, reply, context):
+        right = float(reply.output.v == case.expected["v"])
+        return ae.Score(value=right, metrics={"exact": right})
+
+ae.configure(suite="t", adapter=Adapter(), scorer=Scorer(), providers=[ae.FakeProvider()])
+"""
+    project = make_suite(helper=helper)
+    code, out, err = cli("compare", "--local", cwd=project)
+    assert code == 0 and "│ 100.0% │" in out, err
+    from conftest import read_logs
+
+    assert read_logs(project)[0]["rows"][0]["output"] == {"v": "a1"}
