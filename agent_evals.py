@@ -5079,7 +5079,8 @@ class _Change:
     """One metric of one experiment, before and after, over one population: the cases
     both runs answered (``paired``), or each run's own when they share none. The
     ``errors`` line counts cases instead: ``old``/``new`` are error rates, ``raised`` the
-    cases that raise now and answered before, ``fixed`` the reverse."""
+    cases that raise now and answered before, ``fixed`` the reverse, and ``paired`` the
+    McNemar test of the two counts."""
 
     dataset: str
     contender: Mapping[str, Any]
@@ -5094,8 +5095,6 @@ class _Change:
     def verdict(self) -> str:
         if self.old is None or self.new is None:
             return "only in new" if self.old is None else "only in old"
-        if self.metric == ERRORS:
-            return "regressed" if self.raised > self.fixed else ("improved" if self.fixed > self.raised else "")
         if self.paired is None or self.paired.p is None:
             return "not enough data" if self.paired is not None else ""
         if not self.paired.significant:
@@ -5132,19 +5131,14 @@ def _compare_runs(
             cases = len(answered_a | raised_a | answered_b | raised_b) or 1
             raised, fixed = len(raised_b & answered_a - raised_a), len(raised_a & answered_b - raised_b)
             if raised_a or raised_b:
-                changes.append(
-                    _Change(
-                        record["dataset"],
-                        record["contender"],
-                        ERRORS,
-                        len(raised_a) / cases,
-                        len(raised_b) / cases,
-                        None,
-                        raised,
-                        fixed,
-                    )
-                )
-    for metric in metrics:  # Holm over each metric's family of experiments
+                # a case that raises now and answered before against the reverse, by McNemar:
+                # one transient network error does not fail a gate, half the cases raising does
+                shared = len((raised_a | answered_a) & (raised_b | answered_b)) or 1
+                p = _mcnemar_mid_p(fixed, raised + fixed)
+                test = _Paired((fixed - raised) / shared, p, shared, "McNemar mid-p")
+                rates = len(raised_a) / cases, len(raised_b) / cases
+                changes.append(_Change(record["dataset"], record["contender"], ERRORS, *rates, test, raised, fixed))
+    for metric in [*metrics, ERRORS]:  # Holm over each metric's family of experiments
         family = [i for i, c in enumerate(changes) if c.metric == metric and c.paired is not None]
         adjusted = _holm([changes[i].paired.p for i in family])  # type: ignore[union-attr]
         for i, p in zip(family, adjusted, strict=True):
@@ -5160,7 +5154,6 @@ def _render_changes(changes: Sequence[_Change], style: str, primary: str | None 
         p = c.paired
         if c.metric == ERRORS:
             delta = f"{c.raised} now raise, {c.fixed} no longer"
-            n, p_text = "-", "-"
         else:
             delta = (
                 "-"
@@ -5168,12 +5161,12 @@ def _render_changes(changes: Sequence[_Change], style: str, primary: str | None 
                 else f"{p.delta * 100:+.1f}"
                 + ("" if p.low is None or p.high is None else _fmt_interval(p.low, p.high, style, signed=True))
             )
-            n = "-" if p is None else str(p.n)
-            p_text = (
-                "-"
-                if p is None or p.p is None
-                else f"{p.p:.2g}" + (f" ({p.adjusted:.2g})" if p.adjusted is not None and p.adjusted != p.p else "")
-            )
+        n = "-" if p is None else str(p.n)
+        p_text = (
+            "-"
+            if p is None or p.p is None
+            else f"{p.p:.2g}" + (f" ({p.adjusted:.2g})" if p.adjusted is not None and p.adjusted != p.p else "")
+        )
         rows.append(
             [
                 c.dataset,
@@ -5195,11 +5188,12 @@ def _render_changes(changes: Sequence[_Change], style: str, primary: str | None 
         _table(headers, rows, right, style),
         f"{regressed} regression{'s' if regressed != 1 else ''}: old and new are means over the n cases both runs "
         f"answered; paired tests (McNemar mid-p for 0/1 scores, t otherwise), p (Holm-adjusted over the experiments "
-        f"compared on each metric) < {ALPHA}; errors regress when more cases raise now than before",
+        f"compared on each metric) < {ALPHA}; errors regress when significantly more cases raise now than "
+        "before (McNemar mid-p over the cases that changed)",
     ]
     for c in changes:  # how many cases the observed difference would take, where it was not shown
         p = c.paired
-        if c.metric != (primary or c.metric) or p is None or p.significant or not p.delta:
+        if c.metric != (primary or c.metric) or c.metric == ERRORS or p is None or p.significant or not p.delta:
             continue
         needed = _cases_needed(p.delta, p.sd)
         if needed is not None and needed > p.n:

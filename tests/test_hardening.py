@@ -206,7 +206,7 @@ import agent_evals as ae
 
 class Adapter(ae.EchoAdapter):
     def call(self, case, model):
-        if os.environ.get("BREAK") and case.id.endswith(("1", "3")):
+        if os.environ.get("BREAK") and int(case.id[-1]) % 2:
             raise ConnectionError("the model's server went away")
         return super().call(case, model)
 
@@ -227,7 +227,7 @@ def test_diff_shows_new_errors_not_enough_data_and_the_cases_a_difference_needs(
     from conftest import case_files
 
     cases = {}
-    for n in range(1, 9):
+    for n in range(1, 17):
         cases |= case_files("ds", f"a/{n:03d}", {"v": n}, expected={"v": n if n != 8 else 0})
     project = make_suite(helper=GRADED, cases=cases)
     assert cli("compare", "--local", cwd=project)[0] == 0
@@ -242,16 +242,16 @@ def test_diff_shows_new_errors_not_enough_data_and_the_cases_a_difference_needs(
     graded = next(line for line in lines if "│ graded │" in line)
     assert "│ not enough data │" in graded  # every case moved by exactly 10 points: no test can judge
     errors = next(line for line in lines if "│ errors │" in line)
-    assert "2 now raise, 0 no longer" in errors and errors.rstrip(" │").endswith("regressed")
-    assert "gate failed: --fail-on-regression: [ds] fake/echo effort=default: 2 cases raise now that answered" in err
+    assert "8 now raise, 0 no longer" in errors and errors.rstrip(" │").endswith("regressed")
+    assert "gate failed: --fail-on-regression: [ds] fake/echo effort=default: 8 cases raise now that answered" in err
     monkeypatch.delenv("BREAK")
     monkeypatch.setenv("SHIFT", "0")
     (project / "evals/datasets/ds/cases/a/008/expected.json").write_text('{"v": 8}')
     assert cli("compare", "--local")[0] == 0
     newest = sorted((project / "log" / "agent-evals").glob("*.json"))[-1]
     code, out, _ = cli("diff", str(old), str(newest))
-    # 7 of 8 right before, 8 of 8 now: not shown, and the line says what it would take
-    assert code == 0 and "power [ds] fake/echo exact: to tell 12.5 points apart at 80% power you need ~" in out
+    # 15 of 16 right before, 16 of 16 now: not shown, and the line says what it would take
+    assert code == 0 and "power [ds] fake/echo exact: to tell 6.2 points apart at 80% power you need ~" in out
 
 
 def test_case_files_past_64_kib_and_json_nested_too_deep_are_read_or_named(make_suite, cli) -> None:
