@@ -220,7 +220,9 @@ def test_a_few_transient_errors_do_not_fail_the_gate() -> None:
         key = (ae._contender_key(runs[0].contender), "ds")
         return bool(ae._regressions(ae._compare_runs({key: logged(runs[0])}, {key: logged(runs[1])}, ["acc"]), "acc"))
 
-    assert rate(300, false_alarm, seed=11) <= 0.05  # 45% when any surplus of new errors failed it (3.0% now, over 1,000 runs)
+    assert (
+        rate(300, false_alarm, seed=11) <= 0.05
+    )  # 45% when any surplus of new errors failed it (3.0% now, over 1,000 runs)
 
 
 # 8. The cache does not choose the cheap winner ───────────────────────────────────────────
