@@ -2469,8 +2469,8 @@ def _find_cases(suite: _Suite) -> tuple[list[_Found], list[tuple[str, str]]]:
                     files.append(name)
                 elif name[0] != "." and not entry.is_symlink():  # as os.walk: links not followed
                     pending.append(prefix + name)
-                    if match(prefix + name):  # an input.txt that is a folder: verify names it
-                        folders.append(prefix + name)
+                    if match(prefix + name) or name in ("expected.json", "metadata.json"):
+                        folders.append(prefix + name)  # a folder where a case file should be: verify names it
         listing = None
         for name in files:
             if match(prefix + name):
@@ -2501,7 +2501,8 @@ def _find_cases(suite: _Suite) -> tuple[list[_Found], list[tuple[str, str]]]:
     for rel in sorted(folders):
         parent = _Found(root, rel.rpartition("/")[0], "", frozenset())
         where = _display(os.path.join(root, rel))
-        twice.append((parent.key, f"{where}: a folder where the case's input file should be; it is not a case"))
+        what = "input file" if match(rel) else rel.rpartition("/")[2]
+        twice.append((parent.key, f"{where}: a folder where the case's {what} should be; make it a file"))
     return found, twice
 
 

@@ -560,13 +560,15 @@ def test_verify_names_an_expected_answer_with_no_input_and_an_input_that_is_a_fo
         **cases(ok=1, bad=0),
         "evals/datasets/ds/cases/ok/009/expected.json": "{}",
         "evals/datasets/ds/cases/ok/010/input.txt/note": "a folder named input.txt",
+        "evals/datasets/ds/cases/ok/001/metadata.json/note": "a folder named metadata.json",
     }
     project = suite(hostile_helper("pass"), files=files)
     code, out, _ = run(project, "verify")
     assert code == 1
-    assert out.splitlines()[:2] == [
+    assert out.splitlines()[:3] == [
+        "evals/datasets/ds/cases/ok/001/metadata.json: a folder where the case's metadata.json should be; make it a file",
         "evals/datasets/ds/cases/ok/009/expected.json: an expected answer with no input file; add the input or remove it",
-        "evals/datasets/ds/cases/ok/010/input.txt: a folder where the case's input file should be; it is not a case",
+        "evals/datasets/ds/cases/ok/010/input.txt: a folder where the case's input file should be; make it a file",
     ]
 
 
