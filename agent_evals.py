@@ -5248,6 +5248,13 @@ class _Gates:
                         f"--fail-under {metric}={floor * 100:g}%: [{r.dataset}] {_short_label(r, rows)} "
                         f"scored {_fmt_pct(mean)}"
                     )
+                elif r.errors and (strict := r.strict_mean(metric)) is not None and strict < floor:
+                    # passed on the cases it answered: say what the errors hide (--max-errors gates them)
+                    _warn(
+                        f"--fail-under {metric}={floor * 100:g}% passed for [{r.dataset}] {_short_label(r, rows)} "
+                        f"on the cases it answered; with its {r.errors} errors counted as wrong it scores "
+                        f"{_fmt_pct(strict)} (--max-errors gates errors)"
+                    )
         if self.max_errors is not None:
             limit, rate = self.max_errors
             for r in rows:

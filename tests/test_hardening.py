@@ -311,3 +311,21 @@ ae.configure(suite="t", adapter=Adapter(), scorer=Scorer(), providers=[ae.FakePr
     from conftest import read_logs
 
     assert read_logs(project)[0]["rows"][0]["output"] == {"v": "a1"}
+
+
+def test_a_passing_fail_under_gate_says_what_errors_hide(make_suite, cli) -> None:
+    config = "request_types: [prompt]\nvendors:\n  fake:\n    - model: echo\n"
+    helper_extra = (
+        "\nclass Flaky(Adapter):\n    def call(self, case, model):\n"
+        "        if case.variant == 'b':\n            raise ConnectionError('dropped')\n"
+        "        return super().call(case, model)\n\nae.configure(adapter=Flaky())\n"
+    )
+    project = make_suite(config=config)
+    helper = project / "evals" / "eval_helper.py"
+    helper.write_text(helper.read_text() + helper_extra)
+    code, _, err = cli("compare", "--local", "--fail-under", "90", cwd=project)
+    assert code == 0  # the gate is on the cases answered, as documented
+    assert (
+        "warning: --fail-under exact=90% passed for [ds] fake/echo effort=default on the cases it answered; "
+        "with its 2 errors counted as wrong it scores 50.0% (--max-errors gates errors)" in err
+    )
