@@ -1901,9 +1901,8 @@ def _load_helper(path: Path) -> None:
         spec.loader.exec_module(module)
     except EvalError:
         raise
-    except BaseException as e:
-        if not _suite_fault(e):
-            raise
+    except _SUITE_EXCEPTIONS as e:
+        _reraise_ctrl_c(e)
         raise SuiteError(f"{_display(path)}{_where(e, path)} raised {_describe(e)[0]}") from None
 
 
@@ -2810,9 +2809,8 @@ def _run_case(
     case = experiment.cases[place]
     try:
         answer, failure = suite.adapter.call(case, model), None
-    except BaseException as e:
-        if not _suite_fault(e):
-            raise
+    except _SUITE_EXCEPTIONS as e:
+        _reraise_ctrl_c(e)
         answer, failure = None, e
     return _conclude(suite, experiment, case, metric_names, model, started, answer, failure)
 
@@ -2842,9 +2840,8 @@ def _conclude(
             raise failure
         reply = _check_reply(suite.adapter, answer)
         score = _score(suite, case, reply, metric_names)
-    except BaseException as e:
-        if not _suite_fault(e):
-            raise
+    except _SUITE_EXCEPTIONS as e:
+        _reraise_ctrl_c(e)
         error, trace = _describe(e)
         _stop_if_fatal(e)
     return _result(experiment, case, model, (ended or time.perf_counter()) - started, reply, score, error, trace)
@@ -3095,14 +3092,11 @@ class _Running:
             try:
                 result = _conclude(suite, x, case, self.run.metric_names, model, started, answer, failure, ended)
             except BaseException as e:
-                result = self._failed(i, case_place(i), model, started, e)
+                result = self._failed(i, i // self.repeat, model, started, e)
             if (line := self._store(i, result)) is not None:
                 if not rows:
                     loop.call_soon(journal)
                 rows.append(line)
-
-        def case_place(i: int) -> int:
-            return i // self.repeat
 
         def journal() -> None:
             self.run.journal_write(self.journal, "".join(f"{line}\n" for line in rows))
@@ -3446,9 +3440,8 @@ class _Run:
             return
         try:
             answer = getattr(tracker, hook)(*args)
-        except BaseException as e:
-            if not _suite_fault(e):
-                raise
+        except _SUITE_EXCEPTIONS as e:
+            _reraise_ctrl_c(e)
             if isinstance(tracker, LocalTracker) and isinstance(e, OSError):
                 self.cannot_write(Path(e.filename or "log"), e)
                 return
@@ -3766,9 +3759,8 @@ def _row_result(row: Mapping[str, Any], case: Case) -> RunResult:
 def _prepare_dataset(suite: _Suite, dataset: str) -> str | None:
     try:
         suite.adapter.prepare(dataset)
-    except BaseException as e:
-        if not _suite_fault(e):
-            raise
+    except _SUITE_EXCEPTIONS as e:
+        _reraise_ctrl_c(e)
         return f"adapter {type(suite.adapter).__name__}.prepare({dataset!r}) raised {type(e).__name__}: {e}"
     return None
 
@@ -6356,9 +6348,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if suite.before_run:
         try:
             suite.before_run()
-        except BaseException as e:
-            if not _suite_fault(e):
-                raise
+        except _SUITE_EXCEPTIONS as e:
+            _reraise_ctrl_c(e)
             raise SuiteError(f"before_run raised {_describe(e)[0]}") from None
     _KEEP_RAW[0] = not args.no_raw
     if args.cache or suite.config.cache:
@@ -6717,9 +6708,8 @@ def _adapter_metadata(adapter: Any) -> Mapping[str, Any]:
         metadata = _jsonable(dict(adapter.metadata() or {}), "metadata()")
     except _Unwritable as e:
         raise SuiteError(f"{name}: {e}; return plain data (dict, list, str, numbers)") from None
-    except BaseException as e:
-        if not _suite_fault(e):
-            raise
+    except _SUITE_EXCEPTIONS as e:
+        _reraise_ctrl_c(e)
         raise SuiteError(f"{name} raised {_describe(e)[0]}") from None
     return metadata
 
