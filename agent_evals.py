@@ -6145,7 +6145,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, streams[0].fileno())
         return EXIT_OK
-    except (Exception, SystemExit, GeneratorExit) as e:  # suite code outside every hook, or a bug of ours
+    except BaseException as e:  # suite code outside every hook, or a bug of ours (Ctrl-C is above)
         _traceback_if_debug(args)
         text = _describe(e)[0]
         where = "writing the output" if isinstance(e, OSError) else "agent-evals stopped"
