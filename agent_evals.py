@@ -2557,9 +2557,9 @@ def _read_case(found: _Found, problems: list[str]) -> Case:
 
 
 _INVALID_COSTS = [0]  # usages that reported a cost that is no price, taken as unknown ($0)
-_O_BINARY = getattr(os, "O_BINARY", 0)
+_O_BINARY = getattr(os, "O_BINARY", 0)  # Windows: no newline translation
 _O_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
-_MAX_CASE_FILE = 256 << 20  # bytes one case file may hold  # Windows: no newline translation
+_MAX_CASE_FILE = 256 << 20  # bytes one case file may hold
 
 
 def _read_bytes(path: str) -> bytes:
@@ -3115,9 +3115,8 @@ class _Running:
                 try:
                     async with asyncio.timeout(limit) as bound:
                         answer = await self.call(case, model)
-                except BaseException as e:
-                    if isinstance(e, asyncio.CancelledError) or not _suite_fault(e):
-                        raise
+                except _SUITE_EXCEPTIONS as e:
+                    _reraise_ctrl_c(e)  # and asyncio's own cancellation
                     failure = _CaseTimeout(limit) if bound is not None and bound.expired() else e
                     _stop_if_fatal(e)  # now, not when it is scored: no next case is sent
                 waiting[0] += 1
@@ -3401,7 +3400,7 @@ class _Run:
         self.unwritten_lock = threading.Lock()
         self.journals: dict[int, Path] = {}
         self.stamp = ""
-        self.case_timeout = DEFAULT_CASE_TIMEOUT
+        self.case_timeout = 0.0  # seconds a case may take (0: no limit); _run_all sets it
 
     def open_journal(self, experiment: Experiment) -> int | None:
         """An append-only file descriptor: each row is one ``write`` straight into the
@@ -3909,8 +3908,9 @@ def _paired(first: Mapping[str, float], second: Mapping[str, float]) -> _Paired 
 
 def _mcnemar_mid_p(only_first: int, discordant: int) -> float:
     """McNemar's mid-p value: the exact binomial test on the discordant pairs, with half
-    the probability of the observed count. At the same false-alarm rate it finds more
-    real differences than the exact test (see the README's simulations).
+    the probability of the observed count. The exact test is conservative: over 100
+    cases, 4,000 simulated pairs, mid-p raised 4.9% false alarms to its 3.5% and found a
+    10-point drop 35.9% of the time to its 30.3%.
 
     >>> _mcnemar_mid_p(0, 0), round(_mcnemar_mid_p(1, 10), 4), round(_mcnemar_mid_p(5, 10), 4)
     (1.0, 0.0117, 1.0)
