@@ -2942,12 +2942,22 @@ class _Owner:
     ``--case-timeout`` the owner is orphaned (it takes no further case and its late answer
     is dropped) and a new one takes its place, so a hung suite never holds a run."""
 
-    __slots__ = ("beat", "loop", "orphaned")
+    __slots__ = ("beat", "expired", "loop", "orphaned")
 
     def __init__(self, loop: bool = False) -> None:
         self.loop = loop  # an event loop's thread: stuck only when its heartbeat stops
         self.orphaned = False
+        self.expired = False  # a case it ran was given up on as timed out
         self.beat = time.monotonic()
+
+    def stuck(self, now: float, limit: float) -> bool:
+        """A worker is stuck in the case that timed out on it. An event loop is stuck when
+        its heartbeat has stopped for a second after one of its cases timed out, or for
+        longer than the case timeout whatever it holds (suite code blocking the loop)."""
+        if not self.loop:
+            return self.expired
+        silent = now - self.beat
+        return silent > 1.0 and (self.expired or silent > limit)
 
 
 class _Running:
@@ -2982,6 +2992,8 @@ class _Running:
         self.workers = self.active
         self.spawned = 0  # worker threads started, replacements included
         self.call: Any = None  # what an event loop awaits per case, when the run is async
+        self.loop_owner: _Owner | None = None  # the event loop's thread taking cases, if async
+        self.queued = False  # handed to the main thread to be finished
         self.started = time.perf_counter()
         # unit -> (when it started, its model, the owner running it, the case's place)
         self.inflight: dict[int, tuple[float, Model, _Owner, int]] = {}
@@ -2996,7 +3008,8 @@ class _Running:
             with self.run.lock:
                 self.run.call(tracker, "start", self.experiment)
         if not self.active:
-            self.run.finished.put(self)
+            with self.run.lock:
+                self._settle()
         elif (call := _async_call(self.run.suite.adapter, self.experiment.provider)) is not None:
             self.call = call
             # one event loop, ``parallelism`` cases in flight on it
@@ -3019,6 +3032,7 @@ class _Running:
         """Start a thread for ``owner``. A system that refuses one more thread (-p and -j
         past its limit) stops the run with that said; the threads already running finish."""
         if owner.loop:
+            self.loop_owner = owner
             target, args, name = self._work_async, (owner,), "cases-async"
         else:
             self.spawned += 1
@@ -3154,6 +3168,7 @@ class _Running:
         result, line = _row_line(result)  # outside the lock: other threads go on
         with run.lock:
             self.inflight.pop(i, None)
+            self._settle()
             if self.closed or self.results[i] is not None:
                 return None
             self.results[i], self.lines[i] = result, line
@@ -3167,6 +3182,7 @@ class _Running:
         limit = self.run.case_timeout
         if not limit or self.closed:
             return
+        suspects = [self.loop_owner] if self.loop_owner is not None else []
         for i, (began, model, owner, place) in list(self.inflight.items()):
             if now - began <= limit:
                 continue
@@ -3177,16 +3193,22 @@ class _Running:
                 if flight is None or flight[2] is not owner or self.closed:
                     continue
                 del self.inflight[i]
+                owner.expired = True
+                suspects.append(owner)
+                self._settle()
                 if self.results[i] is not None:
                     continue
                 self.results[i], self.lines[i] = result, line
                 self.run.progress.add(result)
                 self._record()
-                # a worker thread is stuck in that case; an event loop only if suite code blocks it
-                replace = not owner.orphaned and (not owner.loop or now - owner.beat > 1.0)
+            self.run.journal_write(self.journal, f"{line}\n")
+        # checked on every tick, not only as a case expires: a loop blocked just after its
+        # last case timed out (its heartbeat still fresh then) is replaced a moment later
+        for owner in suspects:
+            with self.run.lock:
+                replace = not owner.orphaned and not self.closed and owner.stuck(now, limit)
                 if replace:
                     owner.orphaned = True
-            self.run.journal_write(self.journal, f"{line}\n")
             if replace:
                 self._spawn(_Owner(loop=owner.loop))
 
@@ -3195,8 +3217,15 @@ class _Running:
             if owner.orphaned:
                 return  # its replacement finishes in its place
             self.active -= 1
-            if self.active == 0 and not self.closed:
-                self.run.finished.put(self)
+            self._settle()
+
+    def _settle(self) -> None:
+        """Hand the experiment to the main thread once no thread takes its cases and none is
+        in flight: a case still held by a stuck thread or loop ends first, as its answer or
+        as its timeout (the caller holds the lock)."""
+        if self.active == 0 and not self.inflight and not self.closed and not self.queued:
+            self.queued = True
+            self.run.finished.put(self)
 
     def _record(self) -> None:
         """Record the finished prefix in case order (the caller holds the lock)."""
