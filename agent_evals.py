@@ -2202,6 +2202,22 @@ def _resolve_object(spec: str, key: str, where: str) -> Any:
         raise ConfigError(f"{where}: {key}: {spec}: module {module_name} has no {attr}{_hint(attr, names)}") from None
 
 
+def _forget_modules(suite_module: Callable[[str, Path | None], bool]) -> None:
+    """Drop the modules a suite loaded before from ``sys.modules``, so that loading it again
+    (a second ``main()`` in one process: a notebook, a test runner) runs what they register
+    with ``configure()`` at import again, instead of silently losing it."""
+    for name, module in list(sys.modules.items()):
+        if name == "__main__" or getattr(module, "__dict__", None) is globals():
+            continue
+        file = getattr(module, "__file__", None)
+        try:
+            path = Path(file).resolve() if isinstance(file, str) else None
+        except (OSError, ValueError):
+            continue
+        if suite_module(name, path):
+            del sys.modules[name]
+
+
 def _import_module(name: str, key: str, value: str, where: str) -> Any:
     try:
         return importlib.import_module(name)
@@ -2248,15 +2264,17 @@ def _builtin_providers() -> list[Provider]:
 def _load_suite(helper_flag: str | None, config_flag: str | None) -> _Suite:
     helper, config_path, evals = _find_suite(helper_flag, config_flag)
     _reset_configuration()
+    project_root = evals.parent
+    _forget_modules(lambda name, file: file is not None and file.is_relative_to(project_root.resolve()))
     if helper:
         _load_helper(helper)
-    project_root = evals.parent
     if str(project_root) not in sys.path:
         sys.path.insert(0, str(project_root))
     data = _read_config_file(config_path)
     where = _display(config_path)
     requires = data.get("require") or []
     for name in _as_list(requires, where, "require"):
+        _forget_modules(lambda module, _file, name=name: module == name or module.startswith(f"{name}."))
         _import_module(name, "require", name, where)
     conf = _configuration
     for key in ("adapter", "scorer"):
@@ -2663,6 +2681,8 @@ def _build_lineup(suite: _Suite, overrides: _Overrides, models: list[str]) -> _L
         for entry in entries:
             model_id = f"{vendor}/{entry['model']}"
             provider = next(p for p in suite.providers if not p.direct and p.serves(model_id))
+            if provider.prefix is None:
+                _refuse_fall_through(model_id, suite.providers, where)
             planned += _expand(entry, model_id, provider, None, config.defaults, overrides)
     direct = {p.name: p for p in suite.providers if p.direct}
     for name, entries in config.direct.items():
@@ -2695,6 +2715,22 @@ def _build_lineup(suite: _Suite, overrides: _Overrides, models: list[str]) -> _L
         else:
             lineup.contenders.append((contender, provider))
     return lineup
+
+
+def _refuse_fall_through(model_id: str, providers: Sequence[Provider], where: str) -> None:
+    """A model id that a provider class claims by its prefix must never go to the catch-all
+    provider (OpenRouter) because that provider was not registered: refused by name."""
+    registered = {type(p) for p in providers}
+    stack = list(Provider.__subclasses__())
+    while stack:
+        cls = stack.pop()
+        stack += cls.__subclasses__()
+        prefix = cls.__dict__.get("prefix")
+        if isinstance(prefix, str) and prefix and model_id.startswith(prefix) and cls not in registered:
+            raise ConfigError(
+                f"{where}: {model_id} is served by {cls.__name__} ({prefix}...), which this suite does not "
+                f"register; add it with configure(providers=[{cls.__name__}()]) instead of sending it to OpenRouter"
+            )
 
 
 def _expand(
@@ -2764,6 +2800,7 @@ class Experiment:
         self.not_run: list[str] = []  # ids of cases an interrupt or a stopped run left out
         self.failure: str | None = None  # why none of its cases could run (prepare failed)
         self.cache: _Cache | None = None
+        self.keep_raw = True  # --no-raw: its log keeps each reply's output but not its raw text
         self.order = 0  # its contender's place in the lineup: report and rescore keep compare's order
         self.duration = 0.0
         self.started_at = ""
@@ -4084,7 +4121,6 @@ def _json_default(value: Any) -> Any:
 
 
 _ENCODER = json.JSONEncoder(ensure_ascii=False, default=_json_default, allow_nan=False)
-_KEEP_RAW = [True]  # --no-raw clears it for the run: logs keep each reply's output but not its raw text
 _MAX_DEPTH = 100  # deeper than this, a value is not written to a log
 
 
@@ -4185,7 +4221,7 @@ def _result_row(result: RunResult) -> dict[str, Any]:
         "traceback": result.traceback,
         "reply_error": reply.error if reply else None,
         "output": reply.output if reply else None,
-        "raw": reply.raw if reply and _KEEP_RAW[0] else None,
+        "raw": reply.raw if reply and getattr(result.experiment, "keep_raw", True) else None,
         "usage": result.usage.to_json(),
         "retries": result.retries,
         "cached": result.cached,
@@ -6380,7 +6416,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
         except _SUITE_EXCEPTIONS as e:
             _reraise_ctrl_c(e)
             raise SuiteError(f"before_run raised {_describe(e)[0]}") from None
-    _KEEP_RAW[0] = not args.no_raw
+    for x in experiments:
+        x.keep_raw = not args.no_raw
     if args.cache or suite.config.cache:
         cache = _Cache(log_dir / "cache" / "completions.sqlite3")
         for x in experiments:

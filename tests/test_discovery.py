@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from conftest import CONFIG, write
+import shutil
+
+from conftest import CONFIG, ROOT, write
 
 PLUGIN = """
 import agent_evals as ae
@@ -171,3 +173,29 @@ def test_verbose_names_the_suite(make_suite, cli) -> None:
     project = make_suite()
     code, _, err = cli("cases", "-v", cwd=project)
     assert code == 0 and "note: suite t at evals; lineup evals/.agent-eval.config.yml" in err
+
+
+def test_a_suite_loaded_twice_in_one_process_keeps_what_its_modules_register(tmp_path, cli, monkeypatch) -> None:
+    # the toy suite registers its fake provider when its package is imported; the second
+    # main() must import it again, not send fake/echo to OpenRouter
+    monkeypatch.delenv("OPENROUTER_API_KEY", raising=False)
+    project = tmp_path / "toy"
+    shutil.copytree(ROOT / "examples" / "toy_suite", project, ignore=shutil.ignore_patterns("log"))
+    monkeypatch.syspath_prepend(str(project))
+    for _ in range(2):
+        code, out, err = cli("compare", "--local", cwd=project)
+        assert code == 0, err
+        assert "fake/parrot" in out and "OPENROUTER_API_KEY" not in err
+
+
+def test_a_model_id_never_falls_through_to_openrouter(make_suite, cli, monkeypatch) -> None:
+    # FakeProvider serves fake/...; a suite that forgot to register it is told so by name
+    monkeypatch.setenv("OPENROUTER_API_KEY", "sk-or-test")
+    project = make_suite(
+        helper=PLUGIN.replace("ae.configure(providers=[ae.FakeProvider()])", "")
+        + "\nae.configure(adapter=Adapter(), scorer=Scorer())\n"
+    )
+    code, out, err = cli("compare", "--local", cwd=project)
+    assert code == 2 and out == ""
+    assert "fake/echo is served by FakeProvider (fake/...), which this suite does not register" in err
+    assert "configure(providers=[FakeProvider()])" in err

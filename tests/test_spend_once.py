@@ -168,6 +168,23 @@ def test_no_raw_keeps_output_but_not_raw(make_suite, cli) -> None:
     assert read_logs(project)[-1]["rows"][0]["raw"] is not None
 
 
+def test_no_raw_belongs_to_its_run_only(make_suite, cli) -> None:
+    # one process, as a notebook or a test runner: a --no-raw run, then a rescore of a run
+    # that kept its raw replies, keeps them
+    project = make_suite(helper=SYNC, config=LINEUP, cases=cases())
+    logs = project / "log" / "agent-evals"
+    assert cli("compare", "--local", "-m", "fake/echo", cwd=project)[0] == 0
+    kept = sorted(logs.glob("*.json"))
+    assert cli("compare", "--local", "--no-raw", "-m", "fake/echo")[0] == 0
+    before = {p.name for p in logs.glob("*.json")}
+    code, _, err = cli("rescore", *map(str, kept))
+    assert code == 0, err
+    rescored = [p for p in logs.glob("*.json") if p.name not in before]
+    assert len(rescored) == len(kept)
+    rows = [row for p in rescored for row in json.loads(p.read_text())["rows"]]
+    assert rows and all(row["raw"] is not None for row in rows)
+
+
 BLOCKING = (
     EXACT_HELPER
     + """
