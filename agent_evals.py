@@ -62,9 +62,6 @@ if TYPE_CHECKING:
 
 __version__ = "0.1.0"
 
-# internal records are never compared: no __eq__ to build at import, which every start pays for
-_record = dataclass(eq=False)
-
 __all__ = [
     # values
     "Case",
@@ -381,7 +378,7 @@ class SchemaValidator:
             kind = spec.get("type")
             if kind not in self.TYPES:
                 raise ConfigError(
-                    f"schema field {name}: unknown type {kind!r}{_hint(kind, self.TYPES)}; "
+                    f"schema field {name}: unknown type {kind!r}{_hint(str(kind), self.TYPES)}; "
                     f"known: {', '.join(self.TYPES)}"
                 )
             if kind in ("enum", "multi_enum") and not spec.get("enum"):
@@ -765,7 +762,9 @@ class _TransportError(OSError):
     """The server broke HTTP/1.1 (a bad status line, a truncated body): worth a retry."""
 
 
-def _response(buffer: bytes, closed: bool) -> tuple[int, dict[str, str], bytes, bool, int] | None:
+def _response(
+    buffer: bytes | bytearray, closed: bool
+) -> tuple[int, dict[str, str], bytes | bytearray, bool, int] | None:
     """The first complete HTTP/1.1 response in ``buffer``: (status, headers, body, keep the
     connection, where it ends), or None while more is to come. ``closed``: the server has
     closed the connection, so the buffer is all there will be (never None then).
@@ -790,6 +789,7 @@ def _response(buffer: bytes, closed: bool) -> tuple[int, dict[str, str], bytes, 
         if not 100 <= status < 200:
             break
     fields = {}
+    body: bytes | bytearray
     for line in lines:
         name, _, value = line.partition(":")
         fields[name.strip().lower()] = value.strip()
@@ -819,9 +819,9 @@ def _response(buffer: bytes, closed: bool) -> tuple[int, dict[str, str], bytes, 
     return status, fields, body, fields.get("connection", "").lower() != "close", end
 
 
-def _dechunk(buffer: bytes, at: int, closed: bool) -> tuple[bytes, int] | None:
+def _dechunk(buffer: bytes | bytearray, at: int, closed: bool) -> tuple[bytes, int] | None:
     """A chunked body starting at ``at``: (the body, where it ends), or None while incomplete."""
-    chunks = []
+    chunks: list[bytes | bytearray] = []
     while (eol := buffer.find(b"\r\n", at)) != -1:
         size = int(buffer[at:eol].split(b";")[0].strip() or b"0", 16)
         at = eol + 2
@@ -887,7 +887,9 @@ class _Wire:
         body = body or b""
         return b"%s\r\nContent-Length: %d\r\n\r\n%s" % (self.head[3], len(body), body)
 
-    def take(self, response: tuple[int, dict[str, str], bytes, bool, int]) -> tuple[int, dict[str, str], bytes, bool]:
+    def take(
+        self, response: tuple[int, dict[str, str], bytes | bytearray, bool, int]
+    ) -> tuple[int, dict[str, str], bytes, bool]:
         status, fields, body, keep, end = response
         del self.buffer[:end]
         return status, fields, bytes(body), keep
@@ -1132,7 +1134,7 @@ class _AsyncHTTP:
             else:
                 secure = _tls_context() if scheme == "https" else None
                 opening = loop.create_connection(
-                    lambda: _Exchange(loop, host, port),
+                    lambda: _Exchange(loop, host, port),  # type: ignore[type-var]  # a protocol by duck typing
                     host,
                     port,
                     ssl=secure,
@@ -1308,7 +1310,7 @@ class OpenRouter(Provider):
             )
         if choice.get("finish_reason") == "error" or choice.get("error"):
             raise ProviderError(f"openrouter: {model.id}: HTTP {status}: {_error_text(choice, b'finish_reason error')}")
-        usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
+        usage: dict[str, Any] = data["usage"] if isinstance(data.get("usage"), dict) else {}
         tokens_in, tokens_out = _count(usage.get("prompt_tokens")), _count(usage.get("completion_tokens"))
         cost = _price(usage.get("cost"))
         if cost is None:
@@ -1316,7 +1318,7 @@ class OpenRouter(Provider):
                 with self._lock:
                     self.bad_costs.add(model.id)
             cost = self._cost(model.id, tokens_in, tokens_out)
-        message = choice.get("message") if isinstance(choice.get("message"), dict) else {}
+        message: dict[str, Any] = choice["message"] if isinstance(choice.get("message"), dict) else {}
         text = message.get("content")
         return Completion(
             text=text if isinstance(text, str) else "" if text is None else _json_dumps(text),
@@ -1756,7 +1758,7 @@ class Tracker:
 # ═══════════════════════════════════════════════════════════════════════════════
 
 
-@_record
+@dataclass(eq=False)  # internal records are never compared: no __eq__ to build at import
 class _Configuration:
     suite: str | None = None
     root: Path | None = None
@@ -1803,7 +1805,7 @@ def _reset_configuration() -> None:
 # ═══════════════════════════════════════════════════════════════════════════════
 
 
-@_record
+@dataclass(eq=False)  # internal records are never compared: no __eq__ to build at import
 class _Defaults:
     effort: list[str] = field(default_factory=lambda: ["default"])
     temperature: list[float | None] = field(default_factory=lambda: [None])
@@ -1814,7 +1816,7 @@ class _Defaults:
     transport: dict[str, float] = field(default_factory=dict)  # timeout, retries, ... as Provider names them
 
 
-@_record
+@dataclass(eq=False)  # internal records are never compared: no __eq__ to build at import
 class _Config:
     """The parsed ``.agent-eval.config.yml``."""
 
@@ -2202,20 +2204,25 @@ def _resolve_object(spec: str, key: str, where: str) -> Any:
         raise ConfigError(f"{where}: {key}: {spec}: module {module_name} has no {attr}{_hint(attr, names)}") from None
 
 
-def _forget_modules(suite_module: Callable[[str, Path | None], bool]) -> None:
-    """Drop the modules a suite loaded before from ``sys.modules``, so that loading it again
-    (a second ``main()`` in one process: a notebook, a test runner) runs what they register
-    with ``configure()`` at import again, instead of silently losing it."""
+def _forget_modules(*, under: Path | None = None, named: str | None = None) -> None:
+    """Drop from ``sys.modules`` the modules a suite loaded before (those whose file is
+    ``under`` its project, or the package ``named`` and its submodules), so that loading it
+    again (a second ``main()`` in one process: a notebook, a test runner) runs what they
+    register with ``configure()`` at import again, instead of silently losing it."""
     for name, module in list(sys.modules.items()):
         if name == "__main__" or getattr(module, "__dict__", None) is globals():
             continue
-        file = getattr(module, "__file__", None)
-        try:
-            path = Path(file).resolve() if isinstance(file, str) else None
-        except (OSError, ValueError):
-            continue
-        if suite_module(name, path):
+        if named is not None and (name == named or name.startswith(f"{named}.")):
             del sys.modules[name]
+        elif under is not None and isinstance(file := getattr(module, "__file__", None), str):
+            try:
+                path = Path(file).resolve()
+            except (OSError, ValueError):
+                continue
+            # a virtualenv inside the project holds installed packages: never imported twice
+            installed = not path.parts or {"site-packages", "dist-packages"} & set(path.parts)
+            if path.is_relative_to(under) and not installed:
+                del sys.modules[name]
 
 
 def _import_module(name: str, key: str, value: str, where: str) -> Any:
@@ -2232,7 +2239,7 @@ def _import_module(name: str, key: str, value: str, where: str) -> Any:
         raise SuiteError(f"{where}: {key}: importing {name} raised {_describe(e)[0]}") from None
 
 
-@_record
+@dataclass(eq=False)  # internal records are never compared: no __eq__ to build at import
 class _Suite:
     """Everything discovery found: the suite's objects, its root and its lineup file."""
 
@@ -2265,7 +2272,7 @@ def _load_suite(helper_flag: str | None, config_flag: str | None) -> _Suite:
     helper, config_path, evals = _find_suite(helper_flag, config_flag)
     _reset_configuration()
     project_root = evals.parent
-    _forget_modules(lambda name, file: file is not None and file.is_relative_to(project_root.resolve()))
+    _forget_modules(under=project_root.resolve())
     if helper:
         _load_helper(helper)
     if str(project_root) not in sys.path:
@@ -2274,7 +2281,7 @@ def _load_suite(helper_flag: str | None, config_flag: str | None) -> _Suite:
     where = _display(config_path)
     requires = data.get("require") or []
     for name in _as_list(requires, where, "require"):
-        _forget_modules(lambda module, _file, name=name: module == name or module.startswith(f"{name}."))
+        _forget_modules(named=name)
         _import_module(name, "require", name, where)
     conf = _configuration
     for key in ("adapter", "scorer"):
@@ -2293,7 +2300,8 @@ def _load_suite(helper_flag: str | None, config_flag: str | None) -> _Suite:
             f"configure(adapter=..., scorer=...) or name them with adapter: and scorer: in {where}"
         )
     providers = [*reversed(conf.providers), *_builtin_providers()]
-    trackers = {cls.name: cls for cls in [LocalTracker, Braintrust, Logfire, *conf.trackers]}
+    classes: list[type[Tracker]] = [LocalTracker, Braintrust, Logfire, *conf.trackers]
+    trackers = {cls.name: cls for cls in classes}
     _SECRET_KEYS.update(key for p in providers for key in p.env_keys or ())
     _SECRET_KEYS.update(t.env_key for t in trackers.values() if t.env_key)
     _Secrets.refresh()
@@ -2339,7 +2347,7 @@ def _scorer_metrics(scorer: Any) -> list[Metric]:
 # ═══════════════════════════════════════════════════════════════════════════════
 
 
-@_record
+@dataclass(eq=False)  # internal records are never compared: no __eq__ to build at import
 class _Loaded:
     cases: list[Case]
     problems: list[tuple[str, str]]  # (case key, "path: problem") for verify to report
@@ -2658,7 +2666,7 @@ def _matches(case: Case | _Found, selector: str) -> bool:
 # ═══════════════════════════════════════════════════════════════════════════════
 
 
-@_record
+@dataclass(eq=False)  # internal records are never compared: no __eq__ to build at import
 class _Overrides:
     """What flags set; each beats the config file, which beats the defaults."""
 
@@ -2668,7 +2676,7 @@ class _Overrides:
     parallelism: int | None = None
 
 
-@_record
+@dataclass(eq=False)  # internal records are never compared: no __eq__ to build at import
 class _Lineup:
     contenders: list[tuple[Contender, Provider]]
     refused: list[str]
@@ -2785,7 +2793,7 @@ class Experiment:
         contender: Contender,
         provider: Provider,
         dataset: str,
-        cases: list[Case],
+        cases: Sequence[Case],
         parallelism: int,
         repeat: int = 1,
     ) -> None:
@@ -3295,10 +3303,10 @@ class _Running:
                 for i, r in enumerate(self.results)
                 if r is None
             ]
-            for result in self.results[self.recorded :]:  # what finished after a gap
-                if result is not None:
+            for late in self.results[self.recorded :]:  # what finished after a gap
+                if late is not None:
                     for tracker in run.trackers:
-                        run.call(tracker, "record", result)
+                        run.call(tracker, "record", late)
             run.close_journal(self.journal)
         x.duration = time.perf_counter() - self.started
         summary = _summarize(x.results, run.suite.metrics, x.duration)
@@ -4283,10 +4291,10 @@ class LocalTracker(Tracker):
                     file.write(f"{',' if n else ''}\n    {line}")
                 # each case's input and expected once (not per row or repeat): the HTML report's drill-down
                 file.write('\n  ],\n  "cases": {')
-                for n, c in enumerate({r.case.id: r.case for r in experiment.results}.values()):
-                    entry = {"input": c.input, "expected": c.expected}
+                for n, case in enumerate({r.case.id: r.case for r in experiment.results}.values()):
+                    entry = {"input": case.input, "expected": case.expected}
                     text = _redact_json(_json_dumps(entry), entry)
-                    file.write(f"{',' if n else ''}\n    {_json_dumps(c.id)}: {text}")
+                    file.write(f"{',' if n else ''}\n    {_json_dumps(case.id)}: {text}")
                 file.write("\n  }\n}\n")
             os.replace(tmp, path)
         except OSError as e:  # a full disk: no half-written log, and the run names the file
@@ -4437,7 +4445,7 @@ class Logfire(Tracker):
                     )
                 return result
 
-            wrapper = _ExportProxy(inner, export)  # force_flush says success even when exports fail
+            wrapper: Any = _ExportProxy(inner, export)  # force_flush says success even when exports fail
             resource = Resource.create({"service.name": "agent-evals", "service.version": __version__})
             self.provider = TracerProvider(resource=resource, shutdown_on_exit=False)
             self.provider.add_span_processor(BatchSpanProcessor(wrapper))
@@ -5123,7 +5131,8 @@ def _row_values(record: Mapping[str, Any], metric: str) -> dict[str, float]:
 
 def _row_errors(record: Mapping[str, Any]) -> tuple[set[str], set[str]]:
     """(cases with a run that raised, cases with a run that answered) of a logged experiment."""
-    raised, answered = set(), set()
+    raised: set[str] = set()
+    answered: set[str] = set()
     for row in record.get("rows", ()):
         (raised if row.get("error") else answered).add(str(row["case"]))
     return raised, answered
@@ -5191,16 +5200,16 @@ def _compare_runs(
             if raised_a or raised_b:
                 # a case that raises now and answered before against the reverse, by McNemar:
                 # one transient network error does not fail a gate, half the cases raising does
-                shared = len((raised_a | answered_a) & (raised_b | answered_b)) or 1
+                both = len((raised_a | answered_a) & (raised_b | answered_b)) or 1
                 p = _mcnemar_mid_p(fixed, raised + fixed)
-                test = _Paired((fixed - raised) / shared, p, shared, "McNemar mid-p")
+                test = _Paired((fixed - raised) / both, p, both, "McNemar mid-p")
                 rates = len(raised_a) / cases, len(raised_b) / cases
                 changes.append(_Change(record["dataset"], record["contender"], ERRORS, *rates, test, raised, fixed))
     for metric in [*metrics, ERRORS]:  # Holm over each metric's family of experiments
         family = [i for i, c in enumerate(changes) if c.metric == metric and c.paired is not None]
         adjusted = _holm([changes[i].paired.p for i in family])  # type: ignore[union-attr]
-        for i, p in zip(family, adjusted, strict=True):
-            paired = dataclasses.replace(changes[i].paired, adjusted=p)  # type: ignore[type-var]
+        for i, holm_p in zip(family, adjusted, strict=True):
+            paired = dataclasses.replace(changes[i].paired, adjusted=holm_p)  # type: ignore[type-var]
             changes[i] = dataclasses.replace(changes[i], paired=paired)
     return changes
 
@@ -5262,7 +5271,7 @@ def _render_changes(changes: Sequence[_Change], style: str, primary: str | None 
     return "\n".join(lines)
 
 
-@_record
+@dataclass(eq=False)  # internal records are never compared: no __eq__ to build at import
 class _Gates:
     """The CI gates a run was given; each failure is one line naming the gate and the figures."""
 
@@ -5895,12 +5904,12 @@ def _load_env_file(path: Path) -> int:
         line = raw[: e.start].count(b"\n") + 1
         raise ConfigError(f"{where}:{line}: not UTF-8 text ({e.reason} at byte {e.start}); save it as UTF-8") from None
     count = 0
-    for number, line in enumerate(text.splitlines(), 1):
-        if not line.strip() or line.lstrip().startswith("#"):
+    for number, entry in enumerate(text.splitlines(), 1):
+        if not entry.strip() or entry.lstrip().startswith("#"):
             continue
-        if "\x00" in line:
+        if "\x00" in entry:
             raise ConfigError(f"{where}:{number}: a NUL byte; remove it")
-        match = _ENV_LINE.match(line)
+        match = _ENV_LINE.match(entry)
         if not match:
             raise ConfigError(f"{where}:{number}: expected KEY=value")
         key, value = match.groups()
@@ -6317,11 +6326,11 @@ def _cmd_verify(args: argparse.Namespace) -> int:
         problems += _suite_problems(suite, dataset, group)
     for problem in problems:
         print(problem)
-    datasets = len({c.dataset for c in cases})
+    count = len({c.dataset for c in cases})
     if problems:
-        print(f"{len(problems)} problem{'s' if len(problems) != 1 else ''} in {len(cases)} cases, {datasets} datasets")
+        print(f"{len(problems)} problem{'s' if len(problems) != 1 else ''} in {len(cases)} cases, {count} datasets")
         return EXIT_FAILED
-    print(f"ok: {len(cases)} cases, {datasets} datasets, {len(lineup.contenders)} contenders")
+    print(f"ok: {len(cases)} cases, {count} datasets, {len(lineup.contenders)} contenders")
     return EXIT_OK
 
 
@@ -6366,8 +6375,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     parallelism = args.parallelism or suite.config.defaults.parallelism
     repeat = args.repeat or suite.config.defaults.repeat
     experiments = [
-        Experiment(contender, provider, dataset, cases, parallelism, repeat)
-        for dataset, cases in by_dataset.items()
+        Experiment(contender, provider, dataset, group, parallelism, repeat)
+        for dataset, group in by_dataset.items()
         for contender, provider in lineup.contenders
     ]
     contenders = [c for c, _ in lineup.contenders]
@@ -6405,8 +6414,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     previous, resumed_from = {}, None
     if args.resume:
         resumed_from, files = _resume_files(args.resume, log_dir)
-        cases = [case for group in by_dataset.values() for case in group]
-        previous = _load_previous(_read_records(files, "--resume"), cases, args.retry_errors)
+        every = [case for group in by_dataset.values() for case in group]
+        previous = _load_previous(_read_records(files, "--resume"), every, args.retry_errors)
         skipped = sum(len(v) for v in previous.values())
         print(f"resume: {skipped} finished cases from the run of {resumed_from} are not asked again", file=sys.stderr)
     baseline = _read_run(args.baseline, log_dir, "--baseline") if args.baseline else None

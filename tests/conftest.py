@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import sys
 from collections.abc import Callable, Mapping
@@ -180,3 +181,12 @@ def asks(request) -> Callable[..., list]:
 def ask(asks) -> Callable[..., object]:
     """``ask(model, **kwargs)``: one completion through either transport."""
     return lambda model, **kwargs: asks(model, [kwargs])[0]
+
+
+def needs(module: str) -> pytest.MarkDecorator:
+    """Skip one test, not its module, when an optional package is missing (the dev extra brings them all)."""
+    try:
+        found = importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:  # its parent package is missing
+        found = False
+    return pytest.mark.skipif(not found, reason=f"needs {module}: pip install -e '.[dev]'")

@@ -165,8 +165,12 @@ def test_help_imports_no_network_or_thread_pool_modules() -> None:
 
 def test_stdout_carries_only_tables(toy: Path) -> None:
     result = agent_evals("compare", "--local", cwd=toy)
+    assert result.returncode == 0, result.stderr
     lines = [line for line in result.stdout.splitlines() if line]
+    # every line is a table's, the best-value, power or glossary lines, never a message
+    assert lines[0].startswith("┌") and "leaderboard: all datasets" in result.stdout
     assert all(not line.startswith(("warning", "note", "error", "logs:")) for line in lines)
+    assert "logs: log/agent-evals (" in result.stderr and "warning: typesafe/jev-latest refused" in result.stderr
 
 
 def test_closed_pipe_ends_quietly(

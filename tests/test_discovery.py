@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import sys
 
 from conftest import CONFIG, ROOT, write
 
@@ -182,6 +183,8 @@ def test_a_suite_loaded_twice_in_one_process_keeps_what_its_modules_register(tmp
     project = tmp_path / "toy"
     shutil.copytree(ROOT / "examples" / "toy_suite", project, ignore=shutil.ignore_patterns("log"))
     monkeypatch.syspath_prepend(str(project))
+    for name in [m for m in sys.modules if m == "toy_suite" or m.startswith("toy_suite.")]:
+        monkeypatch.delitem(sys.modules, name)  # the first load imports the copy's package
     for _ in range(2):
         code, out, err = cli("compare", "--local", cwd=project)
         assert code == 0, err

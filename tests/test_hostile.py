@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-import agent_evals as ae
 from conftest import CONFIG, case_files, read_logs
 
 CFG = "evals/.agent-eval.config.yml"
@@ -247,34 +246,3 @@ ae.configure(adapter=ae.EchoAdapter(), scorer=S(), providers=[ae.FakeProvider()]
     assert "warning: " not in err  # an array is valid JSON: only the scorer can object
     (log,) = read_logs(project)
     assert log["rows"][1]["error"] == "AttributeError: 'list' object has no attribute 'items'"
-
-
-hypothesis = pytest.importorskip("hypothesis")
-from hypothesis import HealthCheck, given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
-
-KEYS = [*ae._TOP_KEYS, *ae._DEFAULT_KEYS, *ae._ENTRY_KEYS, "fake", "typesafe", "local", "x"]
-scalars = (
-    st.none()
-    | st.booleans()
-    | st.integers(-3, 10)
-    | st.floats(allow_nan=True)
-    | st.sampled_from([*ae.EFFORTS, "prompt", "typesafe", "echo", "", "x"])
-)
-documents = st.recursive(
-    scalars,
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.sampled_from(KEYS), inner, max_size=4),
-    max_leaves=12,
-)
-
-
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.dictionaries(st.sampled_from(KEYS), documents, max_size=6))
-def test_generated_config_documents_load_or_raise_the_tools_own_error(data) -> None:
-    providers = [ae.FakeProvider(), *ae._builtin_providers()]
-    try:
-        config = ae._parse_config(data, ae.Path("evals/.agent-eval.config.yml"), ae._request_types(providers), [])
-    except ae.ConfigError as e:
-        assert str(e).startswith("evals/.agent-eval.config.yml: ") and "\n" not in str(e)
-    else:
-        assert config.request_types and isinstance(config.vendors, dict)

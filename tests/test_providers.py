@@ -10,7 +10,7 @@ import pytest
 from servers import Answer, OpenAICompatible, chat_answer
 
 import agent_evals as ae
-from conftest import HELPER, ROOT, read_logs
+from conftest import HELPER, ROOT, needs, read_logs
 
 CUSTOM = """
 import agent_evals as ae
@@ -137,7 +137,7 @@ def test_the_completion_scripts_come_from_the_parser(tmp_path) -> None:
 
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # as the provider sets it: no download at import
-litellm = pytest.importorskip("litellm", reason="the litellm extra is installed in CI")
+needs_litellm = needs("litellm")
 
 LITELLM_LINEUP = """
 request_types: [prompt]
@@ -160,6 +160,7 @@ def routed(monkeypatch):
         yield server
 
 
+@needs_litellm
 def test_litellm_over_its_openai_route_to_a_local_server(routed, make_suite, cli) -> None:
     config = LITELLM_LINEUP.replace("openai/gpt-4o-mini", "openai/o3-mini")
     project = make_suite(config=config)
@@ -179,6 +180,7 @@ def test_litellm_over_its_openai_route_to_a_local_server(routed, make_suite, cli
         assert "sk-litellm-test-key" not in path.read_text()
 
 
+@needs_litellm
 def test_litellm_drops_an_effort_the_model_does_not_take(routed, make_suite, cli) -> None:
     project = make_suite(config=LITELLM_LINEUP.replace("      effort: [default, high]\n", "      effort: high\n"))
     code, _, err = cli("compare", "--local", cwd=project)
@@ -199,6 +201,7 @@ ASYNC_ADAPTER = HELPER.replace(
 )
 
 
+@needs_litellm
 @pytest.mark.parametrize("adapter", ["sync", "async"])
 def test_litellm_errors_are_retried_or_counted(routed, make_suite, cli, adapter) -> None:
     seen: dict[str, int] = {}
@@ -229,6 +232,7 @@ def test_litellm_errors_are_retried_or_counted(routed, make_suite, cli, adapter)
     assert "│ 100.0% ±0.0 │" not in out and "│      1 │" in out
 
 
+@needs_litellm
 def test_litellm_missing_key_fails_before_any_call(routed, make_suite, cli, monkeypatch) -> None:
     monkeypatch.delenv("OPENAI_API_KEY")
     project = make_suite(config=LITELLM_LINEUP)

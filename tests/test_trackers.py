@@ -5,13 +5,12 @@ from __future__ import annotations
 import builtins
 import sys
 
-import pytest
 from servers import Answer, OpenAICompatible
 
-from conftest import EXACT_HELPER, case_files, read_logs
+from conftest import EXACT_HELPER, case_files, needs, read_logs
 
-otel = pytest.importorskip("opentelemetry.sdk", reason="the logfire extra is installed in CI")
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest  # noqa: E402
+needs_otel = needs("opentelemetry.sdk")
+needs_braintrust = needs("braintrust")
 
 SUITE = """
 import builtins
@@ -43,6 +42,7 @@ def attributes(span) -> dict:
     return dict(span.attributes)
 
 
+@needs_otel
 def test_logfire_spans_one_per_experiment_with_a_child_per_case(make_suite, cli, monkeypatch) -> None:
     monkeypatch.setenv("LOGFIRE_TOKEN", "pylf_v1_us_testtoken")
     project = make_suite(helper=SUITE, config=LINEUP)
@@ -69,6 +69,7 @@ def test_logfire_spans_one_per_experiment_with_a_child_per_case(make_suite, cli,
     del builtins._agent_evals_spans
 
 
+@needs_otel
 def test_include_replies_sends_the_raw_reply(make_suite, cli, monkeypatch) -> None:
     monkeypatch.setenv("LOGFIRE_TOKEN", "pylf_v1_us_testtoken")
     project = make_suite(
@@ -87,6 +88,8 @@ def receiver(status: int = 200) -> OpenAICompatible:
 
 
 def decode(request) -> list[tuple[str, dict]]:
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
     message = ExportTraceServiceRequest()
     message.ParseFromString(request.body)
     out = []
@@ -102,6 +105,7 @@ PLAIN = EXACT_HELPER + "ae.configure(providers=[ae.FakeProvider()])\n"
 ONE = "request_types: [prompt]\nvendors:\n  fake:\n    - model: echo\n"
 
 
+@needs_otel
 def test_logfire_end_to_end_through_the_real_otlp_exporter(make_suite, cli, monkeypatch) -> None:
     with receiver() as server:
         monkeypatch.setenv("LOGFIRE_TOKEN", "pylf_v1_us_secrettoken")
@@ -122,6 +126,7 @@ def test_logfire_end_to_end_through_the_real_otlp_exporter(make_suite, cli, monk
     assert "pylf_v1_us_secrettoken" not in err
 
 
+@needs_otel
 def test_otel_variables_win_over_the_token(make_suite, cli, monkeypatch) -> None:
     with receiver() as server:
         monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", server.url + "/otel")
@@ -134,6 +139,7 @@ def test_otel_variables_win_over_the_token(make_suite, cli, monkeypatch) -> None
     ].headers
 
 
+@needs_otel
 def test_an_export_failure_is_one_line_and_the_run_is_complete(make_suite, cli, monkeypatch) -> None:
     with receiver(401) as server:
         monkeypatch.setenv("LOGFIRE_TOKEN", "pylf_v1_us_badtoken1")
@@ -145,6 +151,7 @@ def test_an_export_failure_is_one_line_and_the_run_is_complete(make_suite, cli, 
     assert "│ ds      │ fake/echo │" in out and len(read_logs(project)[0]["rows"]) == 4
 
 
+@needs_otel
 def test_logfire_without_its_token_or_package(make_suite, cli, monkeypatch) -> None:
     project = make_suite(helper=PLAIN, config=ONE)
     code, _, err = cli("compare", "--tracker", "logfire", cwd=project)
@@ -152,9 +159,6 @@ def test_logfire_without_its_token_or_package(make_suite, cli, monkeypatch) -> N
     monkeypatch.setitem(sys.modules, "opentelemetry.sdk", None)
     code, _, err = cli("compare", "--tracker", "logfire")
     assert code == 2 and "package opentelemetry.sdk is not installed (pip install 'agent-evals[logfire]')" in err
-
-
-pytest.importorskip("braintrust", reason="the braintrust extra is installed in CI")
 
 
 class FakeBraintrust(OpenAICompatible):
@@ -180,6 +184,7 @@ class FakeBraintrust(OpenAICompatible):
         return [row for r in self.requests if r.path.startswith("/logs3") for row in r.body["rows"] if "input" in row]
 
 
+@needs_braintrust
 def test_braintrust_gets_one_row_per_case_through_the_real_sdk(make_suite, cli, monkeypatch) -> None:
     with FakeBraintrust() as server:
         monkeypatch.setenv("BRAINTRUST_APP_URL", server.url)
@@ -204,6 +209,7 @@ def b_of(server, path):
     return next(r.body for r in server.requests if r.path.startswith(path))
 
 
+@needs_braintrust
 def test_braintrust_needs_a_project_and_its_package(make_suite, cli, monkeypatch) -> None:
     monkeypatch.setenv("BRAINTRUST_API_KEY", "bt-test-key-123456")
     project = make_suite(helper=PLAIN, config=ONE)
