@@ -36,29 +36,20 @@ metric of ``None`` does not apply and is skipped in its mean; a contender whose
 request type the suite does not declare is refused by name, never scored.
 
 Standard library only; PyYAML reads the config file. Public names: ``__all__``.
+
+The file reads top to bottom, each section using only what stands above it:
+errors · small helpers · values · what a suite writes · discovery and the config file ·
+cases · the lineup · HTTP/1.1 transport · built-in providers · the runner · statistics ·
+trackers · logs and journals · the response cache · rendering · baselines and gates ·
+the HTML report · terminal I/O · the command line.
+
+Four names are used before their section (``tests/test_api.py`` keeps the count):
+discovery lists the built-in providers and trackers (``_builtin_providers``,
+``_builtin_trackers``), and the runner summarizes each experiment (``_summarize``, in
+statistics) and tells the local log's write failures apart (``LocalTracker``).
 """
 
 from __future__ import annotations
-
-import argparse
-import contextlib
-import dataclasses
-import importlib
-import inspect
-import json
-import math
-import os
-import re
-import sys
-import threading
-import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
-
-TYPE_CHECKING = False  # typing is for the checker only: importing it would slow every start
-if TYPE_CHECKING:
-    from typing import Any, ClassVar
 
 __version__ = "0.1.0"
 
@@ -67,10 +58,12 @@ __all__ = [
     "Case",
     "Completion",
     "Contender",
+    "Experiment",
     "Metric",
     "Reply",
     "RunResult",
     "Score",
+    "Summary",
     "Usage",
     # what a suite subclasses or calls
     "Adapter",
@@ -99,6 +92,26 @@ __all__ = [
     # the command line
     "main",
 ]
+
+import argparse
+import contextlib
+import dataclasses
+import importlib
+import inspect
+import json
+import math
+import os
+import re
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+TYPE_CHECKING = False  # typing is for the checker only: importing it would slow every start
+if TYPE_CHECKING:
+    from typing import Any, ClassVar
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -168,6 +181,11 @@ class SuiteError(EvalError):
     """The suite's own code (helper, adapter, scorer) failed where it must not."""
 
 
+# ═══════════════════════════════════════════════════════════════════════════════
+# Small helpers used everywhere: hints, JSON, secrets, the stop flag, suite faults
+# ═══════════════════════════════════════════════════════════════════════════════
+
+
 def _hint(name: str, known: Iterable[str]) -> str:
     """' (did you mean "x"?)' for the nearest known name, or ''."""
     import difflib
@@ -197,6 +215,324 @@ def _display(path: Path | str) -> str:
         return str((path.parent.resolve() / path.name).relative_to(Path.cwd().resolve()))
     except ValueError:
         return str(path)
+
+
+class _Stop:
+    """The run's stop flag: set by Ctrl-C or by an error that ends the run; waits end at once.
+    ``interrupted`` is set only by the user's own Ctrl-C (the command's SIGINT handler), so a
+    KeyboardInterrupt that suite code raises by itself is told apart from it."""
+
+    def __init__(self) -> None:
+        self.event = threading.Event()
+        self.reason: str | None = None
+        self.interrupted = threading.Event()
+
+    def reset(self) -> None:
+        self.event.clear()
+        self.interrupted.clear()
+        self.reason = None
+
+    def set(self, reason: str) -> None:
+        if not self.event.is_set():
+            self.reason = reason
+            self.event.set()
+
+    def wait(self, seconds: float) -> bool:
+        """Sleep up to ``seconds``; True when the run was stopped meanwhile."""
+        return self.event.wait(seconds)
+
+
+_stop = _Stop()
+
+
+# What suite code may raise (anything at all: see ``_suite_fault``), caught at every hook.
+_SUITE_EXCEPTIONS = BaseException
+
+
+def _reraise_ctrl_c(error: BaseException) -> None:
+    """Inside ``except _SUITE_EXCEPTIONS``: the user's own Ctrl-C goes on as one."""
+    if not _suite_fault(error):
+        raise error
+
+
+def _suite_fault(error: BaseException) -> bool:
+    """Whether ``error``, raised by suite code, is that code's own failure: any exception at
+    all, SystemExit, GeneratorExit and BaseException subclasses included, and a
+    KeyboardInterrupt the code raised itself. Only the user's Ctrl-C (which reaches the
+    main thread alone) and asyncio's own cancellation go on as what they are."""
+    if isinstance(error, KeyboardInterrupt):
+        return not _stop.interrupted.is_set() or threading.current_thread() is not threading.main_thread()
+    asyncio = sys.modules.get("asyncio")
+    return not (asyncio is not None and isinstance(error, asyncio.CancelledError))
+
+
+_DECODER = json.JSONDecoder()
+
+
+def _first_json_object(text: str) -> Any:
+    """The first JSON object in ``text``; ValueError when there is none."""
+    start = text.find("{")
+    while start != -1:
+        try:
+            return _DECODER.raw_decode(text, start)[0]
+        except ValueError:
+            start = text.find("{", start + 1)
+    raise ValueError("no JSON object in the reply")
+
+
+def _safe_name(text: str) -> str:
+    """A file-name-safe rendering of any model id or label (no ``/``, no spaces), short
+    enough for any file system with a stamp after it: a longer one keeps its start and a
+    hash of the whole, so two long names never collide.
+
+    >>> _safe_name("ds--openai/gpt 4"), len(_safe_name("x" * 500))
+    ('ds--openai-gpt-4', 160)
+    """
+    name = re.sub(r"[^A-Za-z0-9._=-]+", "-", text).strip("-.") or "experiment"
+    if len(name) > 160:
+        import hashlib
+
+        name = f"{name[:143]}-{hashlib.sha256(name.encode()).hexdigest()[:16]}"
+    return name
+
+
+def _describe(error: BaseException) -> tuple[str, str]:
+    """An exception as the log keeps it: ``Type: message`` and a short traceback, secrets masked."""
+    import traceback
+
+    try:
+        message = f"sys.exit({error.code!r}) was called" if isinstance(error, SystemExit) else str(error)
+    except Exception:  # a message that cannot be read must not lose the row
+        message = "(its message could not be read)"
+    try:
+        trace = "".join(traceback.format_exception(type(error), error, error.__traceback__, limit=-4))
+    except Exception:
+        trace = ""
+    return _redact(f"{type(error).__name__.lstrip('_')}: {message}"), _redact(trace)
+
+
+def _json_dumps(value: Any, **kwargs: Any) -> str:
+    """JSON as the logs hold it: valid JSON always (NaN and the like are refused by the
+    encoder, then written as ``_jsonable`` converts them)."""
+    try:
+        if kwargs:
+            return json.dumps(value, ensure_ascii=False, default=_json_default, allow_nan=False, **kwargs)
+        return _ENCODER.encode(value)  # one encoder for the run: a row a case is the hot path
+    except (ValueError, TypeError, RecursionError, OverflowError):
+        return json.dumps(_jsonable(value), ensure_ascii=False, allow_nan=False, **kwargs)
+
+
+def _json_default(value: Any) -> Any:
+    """What the encoder cannot write itself, converted as ``_jsonable`` does."""
+    if isinstance(value, set | frozenset | tuple):
+        return _sorted_if_possible(value) if isinstance(value, set | frozenset) else list(value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
+    return _jsonable(value, depth=_MAX_DEPTH - 1)
+
+
+_ENCODER = json.JSONEncoder(ensure_ascii=False, default=_json_default, allow_nan=False)
+_MAX_DEPTH = 100  # deeper than this, a value is not written to a log
+
+
+class _Unwritable(ValueError):
+    """A value no log can hold (it contains itself, or nests too deep): names where."""
+
+
+def _jsonable(value: Any, where: str = "value", depth: int = 0, seen: frozenset[int] = frozenset()) -> Any:
+    """``value`` as plain JSON, converted the way the README states: keys that are not
+    strings become their ``str``; sets and tuples become lists; bytes become text (bad
+    UTF-8 as ``\\\\xNN``); NaN and infinities become the strings ``"NaN"``,
+    ``"Infinity"``, ``"-Infinity"``; an integer too long for ``str`` becomes a hex
+    string; any other object its ``repr``. A value that contains itself, or nests
+    deeper than 100 levels, raises ``_Unwritable`` naming the place.
+
+    >>> _jsonable({(1, 2): {3}, "x": float("nan"), "b": b"hi"})
+    {'(1, 2)': [3], 'x': 'NaN', 'b': 'hi'}
+    """
+    if value is None or isinstance(value, str | bool):
+        return value
+    if isinstance(value, int):
+        return value if value.bit_length() <= 14000 else hex(value)  # str() refuses past 4,300 digits
+    if isinstance(value, float):
+        return (
+            value if math.isfinite(value) else ("NaN" if value != value else ("Infinity" if value > 0 else "-Infinity"))
+        )
+    if isinstance(value, bytes | bytearray):
+        return bytes(value).decode("utf-8", errors="backslashreplace")
+    if depth >= _MAX_DEPTH:
+        raise _Unwritable(f"{where} nests more than {_MAX_DEPTH} levels deep")
+    if id(value) in seen:
+        raise _Unwritable(f"{where} contains itself")
+    inner = seen | {id(value)}
+    if isinstance(value, Mapping):
+        return {
+            (k if isinstance(k, str) else str(k)): _jsonable(v, f"{where}[{k!r}]", depth + 1, inner)
+            for k, v in value.items()
+        }
+    if isinstance(value, list | tuple | set | frozenset):
+        items = value if isinstance(value, list | tuple) else _sorted_if_possible(value)
+        return [_jsonable(v, f"{where}[{n}]", depth + 1, inner) for n, v in enumerate(items)]
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        fields = {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
+        return _jsonable(fields, where, depth + 1, inner)
+    if isinstance(value, Path):
+        return str(value)
+    try:
+        return repr(value)
+    except Exception:
+        return f"<{type(value).__name__}>"
+
+
+def _sorted_if_possible(items: Iterable[Any]) -> list[Any]:
+    try:
+        return sorted(items)
+    except TypeError:
+        return list(items)
+
+
+def _importable(module: str) -> bool:
+    try:
+        import importlib.util
+
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):  # a parent that is not a package, or a module set to None
+        return False
+
+
+def _fmt_temp(value: float | None) -> str:
+    return "-" if value is None else repr(float(value))
+
+
+def _fmt_cost(value: float) -> str:
+    return f"${value:.4f}"
+
+
+def _warn(message: str) -> None:
+    print(f"warning: {_visible(_redact(message), newlines=True)}", file=sys.stderr)
+
+
+# Variables whose values never appear in output, logs or errors, whatever their length:
+# every provider's and tracker's env_keys, and every *_KEY, *_TOKEN, *_SECRET, *_PASSWORD.
+_SECRET_SUFFIX = re.compile(r"(?:^|_)(?:KEY|TOKEN|SECRET|PASSWORD)$", re.IGNORECASE)
+# A name that merely contains one of the words: its value is masked when it is long enough
+# to be a credential (a short value such as KEYTIMEOUT=1 would mask every "1" in a table).
+_SECRET_NAMES = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD)", re.IGNORECASE)
+_SECRET_KEYS: set[str] = set()  # the env_keys of every provider and tracker a suite loaded
+_URL_PASSWORD = re.compile(r"(?<=://)[^/@\s:'\"]*:[^/@\s'\"]*@")  # user:password@ in any URL
+_MASK = "[redacted]"
+
+
+class _Secrets:
+    """The values to mask, and one regex that finds any of them in any form a file may
+    hold them (as is, JSON-escaped, HTML-escaped, URL-encoded). Short values are matched
+    only where they stand alone, so a one-letter key masks that key, not every word."""
+
+    values: tuple[str, ...] = ()
+    pattern: re.Pattern[str] | None = None
+    ready = False
+
+    @classmethod
+    def refresh(cls) -> None:
+        found = set()
+        for name, value in os.environ.items():
+            if not value:
+                continue
+            if name in _SECRET_KEYS or _SECRET_SUFFIX.search(name) or (len(value) >= 8 and _SECRET_NAMES.search(name)):
+                found.add(value)
+            if "://" in value and "@" in value:
+                for match in _URL_PASSWORD.finditer(value):
+                    found.update(part for part in match[0][:-1].split(":", 1) if part)
+        values = tuple(sorted(found, key=lambda v: (-len(v), v)))
+        if values != cls.values or not cls.ready:
+            cls.values, cls.ready = values, True
+            cls.pattern = cls._compile(values) if values else None
+
+    @staticmethod
+    def _compile(values: Sequence[str]) -> re.Pattern[str]:
+        import html
+        import urllib.parse
+
+        forms: dict[str, None] = {}
+        for value in values:
+            for form in (value, json.dumps(value)[1:-1], html.escape(value), urllib.parse.quote(value, safe="")):
+                forms[form] = None
+        parts = []
+        for form in sorted(forms, key=lambda v: (-len(v), v)):
+            text = re.escape(form)
+            parts.append(text if len(form) >= 6 else rf"(?<![A-Za-z0-9]){text}(?![A-Za-z0-9])")
+        return re.compile("|".join(parts))
+
+
+def _redact(text: str) -> str:
+    """``text`` with every secret value masked, and the password of any URL in it."""
+    if not _Secrets.ready:
+        _Secrets.refresh()
+    if _Secrets.pattern is not None:
+        text = _Secrets.pattern.sub(_MASK, text)
+    if "://" in text:
+        text = _URL_PASSWORD.sub(_MASK + "@", text)
+    return text
+
+
+def _redact_json(line: str, value: Any) -> str:
+    """``line`` (``value`` as JSON) with secrets masked inside its strings alone, so that
+    the document stays valid JSON even when a short secret looks like a number in it."""
+    if not _Secrets.ready:
+        _Secrets.refresh()
+    if (_Secrets.pattern is None or not _Secrets.pattern.search(line)) and not ("://" in line and "@" in line):
+        return line  # the common case: one regex search over the line, in C
+    try:
+        return json.dumps(_mask_strings(_jsonable(value)), ensure_ascii=False, allow_nan=False)
+    except _Unwritable:
+        return _redact(line)
+
+
+def _mask_strings(value: Any) -> Any:
+    if isinstance(value, str):
+        return _redact(value)
+    if isinstance(value, dict):
+        return {_redact(str(k)): _mask_strings(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_mask_strings(v) for v in value]
+    return value
+
+
+# C0 and C1 control characters (tab and newline aside), bidirectional overrides, line
+# separators and lone surrogates: shown as escapes, never sent to a terminal raw.
+_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+
+
+def _visible(text: str, newlines: bool = False) -> str:
+    r"""``text`` with control characters escaped (``\x1b``); ``newlines`` escapes those too.
+
+    >>> _visible("red \x1b[31mtext\r\n", newlines=True)
+    'red \\x1b[31mtext\\r\\n'
+    """
+    if newlines:
+        text = text.replace("\n", "\\n")
+    return _CONTROLS.sub(lambda m: repr(m[0])[1:-1] if ord(m[0]) < 0x100 else f"\\u{ord(m[0]):04x}", text)
+
+
+def _write_text(path: Path, text: str, unwritten: list[str]) -> bool:
+    """Write an output file whole (a temporary file, then a rename; none left behind on
+    failure), secrets masked; a failure is named in ``unwritten``, never a traceback."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if path.exists() and not path.is_file():  # /dev/stdout, a pipe: written in place, never replaced
+            with open(path, "w", encoding="utf-8", errors="backslashreplace") as file:
+                file.write(_redact(text))
+            return True
+        with open(tmp, "w", encoding="utf-8", errors="backslashreplace") as file:
+            file.write(_redact(text))
+        os.replace(tmp, path)
+    except OSError as e:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        unwritten.append(f"{_display(path)} ({e.strerror or e})")
+        return False
+    return True
 
 
 # ═══════════════════════════════════════════════════════════════════════════════
@@ -356,8 +692,47 @@ class RunResult:
         )
 
 
+@dataclass(frozen=True, slots=True)
+class Summary:
+    """One experiment's totals: what ``Tracker.finish`` receives."""
+
+    cases: int
+    scored: int
+    errors: int
+    score: float | None
+    means: Mapping[str, float | None]
+    usage: Usage
+    duration: float
+    retries: int = 0
+    intervals: Mapping[str, Mapping[str, Any] | None] = field(default_factory=dict)
+    lost: Usage = field(default_factory=Usage)  # what the runs that ended in an error spent
+    cached: int = 0  # completions the response cache answered
+    saved: float = 0.0  # what they cost when first paid for
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "cases": self.cases,
+            "scored": self.scored,
+            "errors": self.errors,
+            "error_rate": self.errors / self.cases if self.cases else 0.0,
+            "score": self.score,
+            "means": dict(self.means),
+            "intervals": dict(self.intervals),
+            "usage": self.usage.to_json(),
+            "lost_to_errors": self.lost.to_json(),
+            "duration": self.duration,
+            "retries": self.retries,
+            "cached": self.cached,
+            "saved_usd": self.saved,
+        }
+
+
+_INVALID_COSTS = [0]  # usages that reported a cost that is no price, taken as unknown ($0)
+CLUSTER = "cluster"  # the metadata.json key that groups cases into one unit of the statistics
+
+
 # ═══════════════════════════════════════════════════════════════════════════════
-# Schema validation: the shapes an expected.json may take
+# What a suite writes: provider, model, adapter, scorer, tracker, and configure()
 # ═══════════════════════════════════════════════════════════════════════════════
 
 
@@ -424,11 +799,6 @@ class SchemaValidator:
             if wrong:
                 return f"{json.dumps(wrong)} not among {', '.join(map(str, allowed))}"
         return None
-
-
-# ═══════════════════════════════════════════════════════════════════════════════
-# Providers and models: one API each, and the model handle an adapter calls
-# ═══════════════════════════════════════════════════════════════════════════════
 
 
 class Provider:
@@ -583,58 +953,1184 @@ class Model:
         return f"Model({self.id!r}, provider={self.provider.name!r}, settings={self.settings!r})"
 
 
+class Adapter:
+    """Runs one case against a model and returns a ``Reply``. It never scores."""
+
+    def prepare(self, dataset: str) -> None:
+        """Once per dataset, before its experiments, outside the threads."""
+
+    def call(self, case: Case, model: Model) -> Reply:
+        raise NotImplementedError(f"{type(self).__name__}.call(case, model) is not written yet")
+
+    def context(self, case: Case) -> Mapping[str, Any]:
+        """What the scorer needs beyond the case."""
+        return {}
+
+    def verify(self, dataset: str) -> list[str]:
+        """Offline problems with a dataset, for ``agent-evals verify``."""
+        return []
+
+    def metadata(self) -> Mapping[str, Any]:
+        """Recorded in every log: prompt version, parser version, ..."""
+        return {}
+
+
+class Scorer:
+    """Turns a case and a reply into a ``Score``. Pure and deterministic: it calls nothing."""
+
+    def metrics(self) -> list[Metric]:
+        return [Metric("score", "The scorer's value for the case.", primary=True)]
+
+    def call(self, case: Case, reply: Reply, context: Mapping[str, Any]) -> Score:
+        raise NotImplementedError(f"{type(self).__name__}.call(case, reply, context) is not written yet")
+
+    def verify(self, case: Case, context: Mapping[str, Any]) -> list[str]:
+        """Offline problems with a case's expected answer."""
+        return []
+
+    def summary(self, case: Case) -> str:
+        """One short line about the case, shown by ``agent-evals cases``."""
+        return ""
+
+
+class EchoAdapter(Adapter):
+    """Sends the case input as the user message and parses the first JSON object back.
+
+    Used as it is (``call`` not overridden) with a provider that has an async client,
+    the run sends the same request from an event loop instead of a thread per case.
+    """
+
+    system: str | None = None
+
+    def call(self, case: Case, model: Model) -> Reply:
+        return self._reply(model.complete(system=self.system, user=case.input, json=True))
+
+    async def _acall(self, case: Case, model: Model) -> Reply:
+        return self._reply(await model.acomplete(system=self.system, user=case.input, json=True))
+
+    @staticmethod
+    def _reply(completion: Completion) -> Reply:
+        try:
+            output = _first_json_object(completion.text)
+        except ValueError as e:
+            return Reply(error=str(e), raw=completion.text, usage=completion.usage)
+        return Reply(output=output, raw=completion.text, usage=completion.usage)
+
+
+class Tracker:
+    """Where results go besides the terminal: ``start``, ``record``, ``finish``.
+
+    ``context`` holds ``suite``, ``project``, ``project_id`` and ``options`` (the
+    tracker's own section of the config file). ``env_key`` selects it when it is the
+    only key set; ``packages`` are checked before any model is called.
+    """
+
+    name: ClassVar[str] = "tracker"
+    env_key: ClassVar[str | None] = None
+    packages: ClassVar[Sequence[str]] = ()
+    extra: ClassVar[str | None] = None  # the agent-evals pip extra that brings ``packages``
+
+    @classmethod
+    def problems(cls) -> list[str]:
+        """What stops it from running: a missing package (with how to get it) or key."""
+        found = []
+        missing = [p for p in cls.packages if not _importable(p)]
+        if missing:
+            how = f"pip install 'agent-evals[{cls.extra}]'" if cls.extra else f"pip install {' '.join(missing)}"
+            found.append(f"package {', '.join(missing)} is not installed ({how})")
+        if cls.env_key and not os.environ.get(cls.env_key):
+            found.append(f"{cls.env_key} is not set")
+        return found
+
+    @classmethod
+    def note(cls) -> str | None:
+        """A ``-v`` note on how it was configured, if any."""
+        return None
+
+    def __init__(self, context: Mapping[str, Any] | None = None) -> None:
+        self.context = dict(context or {})
+
+    def enabled(self) -> bool:
+        return True
+
+    def start(self, experiment: Experiment) -> None:
+        """Once, before the experiment's first case."""
+
+    def record(self, result: RunResult) -> None:
+        """Once per finished case, in case order, under a lock."""
+
+    def finish(self, experiment: Experiment, summary: Summary) -> Mapping[str, Any]:
+        """Once, with the summary; ``{"url": ...}`` names a page to open, or None."""
+        return {"url": None}
+
+
+@dataclass(eq=False)  # internal records are never compared: no __eq__ to build at import
+class _Configuration:
+    suite: str | None = None
+    root: Path | None = None
+    cases: str | None = None
+    adapter: Any = None
+    scorer: Any = None
+    env_files: list[str] = field(default_factory=list)
+    before_run: Callable[[], Any] | None = None
+    providers: list[Provider] = field(default_factory=list)
+    trackers: list[type[Tracker]] = field(default_factory=list)
+
+
+_LISTS = ("env_files", "providers", "trackers")
+_configuration = _Configuration()
+
+
+def configure(**settings: Any) -> None:
+    """Register the suite: ``suite``, ``root``, ``cases``, ``adapter``, ``scorer``,
+    ``env_files``, ``before_run``, ``providers``, ``trackers``.
+
+    Calls merge: lists extend and other keys replace, so a module named by ``require:``
+    can add a provider or a tracker to what the helper set.
+    """
+    known = [f.name for f in dataclasses.fields(_Configuration)]
+    for key, value in settings.items():
+        if key not in known:
+            raise ConfigError(f"configure(): unknown setting {key!r}{_hint(key, known)}; known: {', '.join(known)}")
+        if key in _LISTS:
+            items = [value] if isinstance(value, str | Provider | type) else list(value)
+            getattr(_configuration, key).extend(items)
+        elif key == "root":
+            _configuration.root = Path(value)
+        else:
+            setattr(_configuration, key, value)
+
+
+def _reset_configuration() -> None:
+    global _configuration
+    _configuration = _Configuration()
+
+
+# ═══════════════════════════════════════════════════════════════════════════════
+# Discovery and the config file: finding the suite, its lineup and its env files
+# ═══════════════════════════════════════════════════════════════════════════════
+
+
+@dataclass(eq=False)  # internal records are never compared: no __eq__ to build at import
+class _Defaults:
+    effort: list[str] = field(default_factory=lambda: ["default"])
+    temperature: list[float | None] = field(default_factory=lambda: [None])
+    max_tokens: int | None = None
+    parallelism: int = DEFAULT_PARALLELISM
+    repeat: int = 1
+    case_timeout: float = DEFAULT_CASE_TIMEOUT
+    transport: dict[str, float] = field(default_factory=dict)  # timeout, retries, ... as Provider names them
+
+
+@dataclass(eq=False)  # internal records are never compared: no __eq__ to build at import
+class _Config:
+    """The parsed ``.agent-eval.config.yml``."""
+
+    path: Path
+    request_types: list[str]
+    project: str | None = None
+    defaults: _Defaults = field(default_factory=_Defaults)
+    vendors: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    direct: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    tracker: str | None = None
+    sections: dict[str, dict[str, Any]] = field(default_factory=dict)
+    cases: str | None = None
+    cache: bool = False
+
+
+_TOP_KEYS = (
+    "project",
+    "request_types",
+    "defaults",
+    "vendors",
+    "direct",
+    "tracker",
+    "require",
+    "adapter",
+    "scorer",
+    "cases",
+    "cache",
+)
+# Transport settings every provider takes, with the kind of number each is.
+_TRANSPORT = {
+    "timeout": float,
+    "connect_timeout": float,
+    "retries": int,
+    "retry_wait": float,
+    "retry_backoff": float,
+    "max_response_mb": float,
+}
+_DEFAULT_KEYS = ("effort", "temperature", "max_tokens", "parallelism", "repeat", "case_timeout", *_TRANSPORT)
+# The largest value a whole-number setting takes: beyond these a typo would build a run in
+# memory that no machine holds (cases x repeats) or open more threads than a system allows.
+_CEILINGS = {"parallelism": 4096, "concurrency": 4096, "repeat": 1000, "max_tokens": 10_000_000, "retries": 100}
+_ENTRY_KEYS = ("model", "effort", "temperature", "max_tokens")
+
+
+def _find_suite(helper: str | None, config: str | None) -> tuple[Path | None, Path, Path]:
+    """(helper file or None, config file, the evals/ folder) from flags, env, or upward search."""
+    helper = helper or os.environ.get("AGENT_EVALS_HELPER") or None
+    if helper:
+        path = Path(helper).expanduser()
+        if not path.is_file():
+            raise ConfigError(
+                f"--helper {helper}: no such file; point it at evals/{HELPER_NAME} or evals/{CONFIG_NAME}"
+            )
+        path = path.resolve()
+        evals = path.parent
+        if path.suffix in (".yml", ".yaml"):
+            helper_path = evals / HELPER_NAME
+            return (helper_path if helper_path.is_file() else None), Path(config or path), evals
+        return path, Path(config) if config else evals / CONFIG_NAME, evals
+    here = Path.cwd().resolve()
+    for folder in (here, *here.parents):
+        evals = folder / "evals"
+        helper_path, config_path = evals / HELPER_NAME, evals / CONFIG_NAME
+        if helper_path.is_file() or config_path.is_file():
+            return (helper_path if helper_path.is_file() else None), Path(config) if config else config_path, evals
+    raise ConfigError(
+        f"no suite is configured: create evals/{HELPER_NAME} (calling agent_evals.configure with an "
+        f"adapter and a scorer) or evals/{CONFIG_NAME} (with adapter: and scorer: keys) in your "
+        f"project, or pass --helper PATH; searched upward from {here}"
+    )
+
+
+def _load_helper(path: Path) -> None:
+    """Run the helper as a module, with its project root (the parent of evals/) importable."""
+    root = str(path.parent.parent)
+    if root not in sys.path:
+        sys.path.insert(0, root)
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("_agent_evals_helper", path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(module)
+    except EvalError:
+        raise
+    except _SUITE_EXCEPTIONS as e:
+        _reraise_ctrl_c(e)
+        raise SuiteError(f"{_display(path)}{_where(e, path)} raised {_describe(e)[0]}") from None
+
+
+def _where(error: BaseException, path: Path) -> str:
+    """':LINE' of the deepest frame inside ``path``, or ''."""
+    line = None
+    import traceback
+
+    for frame in traceback.extract_tb(error.__traceback__):
+        if Path(frame.filename).resolve() == path.resolve():
+            line = frame.lineno
+    return f":{line}" if line else ""
+
+
+def _read_config_file(path: Path) -> dict[str, Any]:
+    where = _display(path)
+    if path.is_dir():
+        raise ConfigError(
+            f"{where}: is a folder; the config file must be a file (request_types: [prompt], vendors: ...)"
+        )
+    if not path.is_file():
+        raise ConfigError(
+            f"{where}: not found; the config file names the request types and the lineup "
+            f"(request_types: [prompt], vendors: ...)"
+        )
+    yaml = _import_optional("yaml", f"reading {where}")
+    try:
+        text = path.read_bytes().decode("utf-8")
+        data = yaml.load(text, Loader=_yaml_loader(yaml))
+    except OSError as e:
+        raise ConfigError(f"{where}: cannot be read ({e.strerror or e})") from None
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{where}: not UTF-8 text ({e.reason} at byte {e.start})") from None
+    except _YamlProblem as e:
+        raise ConfigError(f"{where}: {e}") from None
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)
+        at = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+        problem = getattr(e, "problem", None) or str(e)
+        raise ConfigError(f"{where}: {at}invalid YAML: {problem}") from None
+    except RecursionError:
+        raise ConfigError(f"{where}: invalid YAML: nested too deep") from None
+    except ValueError as e:  # a number past Python's 4,300-digit limit, and the like
+        raise ConfigError(f"{where}: invalid YAML: {str(e).split(';')[0]}") from None
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(
+            f"{where}: expected a mapping of keys (request_types:, vendors:, ...), got {type(data).__name__}"
+        )
+    return data
+
+
+class _YamlProblem(Exception):
+    """What the config's YAML must not do (an alias bomb, a key given twice)."""
+
+
+_YAML_ALIASES = 100  # a lineup has a handful of anchors; a few hundred bytes of aliases can expand to billions
+_YAML_NODES = 100_000  # nodes the document may hold once its aliases are expanded
+
+
+def _yaml_loader(yaml: Any) -> type:
+    """PyYAML's SafeLoader, bounded: at most ``_YAML_ALIASES`` aliases and ``_YAML_NODES``
+    nodes once they are expanded (checked before anything is built), and no key twice in
+    one mapping (named with both lines)."""
+
+    class Loader(yaml.SafeLoader):  # type: ignore[misc, name-defined]
+        aliases = 0
+
+        def compose_node(self, parent: Any, index: Any) -> Any:
+            if self.check_event(yaml.AliasEvent):
+                self.aliases += 1
+                if self.aliases > _YAML_ALIASES:
+                    line = self.peek_event().start_mark.line + 1
+                    raise _YamlProblem(f"line {line}: more than {_YAML_ALIASES} aliases (*name); write the values out")
+            return super().compose_node(parent, index)
+
+        def get_single_node(self) -> Any:
+            node = super().get_single_node()
+            if node is not None:
+                _yaml_size(node, {}, set())
+            return node
+
+        def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+            lines: dict[Any, int] = {}
+            for key_node, _ in node.value:
+                if not isinstance(key_node, yaml.ScalarNode) or key_node.tag == "tag:yaml.org,2002:merge":
+                    continue
+                key = self.construct_object(key_node)
+                line = key_node.start_mark.line + 1
+                if key in lines:
+                    raise _YamlProblem(f"line {line}: key {key} is given twice (first on line {lines[key]}); keep one")
+                lines[key] = line
+            return super().construct_mapping(node, deep)
+
+    return Loader
+
+
+def _yaml_size(node: Any, sizes: dict[int, int], path: set[int]) -> int:
+    """Nodes under ``node`` with aliases expanded, each shared node counted once per use."""
+    if (known := sizes.get(id(node))) is not None:
+        return known
+    if id(node) in path:
+        raise _YamlProblem(f"line {node.start_mark.line + 1}: an anchor contains itself")
+    path.add(id(node))
+    total = 1
+    if isinstance(node.value, list):
+        for item in node.value:
+            for child in item if isinstance(item, tuple) else (item,):
+                total += _yaml_size(child, sizes, path)
+                if total > _YAML_NODES:
+                    raise _YamlProblem(
+                        f"line {node.start_mark.line + 1}: more than {_YAML_NODES:,} values once its aliases "
+                        "are expanded; write a smaller config"
+                    )
+    path.discard(id(node))
+    sizes[id(node)] = total
+    return total
+
+
+def _as_list(value: Any, where: str, key: str, kind: type | tuple[type, ...] = str) -> list[Any]:
+    items = value if isinstance(value, list) else [value]
+    for item in items:
+        if not isinstance(item, kind) or (isinstance(item, bool) and kind is not bool):
+            names = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
+            raise ConfigError(f"{where}: {key}: expected {names} or a list of them, got {item!r}")
+    return items
+
+
+def _check_efforts(values: list[str], where: str, key: str) -> list[str]:
+    for value in values:
+        if value not in EFFORTS:
+            raise ConfigError(
+                f"{where}: {key}: unknown effort {value!r}{_hint(value, EFFORTS)}; known: {', '.join(EFFORTS)}"
+            )
+    return values
+
+
+def _check_temperatures(values: list[Any], where: str, key: str) -> list[float | None]:
+    out: list[float | None] = []
+    for value in values:
+        if value is None:
+            out.append(None)
+            continue
+        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 2:
+            raise ConfigError(f"{where}: {key}: temperature must be a number from 0 to 2, got {value!r}")
+        out.append(float(value))
+    return out
+
+
+def _check_positive(value: Any, where: str, key: str, *, zero: bool = False) -> int:
+    low, high = 0 if zero else 1, _CEILINGS.get(key.rpartition(".")[2])
+    if isinstance(value, bool) or not isinstance(value, int) or value < low or (high and value > high):
+        span = f"from {low} to {high:,}" if high else f"from {low} up"
+        raise ConfigError(f"{where}: {key}: expected a whole number {span}, got {_shown(value)}")
+    return value
+
+
+def _check_number(value: Any, where: str, key: str, kind: type) -> float:
+    high = _CEILINGS.get(key.rpartition(".")[2])
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not 0 <= value < math.inf  # NaN and infinities too
+        or (high is not None and value > high)
+        or (kind is int and value != int(value))
+    ):
+        noun = "a whole number" if kind is int else "a number"
+        span = f"from 0 to {high:,}" if high else "from 0 up (finite)"
+        raise ConfigError(f"{where}: {key}: expected {noun} {span}, got {_shown(value)}")
+    return kind(value)
+
+
+def _shown(value: Any) -> str:
+    """A value in a message: its repr, cut short (a 5,000-digit number is not a message)."""
+    try:
+        text = repr(value)
+    except ValueError:
+        text = f"<a number of {value.bit_length() * 0.30103:,.0f} digits>"
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _check_keys(data: Mapping[str, Any], known: Sequence[str], where: str, prefix: str = "") -> None:
+    for key in data:
+        if key not in known:
+            raise ConfigError(f"{where}: unknown key {prefix}{key}{_hint(key, known)}; known: {', '.join(known)}")
+
+
+def _parse_config(
+    data: dict[str, Any], path: Path, request_types: Mapping[str, str], tracker_names: Sequence[str]
+) -> _Config:
+    where = _display(path)
+    _check_keys(data, [*_TOP_KEYS, *tracker_names], where)
+    types = data.get("request_types")
+    if not types:
+        raise ConfigError(
+            f"{where}: request_types is required: name what the suite's adapter sends, "
+            f"e.g. request_types: [prompt]; known: {', '.join(request_types)}"
+        )
+    types = _as_list(types, where, "request_types")
+    for kind in types:
+        if kind not in request_types:
+            raise ConfigError(
+                f"{where}: request_types: unknown type {kind!r}{_hint(kind, request_types)}; "
+                f"known: {', '.join(request_types)}"
+            )
+    config = _Config(path=path, request_types=types)
+    if "cache" in data:
+        if not isinstance(data["cache"], bool):
+            raise ConfigError(f"{where}: cache: expected true or false, got {data['cache']!r}")
+        config.cache = data["cache"]
+    for key in ("project", "tracker", "cases"):
+        if key in data and data[key] is not None:
+            if not isinstance(data[key], str):
+                raise ConfigError(f"{where}: {key}: expected a string, got {data[key]!r}")
+            setattr(config, key, data[key])
+    defaults = data.get("defaults") or {}
+    if not isinstance(defaults, dict):
+        raise ConfigError(f"{where}: defaults: expected a mapping (effort:, temperature:, ...), got {defaults!r}")
+    _check_keys(defaults, _DEFAULT_KEYS, where, "defaults.")
+    if "effort" in defaults:
+        config.defaults.effort = _check_efforts(
+            _as_list(defaults["effort"], where, "defaults.effort"), where, "defaults.effort"
+        )
+    if "temperature" in defaults:
+        config.defaults.temperature = _check_temperatures(
+            _as_list(defaults["temperature"], where, "defaults.temperature", object), where, "defaults.temperature"
+        )
+    if defaults.get("max_tokens") is not None:
+        config.defaults.max_tokens = _check_positive(defaults["max_tokens"], where, "defaults.max_tokens")
+    if "parallelism" in defaults:
+        config.defaults.parallelism = _check_positive(defaults["parallelism"], where, "defaults.parallelism")
+    if "repeat" in defaults:
+        config.defaults.repeat = _check_positive(defaults["repeat"], where, "defaults.repeat")
+    if "case_timeout" in defaults:
+        config.defaults.case_timeout = _check_number(defaults["case_timeout"], where, "defaults.case_timeout", float)
+    for key, kind in _TRANSPORT.items():
+        if key in defaults:
+            config.defaults.transport[key] = _check_number(defaults[key], where, f"defaults.{key}", kind)
+    for section in ("vendors", "direct"):
+        value = data.get(section) or {}
+        if not isinstance(value, dict):
+            raise ConfigError(
+                f"{where}: {section}: expected a mapping of name to a list of models, got {type(value).__name__}"
+            )
+        parsed = {}
+        for name, entries in value.items():
+            if not isinstance(entries, list):
+                raise ConfigError(
+                    f"{where}: {section}.{name}: expected a list of entries (- model: NAME), got {entries!r}"
+                )
+            parsed[str(name)] = [_parse_entry(e, where, f"{section}.{name}[{i}]") for i, e in enumerate(entries)]
+        setattr(config, section, parsed)
+    for name in tracker_names:
+        if name in data:
+            if not isinstance(data[name], dict):
+                raise ConfigError(f"{where}: {name}: expected a mapping of the tracker's options, got {data[name]!r}")
+            config.sections[name] = data[name]
+    return config
+
+
+def _parse_entry(entry: Any, where: str, key: str) -> dict[str, Any]:
+    if isinstance(entry, str):
+        entry = {"model": entry}
+    if not isinstance(entry, dict):
+        raise ConfigError(f"{where}: {key}: expected a mapping with model:, got {entry!r}")
+    _check_keys(entry, _ENTRY_KEYS, where, f"{key}.")
+    model = entry.get("model")
+    if not isinstance(model, str) or not model.strip():
+        raise ConfigError(f"{where}: {key}.model: expected a model name, got {model!r}")
+    out: dict[str, Any] = {"model": model.strip()}
+    if "effort" in entry:
+        out["effort"] = _check_efforts(_as_list(entry["effort"], where, f"{key}.effort"), where, f"{key}.effort")
+    if "temperature" in entry:
+        out["temperature"] = _check_temperatures(
+            _as_list(entry["temperature"], where, f"{key}.temperature", object), where, f"{key}.temperature"
+        )
+    if entry.get("max_tokens") is not None:
+        out["max_tokens"] = _check_positive(entry["max_tokens"], where, f"{key}.max_tokens")
+    return out
+
+
+def _resolve_object(spec: str, key: str, where: str) -> Any:
+    """``package.module:Name`` (or dotted ``package.module.Name``) -> the object."""
+    if not isinstance(spec, str) or not spec.strip():
+        raise ConfigError(f"{where}: {key}: expected package.module:Class, got {spec!r}")
+    module_name, sep, attr = spec.partition(":")
+    if not sep:
+        module_name, _, attr = spec.rpartition(".")
+    if not module_name or not attr:
+        raise ConfigError(f"{where}: {key}: {spec} is not of the form package.module:Class")
+    module = _import_module(module_name, key, spec, where)
+    try:
+        return getattr(module, attr)
+    except AttributeError:
+        names = [n for n in vars(module) if not n.startswith("_")]
+        raise ConfigError(f"{where}: {key}: {spec}: module {module_name} has no {attr}{_hint(attr, names)}") from None
+
+
+def _forget_modules(*, under: Path | None = None, named: str | None = None) -> None:
+    """Drop from ``sys.modules`` the modules a suite loaded before (those whose file is
+    ``under`` its project, or the package ``named`` and its submodules), so that loading it
+    again (a second ``main()`` in one process: a notebook, a test runner) runs what they
+    register with ``configure()`` at import again, instead of silently losing it."""
+    for name, module in list(sys.modules.items()):
+        if name == "__main__" or getattr(module, "__dict__", None) is globals():
+            continue
+        if named is not None and (name == named or name.startswith(f"{named}.")):
+            del sys.modules[name]
+        elif under is not None and isinstance(file := getattr(module, "__file__", None), str):
+            try:
+                path = Path(file).resolve()
+            except (OSError, ValueError):
+                continue
+            # a virtualenv inside the project holds installed packages: never imported twice
+            installed = not path.parts or {"site-packages", "dist-packages"} & set(path.parts)
+            if path.is_relative_to(under) and not installed:
+                del sys.modules[name]
+
+
+def _import_module(name: str, key: str, value: str, where: str) -> Any:
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as e:
+        raise ConfigError(
+            f"{where}: {key}: {value} could not be imported ({e}); is it installed, or its folder on PYTHONPATH?"
+        ) from None
+    except EvalError:
+        raise
+    except _SUITE_EXCEPTIONS as e:
+        _reraise_ctrl_c(e)
+        raise SuiteError(f"{where}: {key}: importing {name} raised {_describe(e)[0]}") from None
+
+
+@dataclass(eq=False)  # internal records are never compared: no __eq__ to build at import
+class _Suite:
+    """Everything discovery found: the suite's objects, its root and its lineup file."""
+
+    name: str
+    root: Path
+    project_root: Path
+    cases_glob: str
+    adapter: Any
+    scorer: Any
+    config: _Config
+    providers: list[Provider]
+    trackers: dict[str, type[Tracker]]
+    env_files: list[str]
+    before_run: Callable[[], Any] | None
+    metrics: list[Metric]
+
+
+def _request_types(providers: Iterable[Provider]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for provider in providers:
+        out.setdefault(provider.request_type, provider.request_type_description)
+    return out
+
+
+def _load_suite(helper_flag: str | None, config_flag: str | None) -> _Suite:
+    helper, config_path, evals = _find_suite(helper_flag, config_flag)
+    _reset_configuration()
+    project_root = evals.parent
+    _forget_modules(under=project_root.resolve())
+    if helper:
+        _load_helper(helper)
+    if str(project_root) not in sys.path:
+        sys.path.insert(0, str(project_root))
+    data = _read_config_file(config_path)
+    where = _display(config_path)
+    requires = data.get("require") or []
+    for name in _as_list(requires, where, "require"):
+        _forget_modules(named=name)
+        _import_module(name, "require", name, where)
+    conf = _configuration
+    for key in ("adapter", "scorer"):
+        if getattr(conf, key) is None and data.get(key):
+            cls = _resolve_object(data[key], key, where)
+            try:
+                setattr(conf, key, cls() if isinstance(cls, type) else cls)
+            except _SUITE_EXCEPTIONS as e:
+                _reraise_ctrl_c(e)
+                raise SuiteError(f"{where}: {key}: {data[key]}() raised {_describe(e)[0]}") from None
+    if conf.adapter is None or conf.scorer is None:
+        missing = " and ".join(k for k in ("adapter", "scorer") if getattr(conf, k) is None)
+        source = _display(helper) if helper else f"evals/{HELPER_NAME}"
+        raise ConfigError(
+            f"no suite is configured: no {missing}; register them in {source} with "
+            f"configure(adapter=..., scorer=...) or name them with adapter: and scorer: in {where}"
+        )
+    providers = [*reversed(conf.providers), *_builtin_providers()]
+    trackers = {cls.name: cls for cls in [*_builtin_trackers(), *conf.trackers]}
+    _SECRET_KEYS.update(key for p in providers for key in p.env_keys or ())
+    _SECRET_KEYS.update(t.env_key for t in trackers.values() if t.env_key)
+    _Secrets.refresh()
+    config = _parse_config(data, config_path, _request_types(providers), [n for n in trackers if n != "local"])
+    metrics = _scorer_metrics(conf.scorer)
+    root = conf.root or evals
+    return _Suite(
+        name=conf.suite or project_root.name,
+        root=root,
+        project_root=project_root,
+        cases_glob=conf.cases or config.cases or DEFAULT_CASES,
+        adapter=conf.adapter,
+        scorer=conf.scorer,
+        config=config,
+        providers=providers,
+        trackers=trackers,
+        env_files=list(conf.env_files),
+        before_run=conf.before_run,
+        metrics=metrics,
+    )
+
+
+def _scorer_metrics(scorer: Any) -> list[Metric]:
+    name = type(scorer).__name__
+    try:
+        metrics = list(scorer.metrics())
+    except _SUITE_EXCEPTIONS as e:
+        _reraise_ctrl_c(e)
+        raise SuiteError(f"scorer {name}.metrics() raised {_describe(e)[0]}") from None
+    if not metrics or not all(isinstance(m, Metric) for m in metrics):
+        raise SuiteError(f"scorer {name}.metrics() must return a non-empty list of Metric")
+    names = [m.name for m in metrics]
+    if len(set(names)) != len(names):
+        raise SuiteError(f"scorer {name}.metrics() declares a name twice: {', '.join(names)}")
+    for m in metrics:
+        if m.aggregate != "mean":
+            raise SuiteError(f"scorer {name}: metric {m.name}: aggregate {m.aggregate!r} is not supported; use 'mean'")
+    return metrics
+
+
+_ENV_LINE = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(.*?)\s*$")
+
+
+def _load_env_file(path: Path) -> int:
+    """Load ``KEY=value`` lines without overriding what is exported; returns how many set.
+    Anything it cannot read as such (not UTF-8, a NUL byte, an unterminated quote) is one
+    error naming the file and the line."""
+    where = _display(path)
+    try:
+        raw = path.read_bytes()
+    except OSError as e:
+        raise ConfigError(f"{where}: cannot be read ({e.strerror or e})") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = raw[: e.start].count(b"\n") + 1
+        raise ConfigError(f"{where}:{line}: not UTF-8 text ({e.reason} at byte {e.start}); save it as UTF-8") from None
+    count = 0
+    for number, entry in enumerate(text.splitlines(), 1):
+        if not entry.strip() or entry.lstrip().startswith("#"):
+            continue
+        if "\x00" in entry:
+            raise ConfigError(f"{where}:{number}: a NUL byte; remove it")
+        match = _ENV_LINE.match(entry)
+        if not match:
+            raise ConfigError(f"{where}:{number}: expected KEY=value")
+        key, value = match.groups()
+        if value[:1] in ("'", '"'):
+            end = value.find(value[0], 1)
+            if end == -1:
+                raise ConfigError(f"{where}:{number}: {key}: the value's quote {value[0]} is never closed")
+            if value[end + 1 :].strip()[:1] not in ("", "#"):
+                raise ConfigError(f"{where}:{number}: {key}: text after the closing quote; quote the whole value")
+            value = value[1:end]
+        else:
+            value = value.split(" #", 1)[0].rstrip()
+        if key not in os.environ:
+            os.environ[key] = value
+            count += 1
+    _Secrets.refresh()
+    return count
+
+
+# ═══════════════════════════════════════════════════════════════════════════════
+# Cases: the folders under datasets/, and the selection -d and -c make
+# ═══════════════════════════════════════════════════════════════════════════════
+
+
+@dataclass(eq=False)  # internal records are never compared: no __eq__ to build at import
+class _Loaded:
+    cases: list[Case]
+    problems: list[tuple[str, str]]  # (case key, "path: problem") for verify to report
+
+
+class _Found:
+    """A case as its path names it, before its files are read: what selecting by
+    ``-d``/``-c`` and building the matrix need, for a fraction of a read's cost."""
+
+    __slots__ = ("dataset", "file", "folder", "id", "key", "listing", "variant")
+
+    def __init__(self, root: str, rel: str, file: str, listing: frozenset[str]) -> None:
+        parts = rel.split("/")
+        # the folder after datasets/; for another layout, the one before cases/, else the first
+        if "datasets" in parts[:-1]:
+            self.dataset = parts[parts.index("datasets") + 1]
+        elif "cases" in parts[1:]:
+            self.dataset = parts[parts.index("cases", 1) - 1]
+        else:
+            self.dataset = parts[0] if len(parts) > 1 else "default"
+        name = parts[-1]
+        if name.isdigit() and len(parts) > 1:
+            self.variant, self.id = parts[-2], f"{parts[-2]}/{name}"
+        else:
+            self.variant, self.id = name, name
+        self.key = f"{self.dataset}/{self.id}"
+        self.folder = f"{root}{os.sep}{rel.replace('/', os.sep)}" if rel else root
+        self.file, self.listing = file, listing
+
+
+class _Cases(Sequence[Case]):
+    """The cases of one dataset in order, each read from disk the first time it is
+    asked for: a run starts asking models at once; on threads, a read-ahead thread reads
+    the cases in order while the first answers are awaited, and a worker that overtakes
+    it reads its case itself (an event loop reads each case as it takes it). Reading twice (two threads, one case) gives equal results, so no
+    lock is needed. ``problems()`` says what was wrong with the files read so far."""
+
+    def __init__(self, found: Sequence[_Found]) -> None:
+        self.found = list(found)
+        self._cases: list[Case | None] = [None] * len(self.found)
+        self._problems: dict[int, list[str]] = {}
+        self._reading = False
+
+    def __len__(self) -> int:
+        return len(self.found)
+
+    def __getitem__(self, k: Any) -> Any:
+        if isinstance(k, slice):
+            return [self[i] for i in range(*k.indices(len(self)))]
+        case = self._cases[k]
+        if case is None:
+            trouble: list[str] = []
+            case = _read_case(self.found[k], trouble)
+            if trouble:
+                self._problems[k] = trouble
+            self._cases[k] = case
+        return case
+
+    @property
+    def ids(self) -> list[str]:
+        return [f.id for f in self.found]
+
+    def peek(self, k: int) -> Case:
+        """Case ``k`` if it was read, else a case with its name only: never waits on a read."""
+        if (case := self._cases[k]) is not None:
+            return case
+        found = self.found[k]
+        return Case(id=found.id, dataset=found.dataset, variant=found.variant, path=Path(found.folder))
+
+    def read_ahead(self) -> None:
+        """Read every case, in order, on a thread of its own (once)."""
+        if not self._reading:
+            self._reading = True
+            threading.Thread(target=self._read_all, name="cases-read-ahead", daemon=True).start()
+
+    def _read_all(self) -> None:
+        for k in range(len(self)):
+            self[k]
+
+    def problems(self) -> list[tuple[str, str]]:
+        """(case key, problem) for the cases read so far, in case order."""
+        found = self._problems.copy()  # one step under the GIL: the read-ahead may still be adding
+        return [(self.found[k].key, p) for k in sorted(found) for p in found[k]]
+
+
+def _glob_segment(segment: str) -> str:
+    out, i = [], 0
+    while i < len(segment):
+        char = segment[i]
+        end = segment.find("]", i + 2) if char == "[" else -1
+        if char == "*":
+            out.append("[^/]*")
+        elif char == "?":
+            out.append("[^/]")
+        elif end != -1:
+            inner = segment[i + 1 : end]
+            inner = "^" + inner[1:] if inner.startswith("!") else inner
+            out.append("[" + inner.replace("\\", "\\\\") + "]")
+            i = end
+        else:
+            out.append(re.escape(char))
+        i += 1
+    return "".join(out)
+
+
+def _glob_regex(pattern: str) -> re.Pattern[str]:
+    """A glob (``*``, ``?``, ``[...]``, ``**`` for any folders) as a regex over relative paths.
+
+    >>> bool(_glob_regex("datasets/*/cases/**/input.txt").match("datasets/a/cases/v/001/input.txt"))
+    True
+    >>> bool(_glob_regex("datasets/*/cases/**/input.txt").match("datasets/a/b/cases/input.txt"))
+    False
+    >>> [bool(_glob_regex("v[0-9]?/[!x]*.txt").match(p)) for p in ("v1a/in.txt", "v1/in.txt", "v1a/x.txt")]
+    [True, False, False]
+    """
+    out = []
+    for segment in pattern.strip("/").split("/"):
+        if segment == "**":
+            out.append("(?:[^/]+/)*")
+            continue
+        regex = _glob_segment(segment)
+        out.append(regex + "/")
+    return re.compile("".join(out)[:-1] + r"\Z")
+
+
+def _find_cases(suite: _Suite) -> tuple[list[_Found], list[tuple[str, str]]]:
+    """Every case the glob matches, in order, and the keys named twice; no file is read."""
+    # os.scandir down the tree, not pathlib.glob: each folder's listing says which of
+    # expected.json and metadata.json exist, so thousands of cases are found in a blink
+    root = str(suite.root)
+    match = _glob_regex(suite.cases_glob).match
+    matched: list[tuple[str, str, str, frozenset[str]]] = []  # (sort key, file, folder, its listing)
+    orphans: list[str] = []
+    folders: list[str] = []
+    pending = [""]
+    while pending:
+        rel = pending.pop()
+        prefix = f"{rel}/" if rel else ""
+        files = []
+        with os.scandir(f"{root}{os.sep}{rel}" if rel else root) as entries:
+            for entry in entries:
+                name = entry.name
+                if not entry.is_dir():
+                    files.append(name)
+                elif name[0] != "." and not entry.is_symlink():  # as os.walk: links not followed
+                    pending.append(prefix + name)
+                    if match(prefix + name) or name in ("expected.json", "metadata.json"):
+                        folders.append(prefix + name)  # a folder where a case file should be: verify names it
+        listing = None
+        for name in files:
+            if match(prefix + name):
+                listing = listing or frozenset(files)
+                # folder by folder, then the file: \x01 between folders sorts below any name
+                matched.append((f"{rel.replace('/', chr(1))}\x00{name}", name, rel, listing))
+        if listing is None and "expected.json" in files and rel:
+            orphans.append(rel)  # an answer with no input: verify names it
+    if not matched:
+        raise ConfigError(
+            f"no cases match {suite.cases_glob} under {_display(suite.root)}: add "
+            f"datasets/<dataset>/cases/<variant>/[NNN/]input.txt, or change configure(cases=...)"
+        )
+    matched.sort()
+    found, twice, seen = [], [], set()
+    for _, name, rel, listing in matched:
+        case = _Found(root, rel, name, listing)
+        if case.key in seen:
+            where = _display(os.path.join(case.folder, name))
+            twice.append((case.key, f"{where}: case {case.key} is listed twice; rename its folder"))
+        seen.add(case.key)
+        found.append(case)
+    for rel in sorted(orphans):
+        orphan = _Found(root, rel, "", frozenset())
+        if orphan.key not in seen:
+            where = _display(os.path.join(orphan.folder, "expected.json"))
+            twice.append((orphan.key, f"{where}: an expected answer with no input file; add the input or remove it"))
+    for rel in sorted(folders):
+        parent = _Found(root, rel.rpartition("/")[0], "", frozenset())
+        where = _display(os.path.join(root, rel))
+        what = "input file" if match(rel) else rel.rpartition("/")[2]
+        twice.append((parent.key, f"{where}: a folder where the case's {what} should be; make it a file"))
+    return found, twice
+
+
+def _load_cases(suite: _Suite) -> _Loaded:
+    """Every case, read now: what ``cases``, ``verify`` and ``rescore`` show and check."""
+    found, twice = _find_cases(suite)
+    cases = _Cases(found)
+    loaded = list(cases)
+    problems = cases.problems() + twice
+    order = {f.key: i for i, f in enumerate(found)}
+    problems.sort(key=lambda p: order.get(p[0], len(order)))  # stable: a case's own problems, then "listed twice"
+    return _Loaded(loaded, problems)
+
+
+def _read_case(found: _Found, problems: list[str]) -> Case:
+    """The case ``found`` names, with what is wrong with its files added to ``problems``."""
+    folder, listing = found.folder, found.listing
+    path, expected_path, metadata_path = (
+        f"{folder}{os.sep}{name}" for name in (found.file, "expected.json", "metadata.json")
+    )
+    text = ""
+    try:
+        raw = _read_bytes(path)
+    except OSError as e:  # read off the main thread: a problem of the case, never a lost thread
+        problems.append(f"{_display(path)}: cannot be read ({e.strerror})")
+    else:
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            problems.append(f"{_display(path)}: not UTF-8 text ({e.reason} at byte {e.start}); save it as UTF-8")
+            text = raw.decode("utf-8", errors="replace")
+        if not text.strip():
+            problems.append(f"{_display(path)}: empty input")
+    expected = metadata = None
+    if "expected.json" in listing:
+        expected = _read_json(expected_path, problems)
+    else:
+        problems.append(f"{_display(expected_path)}: missing")
+    if "metadata.json" in listing:
+        metadata = _read_json(metadata_path, problems)
+    if metadata is not None and not isinstance(metadata, dict):
+        problems.append(f"{_display(metadata_path)}: expected an object, got {type(metadata).__name__}")
+        metadata = None
+    return Case(
+        id=found.id,
+        dataset=found.dataset,
+        variant=found.variant,
+        input=text,
+        expected=expected,
+        path=Path(folder),
+        metadata=metadata or {},
+    )
+
+
+_O_BINARY = getattr(os, "O_BINARY", 0)  # Windows: no newline translation
+_O_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
+_MAX_CASE_FILE = 256 << 20  # bytes one case file may hold
+
+
+def _read_bytes(path: str) -> bytes:
+    """A whole file in three system calls (a short read of a regular file is its end):
+    ``open()`` adds a stat, a seek and a terminal check to each of the thousands of
+    small files a suite has, and every call is a moment another thread takes the GIL."""
+    # O_NONBLOCK: a named pipe where a case file should be reads as empty instead of
+    # waiting forever for a writer (it changes nothing for a regular file)
+    fd = os.open(path, os.O_RDONLY | _O_BINARY | _O_NONBLOCK)
+    try:
+        data = os.read(fd, 65536)
+        if len(data) == 65536:
+            parts = [data]
+            size = len(data)
+            while chunk := os.read(fd, 1 << 20):
+                parts.append(chunk)
+                size += len(chunk)
+                if size > _MAX_CASE_FILE:  # /dev/zero behind a link, or a file no case needs
+                    raise OSError(27, f"larger than {_MAX_CASE_FILE >> 20} MiB")
+            data = b"".join(parts)
+        return data
+    except BlockingIOError:
+        return b""
+    finally:
+        os.close(fd)
+
+
+def _read_json(path: str, problems: list[str]) -> Any:
+    try:
+        return json.loads(_read_bytes(path).decode("utf-8"))
+    except OSError as e:
+        problems.append(f"{_display(path)}: cannot be read ({e.strerror})")
+    except UnicodeDecodeError as e:
+        problems.append(f"{_display(path)}: not UTF-8 text ({e.reason} at byte {e.start})")
+    except json.JSONDecodeError as e:
+        problems.append(f"{_display(path)}: line {e.lineno}, column {e.colno}: invalid JSON: {e.msg}")
+    except RecursionError:
+        problems.append(f"{_display(path)}: invalid JSON: nested too deep")
+    return None
+
+
+def _split(values: Sequence[str] | None) -> list[str]:
+    """Flag values given repeated or comma-separated, in order, without repeats."""
+    out: list[str] = []
+    for value in values or ():
+        for item in value.split(","):
+            item = item.strip()
+            if item and item not in out:
+                out.append(item)
+    return out
+
+
+def _select_cases(cases: list[Any], datasets: list[str], selectors: list[str]) -> list[Any]:
+    """The cases (read, or only found) that ``-d`` and ``-c`` select, in order."""
+    known = sorted({c.dataset for c in cases})
+    for name in datasets:
+        if name not in known:
+            raise ConfigError(f"-d {name}: no such dataset{_hint(name, known)}; known: {', '.join(known)}")
+    if datasets:
+        cases = [c for c in cases if c.dataset in datasets]
+    if selectors:
+        ids = sorted({c.id for c in cases} | {c.variant for c in cases})
+        for sel in selectors:
+            if not any(_matches(c, sel) for c in cases):
+                raise ConfigError(
+                    f"-c {sel}: no case or variant matches{_hint(sel, ids)}; use -c VARIANT or -c VARIANT/NNN"
+                )
+        cases = [c for c in cases if any(_matches(c, sel) for sel in selectors)]
+    return cases
+
+
+def _matches(case: Case | _Found, selector: str) -> bool:
+    return selector in (case.id, case.variant, case.key) or case.key.startswith(f"{selector}/")
+
+
+# ═══════════════════════════════════════════════════════════════════════════════
+# The lineup: contenders from vendors: and direct:, and what the suite refuses
+# ═══════════════════════════════════════════════════════════════════════════════
+
+
+@dataclass(eq=False)  # internal records are never compared: no __eq__ to build at import
+class _Overrides:
+    """What flags set; each beats the config file, which beats the defaults."""
+
+    efforts: list[str] | None = None
+    temperatures: list[float] | None = None
+    max_tokens: int | None = None
+    parallelism: int | None = None
+
+
+@dataclass(eq=False)  # internal records are never compared: no __eq__ to build at import
+class _Lineup:
+    contenders: list[tuple[Contender, Provider]]
+    refused: list[str]
+
+
+def _build_lineup(suite: _Suite, overrides: _Overrides, models: list[str]) -> _Lineup:
+    config, where = suite.config, _display(suite.config.path)
+    planned: list[tuple[Contender, Provider]] = []
+    for vendor, entries in config.vendors.items():
+        for entry in entries:
+            model_id = f"{vendor}/{entry['model']}"
+            provider = next(p for p in suite.providers if not p.direct and p.serves(model_id))
+            if provider.prefix is None:
+                _refuse_fall_through(model_id, suite.providers, where)
+            planned += _expand(entry, model_id, provider, None, config.defaults, overrides)
+    direct = {p.name: p for p in suite.providers if p.direct}
+    for name, entries in config.direct.items():
+        if name not in direct:
+            raise ConfigError(
+                f"{where}: direct: unknown provider {name!r}{_hint(name, direct)}; known: {', '.join(direct) or 'none'}"
+            )
+        for entry in entries:
+            model_id = f"{name}/{entry['model']}"
+            planned += _expand(entry, model_id, direct[name], name, config.defaults, overrides)
+    if models:
+        known = sorted({c.model for c, _ in planned})
+        for model in models:
+            if model not in known:
+                raise ConfigError(
+                    f"-m {model}: not in the lineup{_hint(model, known)}; add it under vendors: or direct: "
+                    f"in {where} (the lineup has: {', '.join(known)})"
+                )
+        planned = [(c, p) for c, p in planned if c.model in models]
+    unique: dict[Contender, Provider] = {}
+    for contender, provider in planned:
+        unique.setdefault(contender, provider)
+    lineup = _Lineup([], [])
+    for contender, provider in unique.items():
+        if provider.request_type not in config.request_types:
+            lineup.refused.append(
+                f"{contender.model} refused: needs {provider.request_type}; "
+                f"this suite produces {', '.join(config.request_types)}"
+            )
+        else:
+            lineup.contenders.append((contender, provider))
+    return lineup
+
+
+def _refuse_fall_through(model_id: str, providers: Sequence[Provider], where: str) -> None:
+    """A model id that a provider class claims by its prefix must never go to the catch-all
+    provider (OpenRouter) because that provider was not registered: refused by name."""
+    registered = {type(p) for p in providers}
+    stack = list(Provider.__subclasses__())
+    while stack:
+        cls = stack.pop()
+        stack += cls.__subclasses__()
+        prefix = cls.__dict__.get("prefix")
+        if isinstance(prefix, str) and prefix and model_id.startswith(prefix) and cls not in registered:
+            raise ConfigError(
+                f"{where}: {model_id} is served by {cls.__name__} ({prefix}...), which this suite does not "
+                f"register; add it with configure(providers=[{cls.__name__}()]) instead of sending it to OpenRouter"
+            )
+
+
+def _expand(
+    entry: dict[str, Any],
+    model_id: str,
+    provider: Provider,
+    direct: str | None,
+    defaults: _Defaults,
+    overrides: _Overrides,
+) -> list[tuple[Contender, Provider]]:
+    """One contender per effort × temperature; flags beat the entry, which beats defaults."""
+    efforts = overrides.efforts or entry.get("effort") or defaults.effort
+    temperatures = overrides.temperatures or entry.get("temperature") or defaults.temperature
+    max_tokens = overrides.max_tokens or entry.get("max_tokens") or defaults.max_tokens
+    out = []
+    for effort in efforts:
+        if effort != "default" and provider.efforts is not None and effort not in provider.efforts:
+            accepted = ", ".join(["default", *provider.efforts])
+            raise ConfigError(
+                f"{model_id}: effort {effort!r} is not accepted by provider {provider.name} (accepts: {accepted})"
+            )
+        for temperature in temperatures:
+            out.append((Contender(model_id, effort, temperature, max_tokens, direct), provider))
+    return out
+
+
+def _catalog_problems(lineup: _Lineup) -> list[str]:
+    """Lineup ids that a provider's offline catalog does not know."""
+    problems = []
+    for model_id, provider in {c.model: p for c, p in lineup.contenders}.items():
+        try:
+            catalog = provider.catalog()
+        except _SUITE_EXCEPTIONS as e:
+            _reraise_ctrl_c(e)
+            problems.append(f"{model_id}: provider {provider.name}'s catalog failed: {_describe(e)[0]}")
+            continue
+        if catalog is not None and model_id not in catalog:
+            problems.append(f"{model_id}: provider {provider.name} has no such model{_hint(model_id, catalog)}")
+    return problems
+
+
+# ═══════════════════════════════════════════════════════════════════════════════
+# HTTP/1.1 transport: keep-alive connections, on threads and on an event loop, with retries
+# ═══════════════════════════════════════════════════════════════════════════════
+
+
 # Statuses worth another try (OpenRouter's own and its edge's), and those that end the run.
 _RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504, 524, 529})
 _FATAL_STATUSES = {401: "the key was refused", 402: "the account is out of credits"}
-
-
-class _Stop:
-    """The run's stop flag: set by Ctrl-C or by an error that ends the run; waits end at once.
-    ``interrupted`` is set only by the user's own Ctrl-C (the command's SIGINT handler), so a
-    KeyboardInterrupt that suite code raises by itself is told apart from it."""
-
-    def __init__(self) -> None:
-        self.event = threading.Event()
-        self.reason: str | None = None
-        self.interrupted = threading.Event()
-
-    def reset(self) -> None:
-        self.event.clear()
-        self.interrupted.clear()
-        self.reason = None
-
-    def set(self, reason: str) -> None:
-        if not self.event.is_set():
-            self.reason = reason
-            self.event.set()
-
-    def wait(self, seconds: float) -> bool:
-        """Sleep up to ``seconds``; True when the run was stopped meanwhile."""
-        return self.event.wait(seconds)
-
-
-_stop = _Stop()
-
-
-# What suite code may raise (anything at all: see ``_suite_fault``), caught at every hook.
-_SUITE_EXCEPTIONS = BaseException
-
-
-def _reraise_ctrl_c(error: BaseException) -> None:
-    """Inside ``except _SUITE_EXCEPTIONS``: the user's own Ctrl-C goes on as one."""
-    if not _suite_fault(error):
-        raise error
-
-
-def _suite_fault(error: BaseException) -> bool:
-    """Whether ``error``, raised by suite code, is that code's own failure: any exception at
-    all, SystemExit, GeneratorExit and BaseException subclasses included, and a
-    KeyboardInterrupt the code raised itself. Only the user's Ctrl-C (which reaches the
-    main thread alone) and asyncio's own cancellation go on as what they are."""
-    if isinstance(error, KeyboardInterrupt):
-        return not _stop.interrupted.is_set() or threading.current_thread() is not threading.main_thread()
-    asyncio = sys.modules.get("asyncio")
-    return not (asyncio is not None and isinstance(error, asyncio.CancelledError))
 
 
 def _request_body(body: Mapping[str, Any]) -> bytes:
@@ -1163,6 +2659,11 @@ class _AsyncHTTP:
                 conn.close()
 
 
+# ═══════════════════════════════════════════════════════════════════════════════
+# Built-in providers: OpenRouter, TypeSafe, LiteLLM and the offline fakes
+# ═══════════════════════════════════════════════════════════════════════════════
+
+
 class OpenRouter(Provider):
     """The default provider: every ``vendors:`` id, over OpenRouter's chat completions API.
 
@@ -1540,20 +3041,6 @@ def _approx_tokens(text: str | None) -> int:
     return max(1, math.ceil(len(text) / 4)) if text else 0
 
 
-_DECODER = json.JSONDecoder()
-
-
-def _first_json_object(text: str) -> Any:
-    """The first JSON object in ``text``; ValueError when there is none."""
-    start = text.find("{")
-    while start != -1:
-        try:
-            return _DECODER.raw_decode(text, start)[0]
-        except ValueError:
-            start = text.find("{", start + 1)
-    raise ValueError("no JSON object in the reply")
-
-
 def _fake_broken(system: str | None, user: str) -> str:
     raise ProviderError("fake/broken: connection refused (a fake transport failure)")
 
@@ -1602,1182 +3089,8 @@ class FakeModel(Model):
         super().__init__(model_id, FakeProvider(), **settings)
 
 
-# ═══════════════════════════════════════════════════════════════════════════════
-# What a suite writes: the adapter, the scorer, and (optionally) a tracker
-# ═══════════════════════════════════════════════════════════════════════════════
-
-
-class Adapter:
-    """Runs one case against a model and returns a ``Reply``. It never scores."""
-
-    def prepare(self, dataset: str) -> None:
-        """Once per dataset, before its experiments, outside the threads."""
-
-    def call(self, case: Case, model: Model) -> Reply:
-        raise NotImplementedError(f"{type(self).__name__}.call(case, model) is not written yet")
-
-    def context(self, case: Case) -> Mapping[str, Any]:
-        """What the scorer needs beyond the case."""
-        return {}
-
-    def verify(self, dataset: str) -> list[str]:
-        """Offline problems with a dataset, for ``agent-evals verify``."""
-        return []
-
-    def metadata(self) -> Mapping[str, Any]:
-        """Recorded in every log: prompt version, parser version, ..."""
-        return {}
-
-
-class Scorer:
-    """Turns a case and a reply into a ``Score``. Pure and deterministic: it calls nothing."""
-
-    def metrics(self) -> list[Metric]:
-        return [Metric("score", "The scorer's value for the case.", primary=True)]
-
-    def call(self, case: Case, reply: Reply, context: Mapping[str, Any]) -> Score:
-        raise NotImplementedError(f"{type(self).__name__}.call(case, reply, context) is not written yet")
-
-    def verify(self, case: Case, context: Mapping[str, Any]) -> list[str]:
-        """Offline problems with a case's expected answer."""
-        return []
-
-    def summary(self, case: Case) -> str:
-        """One short line about the case, shown by ``agent-evals cases``."""
-        return ""
-
-
-class EchoAdapter(Adapter):
-    """Sends the case input as the user message and parses the first JSON object back.
-
-    Used as it is (``call`` not overridden) with a provider that has an async client,
-    the run sends the same request from an event loop instead of a thread per case.
-    """
-
-    system: str | None = None
-
-    def call(self, case: Case, model: Model) -> Reply:
-        return self._reply(model.complete(system=self.system, user=case.input, json=True))
-
-    async def _acall(self, case: Case, model: Model) -> Reply:
-        return self._reply(await model.acomplete(system=self.system, user=case.input, json=True))
-
-    @staticmethod
-    def _reply(completion: Completion) -> Reply:
-        try:
-            output = _first_json_object(completion.text)
-        except ValueError as e:
-            return Reply(error=str(e), raw=completion.text, usage=completion.usage)
-        return Reply(output=output, raw=completion.text, usage=completion.usage)
-
-
-@dataclass(frozen=True, slots=True)
-class Summary:
-    """One experiment's totals: what ``Tracker.finish`` receives."""
-
-    cases: int
-    scored: int
-    errors: int
-    score: float | None
-    means: Mapping[str, float | None]
-    usage: Usage
-    duration: float
-    retries: int = 0
-    intervals: Mapping[str, Mapping[str, Any] | None] = field(default_factory=dict)
-    lost: Usage = field(default_factory=Usage)  # what the runs that ended in an error spent
-    cached: int = 0  # completions the response cache answered
-    saved: float = 0.0  # what they cost when first paid for
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "cases": self.cases,
-            "scored": self.scored,
-            "errors": self.errors,
-            "error_rate": self.errors / self.cases if self.cases else 0.0,
-            "score": self.score,
-            "means": dict(self.means),
-            "intervals": dict(self.intervals),
-            "usage": self.usage.to_json(),
-            "lost_to_errors": self.lost.to_json(),
-            "duration": self.duration,
-            "retries": self.retries,
-            "cached": self.cached,
-            "saved_usd": self.saved,
-        }
-
-
-class Tracker:
-    """Where results go besides the terminal: ``start``, ``record``, ``finish``.
-
-    ``context`` holds ``suite``, ``project``, ``project_id`` and ``options`` (the
-    tracker's own section of the config file). ``env_key`` selects it when it is the
-    only key set; ``packages`` are checked before any model is called.
-    """
-
-    name: ClassVar[str] = "tracker"
-    env_key: ClassVar[str | None] = None
-    packages: ClassVar[Sequence[str]] = ()
-    extra: ClassVar[str | None] = None  # the agent-evals pip extra that brings ``packages``
-
-    @classmethod
-    def problems(cls) -> list[str]:
-        """What stops it from running: a missing package (with how to get it) or key."""
-        found = []
-        missing = [p for p in cls.packages if not _importable(p)]
-        if missing:
-            how = f"pip install 'agent-evals[{cls.extra}]'" if cls.extra else f"pip install {' '.join(missing)}"
-            found.append(f"package {', '.join(missing)} is not installed ({how})")
-        if cls.env_key and not os.environ.get(cls.env_key):
-            found.append(f"{cls.env_key} is not set")
-        return found
-
-    @classmethod
-    def note(cls) -> str | None:
-        """A ``-v`` note on how it was configured, if any."""
-        return None
-
-    def __init__(self, context: Mapping[str, Any] | None = None) -> None:
-        self.context = dict(context or {})
-
-    def enabled(self) -> bool:
-        return True
-
-    def start(self, experiment: Experiment) -> None:
-        """Once, before the experiment's first case."""
-
-    def record(self, result: RunResult) -> None:
-        """Once per finished case, in case order, under a lock."""
-
-    def finish(self, experiment: Experiment, summary: Summary) -> Mapping[str, Any]:
-        """Once, with the summary; ``{"url": ...}`` names a page to open, or None."""
-        return {"url": None}
-
-
-# ═══════════════════════════════════════════════════════════════════════════════
-# Configuration: what configure() collects from the helper and plugins
-# ═══════════════════════════════════════════════════════════════════════════════
-
-
-@dataclass(eq=False)  # internal records are never compared: no __eq__ to build at import
-class _Configuration:
-    suite: str | None = None
-    root: Path | None = None
-    cases: str | None = None
-    adapter: Any = None
-    scorer: Any = None
-    env_files: list[str] = field(default_factory=list)
-    before_run: Callable[[], Any] | None = None
-    providers: list[Provider] = field(default_factory=list)
-    trackers: list[type[Tracker]] = field(default_factory=list)
-
-
-_LISTS = ("env_files", "providers", "trackers")
-_configuration = _Configuration()
-
-
-def configure(**settings: Any) -> None:
-    """Register the suite: ``suite``, ``root``, ``cases``, ``adapter``, ``scorer``,
-    ``env_files``, ``before_run``, ``providers``, ``trackers``.
-
-    Calls merge: lists extend and other keys replace, so a module named by ``require:``
-    can add a provider or a tracker to what the helper set.
-    """
-    known = [f.name for f in dataclasses.fields(_Configuration)]
-    for key, value in settings.items():
-        if key not in known:
-            raise ConfigError(f"configure(): unknown setting {key!r}{_hint(key, known)}; known: {', '.join(known)}")
-        if key in _LISTS:
-            items = [value] if isinstance(value, str | Provider | type) else list(value)
-            getattr(_configuration, key).extend(items)
-        elif key == "root":
-            _configuration.root = Path(value)
-        else:
-            setattr(_configuration, key, value)
-
-
-def _reset_configuration() -> None:
-    global _configuration
-    _configuration = _Configuration()
-
-
-# ═══════════════════════════════════════════════════════════════════════════════
-# Discovery and the config file: finding the suite and reading its lineup
-# ═══════════════════════════════════════════════════════════════════════════════
-
-
-@dataclass(eq=False)  # internal records are never compared: no __eq__ to build at import
-class _Defaults:
-    effort: list[str] = field(default_factory=lambda: ["default"])
-    temperature: list[float | None] = field(default_factory=lambda: [None])
-    max_tokens: int | None = None
-    parallelism: int = DEFAULT_PARALLELISM
-    repeat: int = 1
-    case_timeout: float = DEFAULT_CASE_TIMEOUT
-    transport: dict[str, float] = field(default_factory=dict)  # timeout, retries, ... as Provider names them
-
-
-@dataclass(eq=False)  # internal records are never compared: no __eq__ to build at import
-class _Config:
-    """The parsed ``.agent-eval.config.yml``."""
-
-    path: Path
-    request_types: list[str]
-    project: str | None = None
-    defaults: _Defaults = field(default_factory=_Defaults)
-    vendors: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
-    direct: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
-    tracker: str | None = None
-    sections: dict[str, dict[str, Any]] = field(default_factory=dict)
-    cases: str | None = None
-    cache: bool = False
-
-
-_TOP_KEYS = (
-    "project",
-    "request_types",
-    "defaults",
-    "vendors",
-    "direct",
-    "tracker",
-    "require",
-    "adapter",
-    "scorer",
-    "cases",
-    "cache",
-)
-# Transport settings every provider takes, with the kind of number each is.
-_TRANSPORT = {
-    "timeout": float,
-    "connect_timeout": float,
-    "retries": int,
-    "retry_wait": float,
-    "retry_backoff": float,
-    "max_response_mb": float,
-}
-_DEFAULT_KEYS = ("effort", "temperature", "max_tokens", "parallelism", "repeat", "case_timeout", *_TRANSPORT)
-# The largest value a whole-number setting takes: beyond these a typo would build a run in
-# memory that no machine holds (cases x repeats) or open more threads than a system allows.
-_CEILINGS = {"parallelism": 4096, "concurrency": 4096, "repeat": 1000, "max_tokens": 10_000_000, "retries": 100}
-_ENTRY_KEYS = ("model", "effort", "temperature", "max_tokens")
-
-
-def _find_suite(helper: str | None, config: str | None) -> tuple[Path | None, Path, Path]:
-    """(helper file or None, config file, the evals/ folder) from flags, env, or upward search."""
-    helper = helper or os.environ.get("AGENT_EVALS_HELPER") or None
-    if helper:
-        path = Path(helper).expanduser()
-        if not path.is_file():
-            raise ConfigError(
-                f"--helper {helper}: no such file; point it at evals/{HELPER_NAME} or evals/{CONFIG_NAME}"
-            )
-        path = path.resolve()
-        evals = path.parent
-        if path.suffix in (".yml", ".yaml"):
-            helper_path = evals / HELPER_NAME
-            return (helper_path if helper_path.is_file() else None), Path(config or path), evals
-        return path, Path(config) if config else evals / CONFIG_NAME, evals
-    here = Path.cwd().resolve()
-    for folder in (here, *here.parents):
-        evals = folder / "evals"
-        helper_path, config_path = evals / HELPER_NAME, evals / CONFIG_NAME
-        if helper_path.is_file() or config_path.is_file():
-            return (helper_path if helper_path.is_file() else None), Path(config) if config else config_path, evals
-    raise ConfigError(
-        f"no suite is configured: create evals/{HELPER_NAME} (calling agent_evals.configure with an "
-        f"adapter and a scorer) or evals/{CONFIG_NAME} (with adapter: and scorer: keys) in your "
-        f"project, or pass --helper PATH; searched upward from {here}"
-    )
-
-
-def _load_helper(path: Path) -> None:
-    """Run the helper as a module, with its project root (the parent of evals/) importable."""
-    root = str(path.parent.parent)
-    if root not in sys.path:
-        sys.path.insert(0, root)
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("_agent_evals_helper", path)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    try:
-        spec.loader.exec_module(module)
-    except EvalError:
-        raise
-    except _SUITE_EXCEPTIONS as e:
-        _reraise_ctrl_c(e)
-        raise SuiteError(f"{_display(path)}{_where(e, path)} raised {_describe(e)[0]}") from None
-
-
-def _where(error: BaseException, path: Path) -> str:
-    """':LINE' of the deepest frame inside ``path``, or ''."""
-    line = None
-    import traceback
-
-    for frame in traceback.extract_tb(error.__traceback__):
-        if Path(frame.filename).resolve() == path.resolve():
-            line = frame.lineno
-    return f":{line}" if line else ""
-
-
-def _read_config_file(path: Path) -> dict[str, Any]:
-    where = _display(path)
-    if path.is_dir():
-        raise ConfigError(
-            f"{where}: is a folder; the config file must be a file (request_types: [prompt], vendors: ...)"
-        )
-    if not path.is_file():
-        raise ConfigError(
-            f"{where}: not found; the config file names the request types and the lineup "
-            f"(request_types: [prompt], vendors: ...)"
-        )
-    yaml = _import_optional("yaml", f"reading {where}")
-    try:
-        text = path.read_bytes().decode("utf-8")
-        data = yaml.load(text, Loader=_yaml_loader(yaml))
-    except OSError as e:
-        raise ConfigError(f"{where}: cannot be read ({e.strerror or e})") from None
-    except UnicodeDecodeError as e:
-        raise ConfigError(f"{where}: not UTF-8 text ({e.reason} at byte {e.start})") from None
-    except _YamlProblem as e:
-        raise ConfigError(f"{where}: {e}") from None
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)
-        at = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
-        problem = getattr(e, "problem", None) or str(e)
-        raise ConfigError(f"{where}: {at}invalid YAML: {problem}") from None
-    except RecursionError:
-        raise ConfigError(f"{where}: invalid YAML: nested too deep") from None
-    except ValueError as e:  # a number past Python's 4,300-digit limit, and the like
-        raise ConfigError(f"{where}: invalid YAML: {str(e).split(';')[0]}") from None
-    if data is None:
-        data = {}
-    if not isinstance(data, dict):
-        raise ConfigError(
-            f"{where}: expected a mapping of keys (request_types:, vendors:, ...), got {type(data).__name__}"
-        )
-    return data
-
-
-class _YamlProblem(Exception):
-    """What the config's YAML must not do (an alias bomb, a key given twice)."""
-
-
-_YAML_ALIASES = 100  # a lineup has a handful of anchors; a few hundred bytes of aliases can expand to billions
-_YAML_NODES = 100_000  # nodes the document may hold once its aliases are expanded
-
-
-def _yaml_loader(yaml: Any) -> type:
-    """PyYAML's SafeLoader, bounded: at most ``_YAML_ALIASES`` aliases and ``_YAML_NODES``
-    nodes once they are expanded (checked before anything is built), and no key twice in
-    one mapping (named with both lines)."""
-
-    class Loader(yaml.SafeLoader):  # type: ignore[misc, name-defined]
-        aliases = 0
-
-        def compose_node(self, parent: Any, index: Any) -> Any:
-            if self.check_event(yaml.AliasEvent):
-                self.aliases += 1
-                if self.aliases > _YAML_ALIASES:
-                    line = self.peek_event().start_mark.line + 1
-                    raise _YamlProblem(f"line {line}: more than {_YAML_ALIASES} aliases (*name); write the values out")
-            return super().compose_node(parent, index)
-
-        def get_single_node(self) -> Any:
-            node = super().get_single_node()
-            if node is not None:
-                _yaml_size(node, {}, set())
-            return node
-
-        def construct_mapping(self, node: Any, deep: bool = False) -> Any:
-            lines: dict[Any, int] = {}
-            for key_node, _ in node.value:
-                if not isinstance(key_node, yaml.ScalarNode) or key_node.tag == "tag:yaml.org,2002:merge":
-                    continue
-                key = self.construct_object(key_node)
-                line = key_node.start_mark.line + 1
-                if key in lines:
-                    raise _YamlProblem(f"line {line}: key {key} is given twice (first on line {lines[key]}); keep one")
-                lines[key] = line
-            return super().construct_mapping(node, deep)
-
-    return Loader
-
-
-def _yaml_size(node: Any, sizes: dict[int, int], path: set[int]) -> int:
-    """Nodes under ``node`` with aliases expanded, each shared node counted once per use."""
-    if (known := sizes.get(id(node))) is not None:
-        return known
-    if id(node) in path:
-        raise _YamlProblem(f"line {node.start_mark.line + 1}: an anchor contains itself")
-    path.add(id(node))
-    total = 1
-    if isinstance(node.value, list):
-        for item in node.value:
-            for child in item if isinstance(item, tuple) else (item,):
-                total += _yaml_size(child, sizes, path)
-                if total > _YAML_NODES:
-                    raise _YamlProblem(
-                        f"line {node.start_mark.line + 1}: more than {_YAML_NODES:,} values once its aliases "
-                        "are expanded; write a smaller config"
-                    )
-    path.discard(id(node))
-    sizes[id(node)] = total
-    return total
-
-
-def _as_list(value: Any, where: str, key: str, kind: type | tuple[type, ...] = str) -> list[Any]:
-    items = value if isinstance(value, list) else [value]
-    for item in items:
-        if not isinstance(item, kind) or (isinstance(item, bool) and kind is not bool):
-            names = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
-            raise ConfigError(f"{where}: {key}: expected {names} or a list of them, got {item!r}")
-    return items
-
-
-def _check_efforts(values: list[str], where: str, key: str) -> list[str]:
-    for value in values:
-        if value not in EFFORTS:
-            raise ConfigError(
-                f"{where}: {key}: unknown effort {value!r}{_hint(value, EFFORTS)}; known: {', '.join(EFFORTS)}"
-            )
-    return values
-
-
-def _check_temperatures(values: list[Any], where: str, key: str) -> list[float | None]:
-    out: list[float | None] = []
-    for value in values:
-        if value is None:
-            out.append(None)
-            continue
-        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 2:
-            raise ConfigError(f"{where}: {key}: temperature must be a number from 0 to 2, got {value!r}")
-        out.append(float(value))
-    return out
-
-
-def _check_positive(value: Any, where: str, key: str, *, zero: bool = False) -> int:
-    low, high = 0 if zero else 1, _CEILINGS.get(key.rpartition(".")[2])
-    if isinstance(value, bool) or not isinstance(value, int) or value < low or (high and value > high):
-        span = f"from {low} to {high:,}" if high else f"from {low} up"
-        raise ConfigError(f"{where}: {key}: expected a whole number {span}, got {_shown(value)}")
-    return value
-
-
-def _check_number(value: Any, where: str, key: str, kind: type) -> float:
-    high = _CEILINGS.get(key.rpartition(".")[2])
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int | float)
-        or not 0 <= value < math.inf  # NaN and infinities too
-        or (high is not None and value > high)
-        or (kind is int and value != int(value))
-    ):
-        noun = "a whole number" if kind is int else "a number"
-        span = f"from 0 to {high:,}" if high else "from 0 up (finite)"
-        raise ConfigError(f"{where}: {key}: expected {noun} {span}, got {_shown(value)}")
-    return kind(value)
-
-
-def _shown(value: Any) -> str:
-    """A value in a message: its repr, cut short (a 5,000-digit number is not a message)."""
-    try:
-        text = repr(value)
-    except ValueError:
-        text = f"<a number of {value.bit_length() * 0.30103:,.0f} digits>"
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
-def _check_keys(data: Mapping[str, Any], known: Sequence[str], where: str, prefix: str = "") -> None:
-    for key in data:
-        if key not in known:
-            raise ConfigError(f"{where}: unknown key {prefix}{key}{_hint(key, known)}; known: {', '.join(known)}")
-
-
-def _parse_config(
-    data: dict[str, Any], path: Path, request_types: Mapping[str, str], tracker_names: Sequence[str]
-) -> _Config:
-    where = _display(path)
-    _check_keys(data, [*_TOP_KEYS, *tracker_names], where)
-    types = data.get("request_types")
-    if not types:
-        raise ConfigError(
-            f"{where}: request_types is required: name what the suite's adapter sends, "
-            f"e.g. request_types: [prompt]; known: {', '.join(request_types)}"
-        )
-    types = _as_list(types, where, "request_types")
-    for kind in types:
-        if kind not in request_types:
-            raise ConfigError(
-                f"{where}: request_types: unknown type {kind!r}{_hint(kind, request_types)}; "
-                f"known: {', '.join(request_types)}"
-            )
-    config = _Config(path=path, request_types=types)
-    if "cache" in data:
-        if not isinstance(data["cache"], bool):
-            raise ConfigError(f"{where}: cache: expected true or false, got {data['cache']!r}")
-        config.cache = data["cache"]
-    for key in ("project", "tracker", "cases"):
-        if key in data and data[key] is not None:
-            if not isinstance(data[key], str):
-                raise ConfigError(f"{where}: {key}: expected a string, got {data[key]!r}")
-            setattr(config, key, data[key])
-    defaults = data.get("defaults") or {}
-    if not isinstance(defaults, dict):
-        raise ConfigError(f"{where}: defaults: expected a mapping (effort:, temperature:, ...), got {defaults!r}")
-    _check_keys(defaults, _DEFAULT_KEYS, where, "defaults.")
-    if "effort" in defaults:
-        config.defaults.effort = _check_efforts(
-            _as_list(defaults["effort"], where, "defaults.effort"), where, "defaults.effort"
-        )
-    if "temperature" in defaults:
-        config.defaults.temperature = _check_temperatures(
-            _as_list(defaults["temperature"], where, "defaults.temperature", object), where, "defaults.temperature"
-        )
-    if defaults.get("max_tokens") is not None:
-        config.defaults.max_tokens = _check_positive(defaults["max_tokens"], where, "defaults.max_tokens")
-    if "parallelism" in defaults:
-        config.defaults.parallelism = _check_positive(defaults["parallelism"], where, "defaults.parallelism")
-    if "repeat" in defaults:
-        config.defaults.repeat = _check_positive(defaults["repeat"], where, "defaults.repeat")
-    if "case_timeout" in defaults:
-        config.defaults.case_timeout = _check_number(defaults["case_timeout"], where, "defaults.case_timeout", float)
-    for key, kind in _TRANSPORT.items():
-        if key in defaults:
-            config.defaults.transport[key] = _check_number(defaults[key], where, f"defaults.{key}", kind)
-    for section in ("vendors", "direct"):
-        value = data.get(section) or {}
-        if not isinstance(value, dict):
-            raise ConfigError(
-                f"{where}: {section}: expected a mapping of name to a list of models, got {type(value).__name__}"
-            )
-        parsed = {}
-        for name, entries in value.items():
-            if not isinstance(entries, list):
-                raise ConfigError(
-                    f"{where}: {section}.{name}: expected a list of entries (- model: NAME), got {entries!r}"
-                )
-            parsed[str(name)] = [_parse_entry(e, where, f"{section}.{name}[{i}]") for i, e in enumerate(entries)]
-        setattr(config, section, parsed)
-    for name in tracker_names:
-        if name in data:
-            if not isinstance(data[name], dict):
-                raise ConfigError(f"{where}: {name}: expected a mapping of the tracker's options, got {data[name]!r}")
-            config.sections[name] = data[name]
-    return config
-
-
-def _parse_entry(entry: Any, where: str, key: str) -> dict[str, Any]:
-    if isinstance(entry, str):
-        entry = {"model": entry}
-    if not isinstance(entry, dict):
-        raise ConfigError(f"{where}: {key}: expected a mapping with model:, got {entry!r}")
-    _check_keys(entry, _ENTRY_KEYS, where, f"{key}.")
-    model = entry.get("model")
-    if not isinstance(model, str) or not model.strip():
-        raise ConfigError(f"{where}: {key}.model: expected a model name, got {model!r}")
-    out: dict[str, Any] = {"model": model.strip()}
-    if "effort" in entry:
-        out["effort"] = _check_efforts(_as_list(entry["effort"], where, f"{key}.effort"), where, f"{key}.effort")
-    if "temperature" in entry:
-        out["temperature"] = _check_temperatures(
-            _as_list(entry["temperature"], where, f"{key}.temperature", object), where, f"{key}.temperature"
-        )
-    if entry.get("max_tokens") is not None:
-        out["max_tokens"] = _check_positive(entry["max_tokens"], where, f"{key}.max_tokens")
-    return out
-
-
-def _resolve_object(spec: str, key: str, where: str) -> Any:
-    """``package.module:Name`` (or dotted ``package.module.Name``) -> the object."""
-    if not isinstance(spec, str) or not spec.strip():
-        raise ConfigError(f"{where}: {key}: expected package.module:Class, got {spec!r}")
-    module_name, sep, attr = spec.partition(":")
-    if not sep:
-        module_name, _, attr = spec.rpartition(".")
-    if not module_name or not attr:
-        raise ConfigError(f"{where}: {key}: {spec} is not of the form package.module:Class")
-    module = _import_module(module_name, key, spec, where)
-    try:
-        return getattr(module, attr)
-    except AttributeError:
-        names = [n for n in vars(module) if not n.startswith("_")]
-        raise ConfigError(f"{where}: {key}: {spec}: module {module_name} has no {attr}{_hint(attr, names)}") from None
-
-
-def _forget_modules(*, under: Path | None = None, named: str | None = None) -> None:
-    """Drop from ``sys.modules`` the modules a suite loaded before (those whose file is
-    ``under`` its project, or the package ``named`` and its submodules), so that loading it
-    again (a second ``main()`` in one process: a notebook, a test runner) runs what they
-    register with ``configure()`` at import again, instead of silently losing it."""
-    for name, module in list(sys.modules.items()):
-        if name == "__main__" or getattr(module, "__dict__", None) is globals():
-            continue
-        if named is not None and (name == named or name.startswith(f"{named}.")):
-            del sys.modules[name]
-        elif under is not None and isinstance(file := getattr(module, "__file__", None), str):
-            try:
-                path = Path(file).resolve()
-            except (OSError, ValueError):
-                continue
-            # a virtualenv inside the project holds installed packages: never imported twice
-            installed = not path.parts or {"site-packages", "dist-packages"} & set(path.parts)
-            if path.is_relative_to(under) and not installed:
-                del sys.modules[name]
-
-
-def _import_module(name: str, key: str, value: str, where: str) -> Any:
-    try:
-        return importlib.import_module(name)
-    except ModuleNotFoundError as e:
-        raise ConfigError(
-            f"{where}: {key}: {value} could not be imported ({e}); is it installed, or its folder on PYTHONPATH?"
-        ) from None
-    except EvalError:
-        raise
-    except _SUITE_EXCEPTIONS as e:
-        _reraise_ctrl_c(e)
-        raise SuiteError(f"{where}: {key}: importing {name} raised {_describe(e)[0]}") from None
-
-
-@dataclass(eq=False)  # internal records are never compared: no __eq__ to build at import
-class _Suite:
-    """Everything discovery found: the suite's objects, its root and its lineup file."""
-
-    name: str
-    root: Path
-    project_root: Path
-    cases_glob: str
-    adapter: Any
-    scorer: Any
-    config: _Config
-    providers: list[Provider]
-    trackers: dict[str, type[Tracker]]
-    env_files: list[str]
-    before_run: Callable[[], Any] | None
-    metrics: list[Metric]
-
-
-def _request_types(providers: Iterable[Provider]) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for provider in providers:
-        out.setdefault(provider.request_type, provider.request_type_description)
-    return out
-
-
 def _builtin_providers() -> list[Provider]:
     return [TypeSafe(), LiteLLM(), OpenRouter()]
-
-
-def _load_suite(helper_flag: str | None, config_flag: str | None) -> _Suite:
-    helper, config_path, evals = _find_suite(helper_flag, config_flag)
-    _reset_configuration()
-    project_root = evals.parent
-    _forget_modules(under=project_root.resolve())
-    if helper:
-        _load_helper(helper)
-    if str(project_root) not in sys.path:
-        sys.path.insert(0, str(project_root))
-    data = _read_config_file(config_path)
-    where = _display(config_path)
-    requires = data.get("require") or []
-    for name in _as_list(requires, where, "require"):
-        _forget_modules(named=name)
-        _import_module(name, "require", name, where)
-    conf = _configuration
-    for key in ("adapter", "scorer"):
-        if getattr(conf, key) is None and data.get(key):
-            cls = _resolve_object(data[key], key, where)
-            try:
-                setattr(conf, key, cls() if isinstance(cls, type) else cls)
-            except _SUITE_EXCEPTIONS as e:
-                _reraise_ctrl_c(e)
-                raise SuiteError(f"{where}: {key}: {data[key]}() raised {_describe(e)[0]}") from None
-    if conf.adapter is None or conf.scorer is None:
-        missing = " and ".join(k for k in ("adapter", "scorer") if getattr(conf, k) is None)
-        source = _display(helper) if helper else f"evals/{HELPER_NAME}"
-        raise ConfigError(
-            f"no suite is configured: no {missing}; register them in {source} with "
-            f"configure(adapter=..., scorer=...) or name them with adapter: and scorer: in {where}"
-        )
-    providers = [*reversed(conf.providers), *_builtin_providers()]
-    classes: list[type[Tracker]] = [LocalTracker, Braintrust, Logfire, *conf.trackers]
-    trackers = {cls.name: cls for cls in classes}
-    _SECRET_KEYS.update(key for p in providers for key in p.env_keys or ())
-    _SECRET_KEYS.update(t.env_key for t in trackers.values() if t.env_key)
-    _Secrets.refresh()
-    config = _parse_config(data, config_path, _request_types(providers), [n for n in trackers if n != "local"])
-    metrics = _scorer_metrics(conf.scorer)
-    root = conf.root or evals
-    return _Suite(
-        name=conf.suite or project_root.name,
-        root=root,
-        project_root=project_root,
-        cases_glob=conf.cases or config.cases or DEFAULT_CASES,
-        adapter=conf.adapter,
-        scorer=conf.scorer,
-        config=config,
-        providers=providers,
-        trackers=trackers,
-        env_files=list(conf.env_files),
-        before_run=conf.before_run,
-        metrics=metrics,
-    )
-
-
-def _scorer_metrics(scorer: Any) -> list[Metric]:
-    name = type(scorer).__name__
-    try:
-        metrics = list(scorer.metrics())
-    except _SUITE_EXCEPTIONS as e:
-        _reraise_ctrl_c(e)
-        raise SuiteError(f"scorer {name}.metrics() raised {_describe(e)[0]}") from None
-    if not metrics or not all(isinstance(m, Metric) for m in metrics):
-        raise SuiteError(f"scorer {name}.metrics() must return a non-empty list of Metric")
-    names = [m.name for m in metrics]
-    if len(set(names)) != len(names):
-        raise SuiteError(f"scorer {name}.metrics() declares a name twice: {', '.join(names)}")
-    for m in metrics:
-        if m.aggregate != "mean":
-            raise SuiteError(f"scorer {name}: metric {m.name}: aggregate {m.aggregate!r} is not supported; use 'mean'")
-    return metrics
-
-
-# ═══════════════════════════════════════════════════════════════════════════════
-# Cases: the folders under datasets/, and the selection -d and -c make
-# ═══════════════════════════════════════════════════════════════════════════════
-
-
-@dataclass(eq=False)  # internal records are never compared: no __eq__ to build at import
-class _Loaded:
-    cases: list[Case]
-    problems: list[tuple[str, str]]  # (case key, "path: problem") for verify to report
-
-
-class _Found:
-    """A case as its path names it, before its files are read: what selecting by
-    ``-d``/``-c`` and building the matrix need, for a fraction of a read's cost."""
-
-    __slots__ = ("dataset", "file", "folder", "id", "key", "listing", "variant")
-
-    def __init__(self, root: str, rel: str, file: str, listing: frozenset[str]) -> None:
-        parts = rel.split("/")
-        # the folder after datasets/; for another layout, the one before cases/, else the first
-        if "datasets" in parts[:-1]:
-            self.dataset = parts[parts.index("datasets") + 1]
-        elif "cases" in parts[1:]:
-            self.dataset = parts[parts.index("cases", 1) - 1]
-        else:
-            self.dataset = parts[0] if len(parts) > 1 else "default"
-        name = parts[-1]
-        if name.isdigit() and len(parts) > 1:
-            self.variant, self.id = parts[-2], f"{parts[-2]}/{name}"
-        else:
-            self.variant, self.id = name, name
-        self.key = f"{self.dataset}/{self.id}"
-        self.folder = f"{root}{os.sep}{rel.replace('/', os.sep)}" if rel else root
-        self.file, self.listing = file, listing
-
-
-class _Cases(Sequence[Case]):
-    """The cases of one dataset in order, each read from disk the first time it is
-    asked for: a run starts asking models at once; on threads, a read-ahead thread reads
-    the cases in order while the first answers are awaited, and a worker that overtakes
-    it reads its case itself (an event loop reads each case as it takes it). Reading twice (two threads, one case) gives equal results, so no
-    lock is needed. ``problems()`` says what was wrong with the files read so far."""
-
-    def __init__(self, found: Sequence[_Found]) -> None:
-        self.found = list(found)
-        self._cases: list[Case | None] = [None] * len(self.found)
-        self._problems: dict[int, list[str]] = {}
-        self._reading = False
-
-    def __len__(self) -> int:
-        return len(self.found)
-
-    def __getitem__(self, k: Any) -> Any:
-        if isinstance(k, slice):
-            return [self[i] for i in range(*k.indices(len(self)))]
-        case = self._cases[k]
-        if case is None:
-            trouble: list[str] = []
-            case = _read_case(self.found[k], trouble)
-            if trouble:
-                self._problems[k] = trouble
-            self._cases[k] = case
-        return case
-
-    @property
-    def ids(self) -> list[str]:
-        return [f.id for f in self.found]
-
-    def peek(self, k: int) -> Case:
-        """Case ``k`` if it was read, else a case with its name only: never waits on a read."""
-        if (case := self._cases[k]) is not None:
-            return case
-        found = self.found[k]
-        return Case(id=found.id, dataset=found.dataset, variant=found.variant, path=Path(found.folder))
-
-    def read_ahead(self) -> None:
-        """Read every case, in order, on a thread of its own (once)."""
-        if not self._reading:
-            self._reading = True
-            threading.Thread(target=self._read_all, name="cases-read-ahead", daemon=True).start()
-
-    def _read_all(self) -> None:
-        for k in range(len(self)):
-            self[k]
-
-    def problems(self) -> list[tuple[str, str]]:
-        """(case key, problem) for the cases read so far, in case order."""
-        found = self._problems.copy()  # one step under the GIL: the read-ahead may still be adding
-        return [(self.found[k].key, p) for k in sorted(found) for p in found[k]]
-
-
-def _glob_segment(segment: str) -> str:
-    out, i = [], 0
-    while i < len(segment):
-        char = segment[i]
-        end = segment.find("]", i + 2) if char == "[" else -1
-        if char == "*":
-            out.append("[^/]*")
-        elif char == "?":
-            out.append("[^/]")
-        elif end != -1:
-            inner = segment[i + 1 : end]
-            inner = "^" + inner[1:] if inner.startswith("!") else inner
-            out.append("[" + inner.replace("\\", "\\\\") + "]")
-            i = end
-        else:
-            out.append(re.escape(char))
-        i += 1
-    return "".join(out)
-
-
-def _glob_regex(pattern: str) -> re.Pattern[str]:
-    """A glob (``*``, ``?``, ``[...]``, ``**`` for any folders) as a regex over relative paths.
-
-    >>> bool(_glob_regex("datasets/*/cases/**/input.txt").match("datasets/a/cases/v/001/input.txt"))
-    True
-    >>> bool(_glob_regex("datasets/*/cases/**/input.txt").match("datasets/a/b/cases/input.txt"))
-    False
-    >>> [bool(_glob_regex("v[0-9]?/[!x]*.txt").match(p)) for p in ("v1a/in.txt", "v1/in.txt", "v1a/x.txt")]
-    [True, False, False]
-    """
-    out = []
-    for segment in pattern.strip("/").split("/"):
-        if segment == "**":
-            out.append("(?:[^/]+/)*")
-            continue
-        regex = _glob_segment(segment)
-        out.append(regex + "/")
-    return re.compile("".join(out)[:-1] + r"\Z")
-
-
-def _find_cases(suite: _Suite) -> tuple[list[_Found], list[tuple[str, str]]]:
-    """Every case the glob matches, in order, and the keys named twice; no file is read."""
-    # os.scandir down the tree, not pathlib.glob: each folder's listing says which of
-    # expected.json and metadata.json exist, so thousands of cases are found in a blink
-    root = str(suite.root)
-    match = _glob_regex(suite.cases_glob).match
-    matched: list[tuple[str, str, str, frozenset[str]]] = []  # (sort key, file, folder, its listing)
-    orphans: list[str] = []
-    folders: list[str] = []
-    pending = [""]
-    while pending:
-        rel = pending.pop()
-        prefix = f"{rel}/" if rel else ""
-        files = []
-        with os.scandir(f"{root}{os.sep}{rel}" if rel else root) as entries:
-            for entry in entries:
-                name = entry.name
-                if not entry.is_dir():
-                    files.append(name)
-                elif name[0] != "." and not entry.is_symlink():  # as os.walk: links not followed
-                    pending.append(prefix + name)
-                    if match(prefix + name) or name in ("expected.json", "metadata.json"):
-                        folders.append(prefix + name)  # a folder where a case file should be: verify names it
-        listing = None
-        for name in files:
-            if match(prefix + name):
-                listing = listing or frozenset(files)
-                # folder by folder, then the file: \x01 between folders sorts below any name
-                matched.append((f"{rel.replace('/', chr(1))}\x00{name}", name, rel, listing))
-        if listing is None and "expected.json" in files and rel:
-            orphans.append(rel)  # an answer with no input: verify names it
-    if not matched:
-        raise ConfigError(
-            f"no cases match {suite.cases_glob} under {_display(suite.root)}: add "
-            f"datasets/<dataset>/cases/<variant>/[NNN/]input.txt, or change configure(cases=...)"
-        )
-    matched.sort()
-    found, twice, seen = [], [], set()
-    for _, name, rel, listing in matched:
-        case = _Found(root, rel, name, listing)
-        if case.key in seen:
-            where = _display(os.path.join(case.folder, name))
-            twice.append((case.key, f"{where}: case {case.key} is listed twice; rename its folder"))
-        seen.add(case.key)
-        found.append(case)
-    for rel in sorted(orphans):
-        orphan = _Found(root, rel, "", frozenset())
-        if orphan.key not in seen:
-            where = _display(os.path.join(orphan.folder, "expected.json"))
-            twice.append((orphan.key, f"{where}: an expected answer with no input file; add the input or remove it"))
-    for rel in sorted(folders):
-        parent = _Found(root, rel.rpartition("/")[0], "", frozenset())
-        where = _display(os.path.join(root, rel))
-        what = "input file" if match(rel) else rel.rpartition("/")[2]
-        twice.append((parent.key, f"{where}: a folder where the case's {what} should be; make it a file"))
-    return found, twice
-
-
-def _load_cases(suite: _Suite) -> _Loaded:
-    """Every case, read now: what ``cases``, ``verify`` and ``rescore`` show and check."""
-    found, twice = _find_cases(suite)
-    cases = _Cases(found)
-    loaded = list(cases)
-    problems = cases.problems() + twice
-    order = {f.key: i for i, f in enumerate(found)}
-    problems.sort(key=lambda p: order.get(p[0], len(order)))  # stable: a case's own problems, then "listed twice"
-    return _Loaded(loaded, problems)
-
-
-def _read_case(found: _Found, problems: list[str]) -> Case:
-    """The case ``found`` names, with what is wrong with its files added to ``problems``."""
-    folder, listing = found.folder, found.listing
-    path, expected_path, metadata_path = (
-        f"{folder}{os.sep}{name}" for name in (found.file, "expected.json", "metadata.json")
-    )
-    text = ""
-    try:
-        raw = _read_bytes(path)
-    except OSError as e:  # read off the main thread: a problem of the case, never a lost thread
-        problems.append(f"{_display(path)}: cannot be read ({e.strerror})")
-    else:
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError as e:
-            problems.append(f"{_display(path)}: not UTF-8 text ({e.reason} at byte {e.start}); save it as UTF-8")
-            text = raw.decode("utf-8", errors="replace")
-        if not text.strip():
-            problems.append(f"{_display(path)}: empty input")
-    expected = metadata = None
-    if "expected.json" in listing:
-        expected = _read_json(expected_path, problems)
-    else:
-        problems.append(f"{_display(expected_path)}: missing")
-    if "metadata.json" in listing:
-        metadata = _read_json(metadata_path, problems)
-    if metadata is not None and not isinstance(metadata, dict):
-        problems.append(f"{_display(metadata_path)}: expected an object, got {type(metadata).__name__}")
-        metadata = None
-    return Case(
-        id=found.id,
-        dataset=found.dataset,
-        variant=found.variant,
-        input=text,
-        expected=expected,
-        path=Path(folder),
-        metadata=metadata or {},
-    )
-
-
-_INVALID_COSTS = [0]  # usages that reported a cost that is no price, taken as unknown ($0)
-_O_BINARY = getattr(os, "O_BINARY", 0)  # Windows: no newline translation
-_O_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
-_MAX_CASE_FILE = 256 << 20  # bytes one case file may hold
-
-
-def _read_bytes(path: str) -> bytes:
-    """A whole file in three system calls (a short read of a regular file is its end):
-    ``open()`` adds a stat, a seek and a terminal check to each of the thousands of
-    small files a suite has, and every call is a moment another thread takes the GIL."""
-    # O_NONBLOCK: a named pipe where a case file should be reads as empty instead of
-    # waiting forever for a writer (it changes nothing for a regular file)
-    fd = os.open(path, os.O_RDONLY | _O_BINARY | _O_NONBLOCK)
-    try:
-        data = os.read(fd, 65536)
-        if len(data) == 65536:
-            parts = [data]
-            size = len(data)
-            while chunk := os.read(fd, 1 << 20):
-                parts.append(chunk)
-                size += len(chunk)
-                if size > _MAX_CASE_FILE:  # /dev/zero behind a link, or a file no case needs
-                    raise OSError(27, f"larger than {_MAX_CASE_FILE >> 20} MiB")
-            data = b"".join(parts)
-        return data
-    except BlockingIOError:
-        return b""
-    finally:
-        os.close(fd)
-
-
-def _read_json(path: str, problems: list[str]) -> Any:
-    try:
-        return json.loads(_read_bytes(path).decode("utf-8"))
-    except OSError as e:
-        problems.append(f"{_display(path)}: cannot be read ({e.strerror})")
-    except UnicodeDecodeError as e:
-        problems.append(f"{_display(path)}: not UTF-8 text ({e.reason} at byte {e.start})")
-    except json.JSONDecodeError as e:
-        problems.append(f"{_display(path)}: line {e.lineno}, column {e.colno}: invalid JSON: {e.msg}")
-    except RecursionError:
-        problems.append(f"{_display(path)}: invalid JSON: nested too deep")
-    return None
-
-
-def _split(values: Sequence[str] | None) -> list[str]:
-    """Flag values given repeated or comma-separated, in order, without repeats."""
-    out: list[str] = []
-    for value in values or ():
-        for item in value.split(","):
-            item = item.strip()
-            if item and item not in out:
-                out.append(item)
-    return out
-
-
-def _select_cases(cases: list[Any], datasets: list[str], selectors: list[str]) -> list[Any]:
-    """The cases (read, or only found) that ``-d`` and ``-c`` select, in order."""
-    known = sorted({c.dataset for c in cases})
-    for name in datasets:
-        if name not in known:
-            raise ConfigError(f"-d {name}: no such dataset{_hint(name, known)}; known: {', '.join(known)}")
-    if datasets:
-        cases = [c for c in cases if c.dataset in datasets]
-    if selectors:
-        ids = sorted({c.id for c in cases} | {c.variant for c in cases})
-        for sel in selectors:
-            if not any(_matches(c, sel) for c in cases):
-                raise ConfigError(
-                    f"-c {sel}: no case or variant matches{_hint(sel, ids)}; use -c VARIANT or -c VARIANT/NNN"
-                )
-        cases = [c for c in cases if any(_matches(c, sel) for sel in selectors)]
-    return cases
-
-
-def _matches(case: Case | _Found, selector: str) -> bool:
-    return selector in (case.id, case.variant, case.key) or case.key.startswith(f"{selector}/")
-
-
-# ═══════════════════════════════════════════════════════════════════════════════
-# The lineup: contenders from vendors: and direct:, and what the suite refuses
-# ═══════════════════════════════════════════════════════════════════════════════
-
-
-@dataclass(eq=False)  # internal records are never compared: no __eq__ to build at import
-class _Overrides:
-    """What flags set; each beats the config file, which beats the defaults."""
-
-    efforts: list[str] | None = None
-    temperatures: list[float] | None = None
-    max_tokens: int | None = None
-    parallelism: int | None = None
-
-
-@dataclass(eq=False)  # internal records are never compared: no __eq__ to build at import
-class _Lineup:
-    contenders: list[tuple[Contender, Provider]]
-    refused: list[str]
-
-
-def _build_lineup(suite: _Suite, overrides: _Overrides, models: list[str]) -> _Lineup:
-    config, where = suite.config, _display(suite.config.path)
-    planned: list[tuple[Contender, Provider]] = []
-    for vendor, entries in config.vendors.items():
-        for entry in entries:
-            model_id = f"{vendor}/{entry['model']}"
-            provider = next(p for p in suite.providers if not p.direct and p.serves(model_id))
-            if provider.prefix is None:
-                _refuse_fall_through(model_id, suite.providers, where)
-            planned += _expand(entry, model_id, provider, None, config.defaults, overrides)
-    direct = {p.name: p for p in suite.providers if p.direct}
-    for name, entries in config.direct.items():
-        if name not in direct:
-            raise ConfigError(
-                f"{where}: direct: unknown provider {name!r}{_hint(name, direct)}; known: {', '.join(direct) or 'none'}"
-            )
-        for entry in entries:
-            model_id = f"{name}/{entry['model']}"
-            planned += _expand(entry, model_id, direct[name], name, config.defaults, overrides)
-    if models:
-        known = sorted({c.model for c, _ in planned})
-        for model in models:
-            if model not in known:
-                raise ConfigError(
-                    f"-m {model}: not in the lineup{_hint(model, known)}; add it under vendors: or direct: "
-                    f"in {where} (the lineup has: {', '.join(known)})"
-                )
-        planned = [(c, p) for c, p in planned if c.model in models]
-    unique: dict[Contender, Provider] = {}
-    for contender, provider in planned:
-        unique.setdefault(contender, provider)
-    lineup = _Lineup([], [])
-    for contender, provider in unique.items():
-        if provider.request_type not in config.request_types:
-            lineup.refused.append(
-                f"{contender.model} refused: needs {provider.request_type}; "
-                f"this suite produces {', '.join(config.request_types)}"
-            )
-        else:
-            lineup.contenders.append((contender, provider))
-    return lineup
-
-
-def _refuse_fall_through(model_id: str, providers: Sequence[Provider], where: str) -> None:
-    """A model id that a provider class claims by its prefix must never go to the catch-all
-    provider (OpenRouter) because that provider was not registered: refused by name."""
-    registered = {type(p) for p in providers}
-    stack = list(Provider.__subclasses__())
-    while stack:
-        cls = stack.pop()
-        stack += cls.__subclasses__()
-        prefix = cls.__dict__.get("prefix")
-        if isinstance(prefix, str) and prefix and model_id.startswith(prefix) and cls not in registered:
-            raise ConfigError(
-                f"{where}: {model_id} is served by {cls.__name__} ({prefix}...), which this suite does not "
-                f"register; add it with configure(providers=[{cls.__name__}()]) instead of sending it to OpenRouter"
-            )
-
-
-def _expand(
-    entry: dict[str, Any],
-    model_id: str,
-    provider: Provider,
-    direct: str | None,
-    defaults: _Defaults,
-    overrides: _Overrides,
-) -> list[tuple[Contender, Provider]]:
-    """One contender per effort × temperature; flags beat the entry, which beats defaults."""
-    efforts = overrides.efforts or entry.get("effort") or defaults.effort
-    temperatures = overrides.temperatures or entry.get("temperature") or defaults.temperature
-    max_tokens = overrides.max_tokens or entry.get("max_tokens") or defaults.max_tokens
-    out = []
-    for effort in efforts:
-        if effort != "default" and provider.efforts is not None and effort not in provider.efforts:
-            accepted = ", ".join(["default", *provider.efforts])
-            raise ConfigError(
-                f"{model_id}: effort {effort!r} is not accepted by provider {provider.name} (accepts: {accepted})"
-            )
-        for temperature in temperatures:
-            out.append((Contender(model_id, effort, temperature, max_tokens, direct), provider))
-    return out
-
-
-def _catalog_problems(lineup: _Lineup) -> list[str]:
-    """Lineup ids that a provider's offline catalog does not know."""
-    problems = []
-    for model_id, provider in {c.model: p for c, p in lineup.contenders}.items():
-        try:
-            catalog = provider.catalog()
-        except _SUITE_EXCEPTIONS as e:
-            _reraise_ctrl_c(e)
-            problems.append(f"{model_id}: provider {provider.name}'s catalog failed: {_describe(e)[0]}")
-            continue
-        if catalog is not None and model_id not in catalog:
-            problems.append(f"{model_id}: provider {provider.name} has no such model{_hint(model_id, catalog)}")
-    return problems
 
 
 # ═══════════════════════════════════════════════════════════════════════════════
@@ -2829,22 +3142,6 @@ class Experiment:
 def _ids(cases: Sequence[Case]) -> list[str]:
     """The cases' ids, without reading the files of cases not read yet."""
     return cases.ids if isinstance(cases, _Cases) else [c.id for c in cases]
-
-
-def _safe_name(text: str) -> str:
-    """A file-name-safe rendering of any model id or label (no ``/``, no spaces), short
-    enough for any file system with a stamp after it: a longer one keeps its start and a
-    hash of the whole, so two long names never collide.
-
-    >>> _safe_name("ds--openai/gpt 4"), len(_safe_name("x" * 500))
-    ('ds--openai-gpt-4', 160)
-    """
-    name = re.sub(r"[^A-Za-z0-9._=-]+", "-", text).strip("-.") or "experiment"
-    if len(name) > 160:
-        import hashlib
-
-        name = f"{name[:143]}-{hashlib.sha256(name.encode()).hexdigest()[:16]}"
-    return name
 
 
 def _run_case(
@@ -2939,21 +3236,6 @@ def _score(suite: _Suite, case: Case, reply: Reply, metric_names: frozenset[str]
     score = suite.scorer.call(case, reply, suite.adapter.context(case))
     _check_score(suite.scorer, case, score, metric_names)
     return score
-
-
-def _describe(error: BaseException) -> tuple[str, str]:
-    """An exception as the log keeps it: ``Type: message`` and a short traceback, secrets masked."""
-    import traceback
-
-    try:
-        message = f"sys.exit({error.code!r}) was called" if isinstance(error, SystemExit) else str(error)
-    except Exception:  # a message that cannot be read must not lose the row
-        message = "(its message could not be read)"
-    try:
-        trace = "".join(traceback.format_exception(type(error), error, error.__traceback__, limit=-4))
-    except Exception:
-        trace = ""
-    return _redact(f"{type(error).__name__.lstrip('_')}: {message}"), _redact(trace)
 
 
 def _check_score(scorer: Any, case: Case, score: Any, metric_names: frozenset[str]) -> None:
@@ -3315,143 +3597,6 @@ class _Running:
                 run.call(tracker, "finish", x, summary)
 
 
-def _summarize(results: Sequence[RunResult], metrics: Sequence[Metric], duration: float) -> Summary:
-    scored = [r.score for r in results if r.score is not None]
-    estimates = {m.name: _estimate(list(_case_values(results, m.name).values())) for m in metrics}
-    return Summary(
-        cases=len(results),
-        scored=len(scored),
-        errors=sum(r.error is not None for r in results),
-        score=_mean([s.value for s in scored]),
-        means={name: e.mean if e else None for name, e in estimates.items()},
-        usage=sum((r.usage for r in results), Usage()),
-        duration=duration,
-        retries=sum(r.retries for r in results),
-        intervals={name: e.to_json() if e else None for name, e in estimates.items()},
-        lost=sum((r.usage for r in results if r.error is not None), Usage()),
-        cached=sum(r.cached for r in results),
-        saved=sum(r.saved for r in results),
-    )
-
-
-def _mean(values: Iterable[float | None]) -> float | None:
-    kept = [float(v) for v in values if v is not None]
-    return sum(kept) / len(kept) if kept else None
-
-
-class _Cache:
-    """Completions already paid for, in SQLite (``--cache``): keyed by provider, model,
-    settings, prompt, JSON mode and repeat, so a repeat never reuses another repeat's
-    answer. Only successful completions are stored. One connection per thread, WAL and a
-    busy timeout: safe under the thread pool and across processes sharing the file."""
-
-    def __init__(self, path: Path) -> None:
-        import sqlite3
-
-        self.path = path
-        self._local = threading.local()
-        where = _display(path)
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            with self._db() as db:
-                db.execute(
-                    "CREATE TABLE IF NOT EXISTS completions (key TEXT PRIMARY KEY, model TEXT, text TEXT, "
-                    "usage TEXT, raw TEXT, created REAL)"
-                )
-                db.execute("SELECT key, text, usage, raw FROM completions LIMIT 1").fetchall()
-        except sqlite3.DatabaseError as e:
-            raise ConfigError(
-                f"{where}: the response cache is damaged ({e}); agent-evals cache clear repairs it"
-            ) from None
-        except OSError as e:
-            raise ConfigError(f"{where}: the response cache cannot be opened ({e.strerror or e})") from None
-
-    @staticmethod
-    def repair(path: Path) -> bool:
-        """Remove a damaged cache file (and its WAL); True when it was damaged."""
-        try:
-            _Cache(path)
-            return False
-        except ConfigError:
-            pass
-        for extra in ("", "-wal", "-shm", "-journal"):
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(f"{path}{extra}")
-        return True
-
-    def _db(self) -> Any:
-        db = getattr(self._local, "db", None)
-        if db is None:
-            import sqlite3
-
-            db = sqlite3.connect(self.path, timeout=30.0)
-            # switching a new file to WAL takes a lock SQLite will not wait for: two processes
-            # opening the cache at once (shards on one machine) retry instead of failing
-            deadline = time.monotonic() + 30.0
-            while True:
-                try:
-                    db.execute("PRAGMA journal_mode=WAL")
-                    break
-                except sqlite3.OperationalError as e:
-                    if "locked" not in str(e) or time.monotonic() > deadline:
-                        raise
-                    time.sleep(0.02)
-            self._local.db = db
-        return db
-
-    @staticmethod
-    def key(model: Model, system: str | None, user: str, json_mode: bool) -> str:
-        import hashlib
-
-        parts = [
-            model.provider.name,
-            model.id,
-            model.effort,
-            model.temperature,
-            model.max_tokens,
-            system,
-            user,
-            json_mode,
-            model.repeat,
-        ]
-        return hashlib.sha256(_json_dumps(parts).encode()).hexdigest()
-
-    def get(self, key: str) -> Completion | None:
-        row = self._db().execute("SELECT text, usage, raw FROM completions WHERE key = ?", (key,)).fetchone()
-        if row is None:
-            return None
-        try:
-            return Completion(str(row[0]), Usage.coerce(json.loads(row[1])) or Usage(), json.loads(row[2]))
-        except (ValueError, TypeError, AttributeError):
-            return None  # an entry that no longer reads is no answer: the model is asked again
-
-    def put(self, key: str, completion: Completion) -> None:
-        with self._db() as db:
-            db.execute(
-                "INSERT OR REPLACE INTO completions VALUES (?, ?, ?, ?, ?, ?)",
-                (
-                    key,
-                    "",
-                    _redact(str(completion.text)),
-                    _json_dumps(completion.usage.to_json()),
-                    _redact_json(_json_dumps(completion.raw), completion.raw),
-                    time.time(),
-                ),
-            )
-
-    def stats(self) -> list[tuple[str, int, float]]:
-        return [
-            (str(n), c, s)
-            for n, c, s in self._db().execute(
-                "SELECT 'all', COUNT(*), COALESCE(SUM(json_extract(usage, '$.cost_usd')), 0) FROM completions"
-            )
-        ]
-
-    def clear(self) -> int:
-        with self._db() as db:
-            return db.execute("DELETE FROM completions").rowcount
-
-
 GRACE_SECONDS = 10.0  # after a first Ctrl-C, how long cases in flight may finish
 _ABANDONED = "Abandoned"  # a case still in flight when the run ended: --resume asks it again
 
@@ -3768,67 +3913,6 @@ class _Capture:
                 self.failure = self.failure or f"{_display(self.path)} ({e.strerror or e})"
 
 
-_STAMP = re.compile(r"\.(\d{8}-\d{6}-\d{3}(?:-\d+)?)\.jsonl?$")
-
-
-def _resume_files(arg: str | bool, log_dir: Path) -> tuple[str, list[Path]]:
-    """The stamp to resume and its logs and journals: the newest run's, or LOG's."""
-    path = log_dir if arg is True else Path(str(arg))
-    if path.is_file():
-        match = _STAMP.search(path.name)
-        if not match:
-            raise ConfigError(f"--resume {arg}: not an agent-evals log or journal (NAME.STAMP.json or .jsonl)")
-        stamp, folder = match[1], path.parent
-    elif path.is_dir():
-        stamps = sorted({m[1] for p in path.iterdir() if (m := _STAMP.search(p.name))})
-        if not stamps:
-            raise ConfigError(f"--resume: no logs or journals in {_display(path)}; nothing to resume")
-        stamp, folder = stamps[-1], path
-    else:
-        raise ConfigError(f"--resume {arg}: no such file or folder")
-    return stamp, sorted(p for p in folder.iterdir() if _STAMP.search(p.name) and f".{stamp}." in p.name)
-
-
-def _load_previous(
-    records: Mapping[tuple[str, str], Mapping[str, Any]], cases: Sequence[Case], retry_errors: bool
-) -> dict[tuple[str, str], dict[tuple[str, int], RunResult]]:
-    """Finished case runs of an earlier run, by (contender, dataset) and (case id, repeat)."""
-    known = {(c.dataset, c.id): c for c in cases}
-    out: dict[tuple[str, str], dict[tuple[str, int], RunResult]] = {}
-    for key, record in records.items():
-        for row in record.get("rows", ()):
-            case = known.get((record["dataset"], row.get("case")))
-            error = row.get("error")
-            if case is None or (error and (retry_errors or str(error).startswith(_ABANDONED))):
-                continue
-            out.setdefault(key, {})[(case.id, int(row.get("repeat") or 0))] = _row_result(row, case)
-    return out
-
-
-def _row_result(row: Mapping[str, Any], case: Case) -> RunResult:
-    """A logged row back into a ``RunResult`` (the experiment is attached when it runs)."""
-    reply = None
-    if row.get("error") is None or row.get("output") is not None or row.get("reply_error"):
-        reply = Reply(output=row.get("output"), raw=row.get("raw"), error=row.get("reply_error"))
-    score = None
-    if row.get("score") is not None:
-        score = Score(row["score"], row.get("metrics") or {}, row.get("outcomes") or {}, row.get("diagnostics") or {})
-    return RunResult(
-        None,
-        case,
-        reply,
-        score,
-        float(row.get("duration") or 0.0),
-        row.get("error"),
-        Usage.coerce(row.get("usage")) or Usage(),
-        row.get("traceback"),
-        int(row.get("retries") or 0),
-        int(row.get("repeat") or 0),
-        int(row.get("cached") or 0),
-        float(row.get("saved_usd") or 0.0),
-    )
-
-
 def _prepare_dataset(suite: _Suite, dataset: str) -> str | None:
     try:
         suite.adapter.prepare(dataset)
@@ -3842,9 +3926,85 @@ def _contender_key(contender: Contender) -> str:
     return json.dumps(contender.to_json(), sort_keys=True)
 
 
+def _row_line(result: RunResult) -> tuple[RunResult, str]:
+    """A finished case and its log row as one line of JSON, secrets masked. What no log
+    can hold (a reply that contains itself) makes the case an error naming the field:
+    the row is always written and the log stays valid JSON."""
+    row = _result_row(result)
+    try:
+        return result, _redact_json(_ENCODER.encode(row), row)
+    except (ValueError, TypeError, RecursionError, OverflowError):
+        pass
+    try:
+        plain = _jsonable(row, "row")
+    except _Unwritable as e:
+        field = str(e)
+        for name in ("output", "raw", "diagnostics", "outcomes"):
+            field = field.replace(f"row[{name!r}]", name, 1)
+        result = dataclasses.replace(
+            result,
+            score=None,
+            reply=None,
+            error=f"SuiteError: the case's {field}: no log can hold it; return plain data (dict, list, str, numbers)",
+            traceback=None,
+        )
+        plain = _jsonable(_result_row(result), "row")
+    return result, _redact_json(json.dumps(plain, ensure_ascii=False, allow_nan=False), plain)
+
+
+def _result_row(result: RunResult) -> dict[str, Any]:
+    score, reply, case = result.score, result.reply, result.case
+    return {
+        "case": case.id,
+        "repeat": result.repeat,
+        "dataset": case.dataset,
+        "variant": case.variant,
+        "score": score.value if score else None,
+        "metrics": dict(score.metrics) if score else {},
+        "outcomes": dict(score.outcomes) if score else {},
+        "diagnostics": dict(score.diagnostics) if score else {},
+        "error": result.error,
+        "traceback": result.traceback,
+        "reply_error": reply.error if reply else None,
+        "output": reply.output if reply else None,
+        "raw": reply.raw if reply and getattr(result.experiment, "keep_raw", True) else None,
+        "usage": result.usage.to_json(),
+        "retries": result.retries,
+        "cached": result.cached,
+        "saved_usd": result.saved,
+        "duration": round(result.duration, 6),
+        **({CLUSTER: cluster} if (cluster := case.metadata.get(CLUSTER)) is not None else {}),
+    }
+
+
 # ═══════════════════════════════════════════════════════════════════════════════
 # Statistics: means with 95% intervals over cases, and paired tests between runs
 # ═══════════════════════════════════════════════════════════════════════════════
+
+
+def _summarize(results: Sequence[RunResult], metrics: Sequence[Metric], duration: float) -> Summary:
+    scored = [r.score for r in results if r.score is not None]
+    estimates = {m.name: _estimate(list(_case_values(results, m.name).values())) for m in metrics}
+    return Summary(
+        cases=len(results),
+        scored=len(scored),
+        errors=sum(r.error is not None for r in results),
+        score=_mean([s.value for s in scored]),
+        means={name: e.mean if e else None for name, e in estimates.items()},
+        usage=sum((r.usage for r in results), Usage()),
+        duration=duration,
+        retries=sum(r.retries for r in results),
+        intervals={name: e.to_json() if e else None for name, e in estimates.items()},
+        lost=sum((r.usage for r in results if r.error is not None), Usage()),
+        cached=sum(r.cached for r in results),
+        saved=sum(r.saved for r in results),
+    )
+
+
+def _mean(values: Iterable[float | None]) -> float | None:
+    kept = [float(v) for v in values if v is not None]
+    return sum(kept) / len(kept) if kept else None
+
 
 ALPHA = 0.05  # a difference is "significant" when its paired test gives p below this
 _Z95 = 1.959963984540054
@@ -4095,9 +4255,6 @@ def _case_values(results: Iterable[RunResult], metric: str, errors_as: float | N
     return {key: sum(v) / len(v) for key, v in sums.items()}
 
 
-CLUSTER = "cluster"  # the metadata.json key that groups cases into one unit of the statistics
-
-
 def _unit(dataset: str, case_id: str, cluster: Any) -> str:
     """The key a case's values are averaged under: the case, or its cluster."""
     return f"{dataset}/{case_id}" if cluster is None else f"{dataset}/{CLUSTER}={cluster}"
@@ -4106,137 +4263,6 @@ def _unit(dataset: str, case_id: str, cluster: Any) -> str:
 # ═══════════════════════════════════════════════════════════════════════════════
 # Trackers: the local JSON log always; others chosen by flag, config or environment
 # ═══════════════════════════════════════════════════════════════════════════════
-
-
-def _json_dumps(value: Any, **kwargs: Any) -> str:
-    """JSON as the logs hold it: valid JSON always (NaN and the like are refused by the
-    encoder, then written as ``_jsonable`` converts them)."""
-    try:
-        if kwargs:
-            return json.dumps(value, ensure_ascii=False, default=_json_default, allow_nan=False, **kwargs)
-        return _ENCODER.encode(value)  # one encoder for the run: a row a case is the hot path
-    except (ValueError, TypeError, RecursionError, OverflowError):
-        return json.dumps(_jsonable(value), ensure_ascii=False, allow_nan=False, **kwargs)
-
-
-def _json_default(value: Any) -> Any:
-    """What the encoder cannot write itself, converted as ``_jsonable`` does."""
-    if isinstance(value, set | frozenset | tuple):
-        return _sorted_if_possible(value) if isinstance(value, set | frozenset) else list(value)
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
-    return _jsonable(value, depth=_MAX_DEPTH - 1)
-
-
-_ENCODER = json.JSONEncoder(ensure_ascii=False, default=_json_default, allow_nan=False)
-_MAX_DEPTH = 100  # deeper than this, a value is not written to a log
-
-
-class _Unwritable(ValueError):
-    """A value no log can hold (it contains itself, or nests too deep): names where."""
-
-
-def _jsonable(value: Any, where: str = "value", depth: int = 0, seen: frozenset[int] = frozenset()) -> Any:
-    """``value`` as plain JSON, converted the way the README states: keys that are not
-    strings become their ``str``; sets and tuples become lists; bytes become text (bad
-    UTF-8 as ``\\\\xNN``); NaN and infinities become the strings ``"NaN"``,
-    ``"Infinity"``, ``"-Infinity"``; an integer too long for ``str`` becomes a hex
-    string; any other object its ``repr``. A value that contains itself, or nests
-    deeper than 100 levels, raises ``_Unwritable`` naming the place.
-
-    >>> _jsonable({(1, 2): {3}, "x": float("nan"), "b": b"hi"})
-    {'(1, 2)': [3], 'x': 'NaN', 'b': 'hi'}
-    """
-    if value is None or isinstance(value, str | bool):
-        return value
-    if isinstance(value, int):
-        return value if value.bit_length() <= 14000 else hex(value)  # str() refuses past 4,300 digits
-    if isinstance(value, float):
-        return (
-            value if math.isfinite(value) else ("NaN" if value != value else ("Infinity" if value > 0 else "-Infinity"))
-        )
-    if isinstance(value, bytes | bytearray):
-        return bytes(value).decode("utf-8", errors="backslashreplace")
-    if depth >= _MAX_DEPTH:
-        raise _Unwritable(f"{where} nests more than {_MAX_DEPTH} levels deep")
-    if id(value) in seen:
-        raise _Unwritable(f"{where} contains itself")
-    inner = seen | {id(value)}
-    if isinstance(value, Mapping):
-        return {
-            (k if isinstance(k, str) else str(k)): _jsonable(v, f"{where}[{k!r}]", depth + 1, inner)
-            for k, v in value.items()
-        }
-    if isinstance(value, list | tuple | set | frozenset):
-        items = value if isinstance(value, list | tuple) else _sorted_if_possible(value)
-        return [_jsonable(v, f"{where}[{n}]", depth + 1, inner) for n, v in enumerate(items)]
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        fields = {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
-        return _jsonable(fields, where, depth + 1, inner)
-    if isinstance(value, Path):
-        return str(value)
-    try:
-        return repr(value)
-    except Exception:
-        return f"<{type(value).__name__}>"
-
-
-def _sorted_if_possible(items: Iterable[Any]) -> list[Any]:
-    try:
-        return sorted(items)
-    except TypeError:
-        return list(items)
-
-
-def _row_line(result: RunResult) -> tuple[RunResult, str]:
-    """A finished case and its log row as one line of JSON, secrets masked. What no log
-    can hold (a reply that contains itself) makes the case an error naming the field:
-    the row is always written and the log stays valid JSON."""
-    row = _result_row(result)
-    try:
-        return result, _redact_json(_ENCODER.encode(row), row)
-    except (ValueError, TypeError, RecursionError, OverflowError):
-        pass
-    try:
-        plain = _jsonable(row, "row")
-    except _Unwritable as e:
-        field = str(e)
-        for name in ("output", "raw", "diagnostics", "outcomes"):
-            field = field.replace(f"row[{name!r}]", name, 1)
-        result = dataclasses.replace(
-            result,
-            score=None,
-            reply=None,
-            error=f"SuiteError: the case's {field}: no log can hold it; return plain data (dict, list, str, numbers)",
-            traceback=None,
-        )
-        plain = _jsonable(_result_row(result), "row")
-    return result, _redact_json(json.dumps(plain, ensure_ascii=False, allow_nan=False), plain)
-
-
-def _result_row(result: RunResult) -> dict[str, Any]:
-    score, reply, case = result.score, result.reply, result.case
-    return {
-        "case": case.id,
-        "repeat": result.repeat,
-        "dataset": case.dataset,
-        "variant": case.variant,
-        "score": score.value if score else None,
-        "metrics": dict(score.metrics) if score else {},
-        "outcomes": dict(score.outcomes) if score else {},
-        "diagnostics": dict(score.diagnostics) if score else {},
-        "error": result.error,
-        "traceback": result.traceback,
-        "reply_error": reply.error if reply else None,
-        "output": reply.output if reply else None,
-        "raw": reply.raw if reply and getattr(result.experiment, "keep_raw", True) else None,
-        "usage": result.usage.to_json(),
-        "retries": result.retries,
-        "cached": result.cached,
-        "saved_usd": result.saved,
-        "duration": round(result.duration, 6),
-        **({CLUSTER: cluster} if (cluster := case.metadata.get(CLUSTER)) is not None else {}),
-    }
 
 
 class LocalTracker(Tracker):
@@ -4536,6 +4562,10 @@ class _ExportProxy:
         return bool(self._inner.force_flush(timeout_millis))
 
 
+def _builtin_trackers() -> list[type[Tracker]]:
+    return [LocalTracker, Braintrust, Logfire]
+
+
 def _choose_tracker(suite: _Suite, flag: str | None, local: bool, notes: list[str]) -> type[Tracker] | None:
     """The one remote tracker: --tracker, then tracker:, then the only key set."""
     remotes = {n: t for n, t in suite.trackers.items() if n != "local"}
@@ -4573,18 +4603,455 @@ def _check_tracker(tracker: type[Tracker]) -> type[Tracker]:
     return tracker
 
 
-def _importable(module: str) -> bool:
-    try:
-        import importlib.util
+# ═══════════════════════════════════════════════════════════════════════════════
+# Logs and journals: the files a run writes, and reading them back
+# ═══════════════════════════════════════════════════════════════════════════════
 
-        return importlib.util.find_spec(module) is not None
-    except (ImportError, ValueError):  # a parent that is not a package, or a module set to None
-        return False
+
+_STAMP = re.compile(r"\.(\d{8}-\d{6}-\d{3}(?:-\d+)?)\.jsonl?$")
+
+
+def _resume_files(arg: str | bool, log_dir: Path) -> tuple[str, list[Path]]:
+    """The stamp to resume and its logs and journals: the newest run's, or LOG's."""
+    path = log_dir if arg is True else Path(str(arg))
+    if path.is_file():
+        match = _STAMP.search(path.name)
+        if not match:
+            raise ConfigError(f"--resume {arg}: not an agent-evals log or journal (NAME.STAMP.json or .jsonl)")
+        stamp, folder = match[1], path.parent
+    elif path.is_dir():
+        stamps = sorted({m[1] for p in path.iterdir() if (m := _STAMP.search(p.name))})
+        if not stamps:
+            raise ConfigError(f"--resume: no logs or journals in {_display(path)}; nothing to resume")
+        stamp, folder = stamps[-1], path
+    else:
+        raise ConfigError(f"--resume {arg}: no such file or folder")
+    return stamp, sorted(p for p in folder.iterdir() if _STAMP.search(p.name) and f".{stamp}." in p.name)
+
+
+def _load_previous(
+    records: Mapping[tuple[str, str], Mapping[str, Any]], cases: Sequence[Case], retry_errors: bool
+) -> dict[tuple[str, str], dict[tuple[str, int], RunResult]]:
+    """Finished case runs of an earlier run, by (contender, dataset) and (case id, repeat)."""
+    known = {(c.dataset, c.id): c for c in cases}
+    out: dict[tuple[str, str], dict[tuple[str, int], RunResult]] = {}
+    for key, record in records.items():
+        for row in record.get("rows", ()):
+            case = known.get((record["dataset"], row.get("case")))
+            error = row.get("error")
+            if case is None or (error and (retry_errors or str(error).startswith(_ABANDONED))):
+                continue
+            out.setdefault(key, {})[(case.id, int(row.get("repeat") or 0))] = _row_result(row, case)
+    return out
+
+
+def _row_result(row: Mapping[str, Any], case: Case) -> RunResult:
+    """A logged row back into a ``RunResult`` (the experiment is attached when it runs)."""
+    reply = None
+    if row.get("error") is None or row.get("output") is not None or row.get("reply_error"):
+        reply = Reply(output=row.get("output"), raw=row.get("raw"), error=row.get("reply_error"))
+    score = None
+    if row.get("score") is not None:
+        score = Score(row["score"], row.get("metrics") or {}, row.get("outcomes") or {}, row.get("diagnostics") or {})
+    return RunResult(
+        None,
+        case,
+        reply,
+        score,
+        float(row.get("duration") or 0.0),
+        row.get("error"),
+        Usage.coerce(row.get("usage")) or Usage(),
+        row.get("traceback"),
+        int(row.get("retries") or 0),
+        int(row.get("repeat") or 0),
+        int(row.get("cached") or 0),
+        float(row.get("saved_usd") or 0.0),
+    )
+
+
+def _experiment_record(x: Experiment) -> dict[str, Any]:
+    """An experiment in the shape of its log: contender, dataset and rows."""
+    return {"contender": x.contender.to_json(), "dataset": x.dataset, "rows": [_result_row(r) for r in x.results]}
+
+
+def _read_run(arg: str | bool, log_dir: Path, flag: str) -> dict[tuple[str, str], dict[str, Any]]:
+    """Every experiment of the logged run that ``arg`` names (see ``_resume_files``)."""
+    try:
+        _, files = _resume_files(arg, log_dir)
+    except ConfigError as e:
+        raise ConfigError(str(e).replace("--resume", flag)) from None
+    return _read_records(files, flag)
+
+
+def _read_records(files: Iterable[Path], flag: str) -> dict[tuple[str, str], dict[str, Any]]:
+    """A run's experiments by (contender, dataset): each one's JSON log, or its journal
+    when the run never wrote the log (killed). A file that is not an agent-evals log of
+    the expected shape is one error naming it; a journal's last line cut short by a kill
+    is left out with one warning (that case is asked again)."""
+    run: dict[tuple[str, str], dict[str, Any]] = {}
+    for path in sorted(files, key=lambda p: p.suffix == ".json"):  # a JSON log wins over its journal
+        where = f"{flag}: {_display(path)}"
+        try:
+            text = path.read_bytes().decode("utf-8")
+            if path.suffix == ".jsonl":
+                lines, cut = [], 0
+                for line in text.splitlines():
+                    try:
+                        lines.append(json.loads(line))
+                    except ValueError:
+                        cut += 1  # a line cut short by a kill
+                if cut:
+                    _warn(f"{_display(path)}: {cut} line{'s' if cut > 1 else ''} cut short (a killed run?) left out")
+                if not lines:
+                    raise ValueError("an empty journal")
+                record = {**lines[0], "rows": lines[1:]} if isinstance(lines[0], dict) else lines[0]
+            else:
+                record = json.loads(text)
+            _check_record(record)
+            key = (json.dumps(record["contender"], sort_keys=True), record["dataset"])
+        except OSError as e:
+            raise ConfigError(f"{where}: cannot be read ({e.strerror or e})") from None
+        except UnicodeDecodeError as e:
+            raise ConfigError(f"{where}: not UTF-8 text ({e.reason} at byte {e.start})") from None
+        except (ValueError, KeyError, TypeError, IndexError, RecursionError) as e:
+            raise ConfigError(f"{where}: not an agent-evals log of this version ({_visible(str(e), True)})") from None
+        run[key] = record
+    return run
+
+
+_CONTENDER_TYPES = {"model": (str,), "effort": (str, type(None)), "temperature": (int, float, type(None))}
+_CONTENDER_TYPES |= {"max_tokens": (int, type(None)), "provider": (str, type(None))}
+_NUMBER = (int, float)
+_ROW_TYPES: dict[str, tuple[type, ...]] = {
+    "case": (str,),
+    "repeat": (int, type(None)),
+    "score": (*_NUMBER, type(None)),
+    "metrics": (dict, type(None)),
+    "error": (str, type(None)),
+    "reply_error": (str, type(None)),
+    "usage": (dict, type(None)),
+    "retries": (int, type(None)),
+    "cached": (int, type(None)),
+    "saved_usd": (*_NUMBER, type(None)),
+    "duration": (*_NUMBER, type(None)),
+    "outcomes": (dict, type(None)),
+    "diagnostics": (dict, type(None)),
+}
+
+
+def _check_record(record: Any) -> None:
+    """Raise ValueError naming the first field a logged experiment has of the wrong shape."""
+
+    def check(value: Any, kinds: tuple[type, ...], name: str) -> None:
+        if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
+            raise ValueError(f"{name} is {_shown(value)}")
+
+    check(record, (dict,), "the document")
+    check(record.get("contender"), (dict,), "contender")
+    for key, value in record["contender"].items():
+        check(value, _CONTENDER_TYPES.get(key, ()), f"contender.{key}")
+    check(record["contender"].get("model"), (str,), "contender.model")
+    check(record.get("dataset"), (str,), "dataset")
+    check(record.get("rows", []), (list,), "rows")
+    check(record.get("metrics", []), (list, type(None)), "metrics")
+    for n, metric in enumerate(record.get("metrics") or ()):
+        check(metric, (dict,), f"metrics[{n}]")
+        check(metric.get("name"), (str,), f"metrics[{n}].name")
+    check(record.get("cases", {}), (dict, type(None)), "cases")
+    for case_id, logged in (record.get("cases") or {}).items():
+        check(logged, (dict,), f"cases.{case_id}")
+    check(record.get("summary", {}), (dict, type(None)), "summary")
+    check((record.get("summary") or {}).get("duration"), (*_NUMBER, type(None)), "summary.duration")
+    for key in ("order", "repeat"):
+        check(record.get(key), (int, type(None)), key)
+    for n, row in enumerate(record.get("rows", ())):
+        check(row, (dict,), f"rows[{n}]")
+        for key, kinds in _ROW_TYPES.items():
+            if key in row or key == "case":
+                check(row.get(key), kinds, f"rows[{n}].{key}")
+        for name, value in (row.get("metrics") or {}).items():
+            check(value, (*_NUMBER, type(None)), f"rows[{n}].metrics.{name}")
+        for name, value in (row.get("usage") or {}).items():
+            check(value, _NUMBER, f"rows[{n}].usage.{name}")
+
+
+def _row_values(record: Mapping[str, Any], metric: str) -> dict[str, float]:
+    """A logged experiment's per-case (or per-cluster) means of ``metric`` (repeats averaged, errors out)."""
+    sums: dict[str, list[float]] = {}
+    for row in record.get("rows", ()):
+        value = (row.get("metrics") or {}).get(metric) if not row.get("error") else None
+        if value is not None:
+            sums.setdefault(_unit(record["dataset"], row["case"], row.get(CLUSTER)), []).append(float(value))
+    return {k: sum(v) / len(v) for k, v in sums.items()}
+
+
+def _row_errors(record: Mapping[str, Any]) -> tuple[set[str], set[str]]:
+    """(cases with a run that raised, cases with a run that answered) of a logged experiment."""
+    raised: set[str] = set()
+    answered: set[str] = set()
+    for row in record.get("rows", ()):
+        (raised if row.get("error") else answered).add(str(row["case"]))
+    return raised, answered
+
+
+def _stamp() -> str:
+    """A run's stamp: sortable, and distinct for runs a millisecond apart."""
+    now = time.time()
+    return time.strftime("%Y%m%d-%H%M%S", time.localtime(now)) + f"-{int(now * 1000) % 1000:03d}"
+
+
+def _reserve_stamp(log_dir: Path) -> str:
+    """A stamp no other run holds: claimed by creating ``.run.<stamp>`` exclusively (two
+    runs started in the same millisecond get ``-1``, ``-2`` ... after the second one), and
+    never one whose files already exist."""
+    base, n = _stamp(), 0
+    while True:
+        stamp = base if n == 0 else f"{base}-{n}"
+        try:
+            os.mkdir(log_dir / f".run.{stamp}")
+        except FileExistsError:
+            n += 1
+            continue
+        except OSError as e:
+            raise ConfigError(f"{_display(log_dir)}: cannot write the logs there ({e.strerror or e})") from None
+        if not any(log_dir.glob(f"*.{stamp}.json*")):
+            return stamp
+        _release_stamp(log_dir, stamp)
+        n += 1
+
+
+def _release_stamp(log_dir: Path, stamp: str) -> None:
+    with contextlib.suppress(OSError):
+        os.rmdir(log_dir / f".run.{stamp}")
+
+
+def _check_target(value: str, flag: str) -> None:
+    """Fail before any call when an output file named by a flag could not be written."""
+    path = Path(value)
+    where = f"{flag} {value}"
+    if path.is_dir():
+        raise ConfigError(f"{where}: is a folder; name a file")
+    if not path.parent.is_dir():
+        raise ConfigError(f"{where}: the folder {_display(path.parent)} does not exist; create it first")
+    if path.exists() and not path.is_file():  # /dev/stdout, a pipe: written in place
+        if not os.access(path, os.W_OK):
+            raise ConfigError(f"{where}: cannot be written (permission denied)")
+        return
+    probe = path.parent / f".agent-evals-probe-{os.getpid()}"
+    try:
+        os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+        os.unlink(probe)
+        if path.exists() and not os.access(path, os.W_OK):
+            raise PermissionError(13, "Permission denied")
+    except OSError as e:
+        raise ConfigError(
+            f"{where}: cannot be written ({e.strerror or e}); name a file in a folder you can write"
+        ) from None
+
+
+def _check_writable(folder: Path) -> None:
+    """Fail before any call when the logs could not be written."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        probe = folder / f".write-test-{os.getpid()}"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as e:
+        raise ConfigError(
+            f"{_display(folder)}: cannot write the logs there ({e.strerror or e}); make it writable, "
+            "or run from a project whose log/ folder you can write"
+        ) from None
+
+
+def _records_of(paths: Sequence[str], flag: str) -> dict[tuple[str, str], dict[str, Any]]:
+    """The experiments of every run the paths name, refusing ones that do not belong together."""
+    merged: dict[tuple[str, str], dict[str, Any]] = {}
+    suites: set[Any] = set()
+    declared: set[str] = set()
+    runs: set[tuple[Path, ...]] = set()
+    for path in paths:
+        try:
+            _, files = _resume_files(path, Path(path))
+        except ConfigError as e:
+            raise ConfigError(str(e).replace("--resume", flag)) from None
+        if tuple(files) in runs:
+            continue  # another file of a run already read: each run counts once
+        runs.add(tuple(files))
+        for key, record in _read_records(files, flag).items():
+            if key in merged:
+                raise ConfigError(
+                    f"{flag}: {record.get('experiment', key[1])} is in two of the logs given; "
+                    "give each shard's run once"
+                )
+            merged[key] = record
+            suites.add(record.get("suite"))
+            declared.add(json.dumps(record.get("metrics") or [], sort_keys=True))
+    if len(suites - {None}) > 1:
+        raise ConfigError(
+            f"{flag}: the logs come from different suites ({', '.join(sorted(map(str, suites - {None})))})"
+        )
+    if len(declared) > 1:
+        raise ConfigError(f"{flag}: the logs declare different metrics; report runs of one scorer together")
+    return merged
+
+
+def _logged_metrics(records: Iterable[Mapping[str, Any]]) -> list[Metric]:
+    for record in records:
+        if record.get("metrics"):
+            return [
+                Metric(m["name"], m.get("description", ""), primary=bool(m.get("primary"))) for m in record["metrics"]
+            ]
+    names = dict.fromkeys(n for r in records for row in r.get("rows", ()) for n in (row.get("metrics") or {}))
+    if not names:
+        raise ConfigError("the logs hold no scored case: nothing to report")
+    return [Metric(name, primary=i == 0) for i, name in enumerate(names)]
+
+
+def _logged_experiment(record: Mapping[str, Any], cases: Mapping[tuple[str, str], Case] | None = None) -> Experiment:
+    """A logged experiment back as an ``Experiment`` with its results (for tables)."""
+    provider = Provider()
+    provider.name = str(record.get("provider") or "logged")
+    dataset = record["dataset"]
+    x = Experiment(Contender(**record["contender"]), provider, dataset, [], 1, int(record.get("repeat") or 1))
+    x.order = int(record.get("order") or 0)
+    x.duration = float((record.get("summary") or {}).get("duration") or 0.0)
+    for row in record.get("rows", ()):
+        logged = (record.get("cases") or {}).get(row["case"]) or {}
+        case = (cases or {}).get((dataset, row["case"])) or Case(
+            row["case"],
+            dataset,
+            row.get("variant") or "",
+            logged.get("input") or "",
+            logged.get("expected"),
+            metadata={CLUSTER: row[CLUSTER]} if row.get(CLUSTER) is not None else {},
+        )
+        x.results.append(dataclasses.replace(_row_result(row, case), experiment=x))
+    x.cases = list({r.case.id: r.case for r in x.results}.values())
+    return x
+
+
+# ═══════════════════════════════════════════════════════════════════════════════
+# The response cache: completions kept on disk, so a rerun spends nothing
+# ═══════════════════════════════════════════════════════════════════════════════
+
+
+class _Cache:
+    """Completions already paid for, in SQLite (``--cache``): keyed by provider, model,
+    settings, prompt, JSON mode and repeat, so a repeat never reuses another repeat's
+    answer. Only successful completions are stored. One connection per thread, WAL and a
+    busy timeout: safe under the thread pool and across processes sharing the file."""
+
+    def __init__(self, path: Path) -> None:
+        import sqlite3
+
+        self.path = path
+        self._local = threading.local()
+        where = _display(path)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with self._db() as db:
+                db.execute(
+                    "CREATE TABLE IF NOT EXISTS completions (key TEXT PRIMARY KEY, model TEXT, text TEXT, "
+                    "usage TEXT, raw TEXT, created REAL)"
+                )
+                db.execute("SELECT key, text, usage, raw FROM completions LIMIT 1").fetchall()
+        except sqlite3.DatabaseError as e:
+            raise ConfigError(
+                f"{where}: the response cache is damaged ({e}); agent-evals cache clear repairs it"
+            ) from None
+        except OSError as e:
+            raise ConfigError(f"{where}: the response cache cannot be opened ({e.strerror or e})") from None
+
+    @staticmethod
+    def repair(path: Path) -> bool:
+        """Remove a damaged cache file (and its WAL); True when it was damaged."""
+        try:
+            _Cache(path)
+            return False
+        except ConfigError:
+            pass
+        for extra in ("", "-wal", "-shm", "-journal"):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(f"{path}{extra}")
+        return True
+
+    def _db(self) -> Any:
+        db = getattr(self._local, "db", None)
+        if db is None:
+            import sqlite3
+
+            db = sqlite3.connect(self.path, timeout=30.0)
+            # switching a new file to WAL takes a lock SQLite will not wait for: two processes
+            # opening the cache at once (shards on one machine) retry instead of failing
+            deadline = time.monotonic() + 30.0
+            while True:
+                try:
+                    db.execute("PRAGMA journal_mode=WAL")
+                    break
+                except sqlite3.OperationalError as e:
+                    if "locked" not in str(e) or time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.02)
+            self._local.db = db
+        return db
+
+    @staticmethod
+    def key(model: Model, system: str | None, user: str, json_mode: bool) -> str:
+        import hashlib
+
+        parts = [
+            model.provider.name,
+            model.id,
+            model.effort,
+            model.temperature,
+            model.max_tokens,
+            system,
+            user,
+            json_mode,
+            model.repeat,
+        ]
+        return hashlib.sha256(_json_dumps(parts).encode()).hexdigest()
+
+    def get(self, key: str) -> Completion | None:
+        row = self._db().execute("SELECT text, usage, raw FROM completions WHERE key = ?", (key,)).fetchone()
+        if row is None:
+            return None
+        try:
+            return Completion(str(row[0]), Usage.coerce(json.loads(row[1])) or Usage(), json.loads(row[2]))
+        except (ValueError, TypeError, AttributeError):
+            return None  # an entry that no longer reads is no answer: the model is asked again
+
+    def put(self, key: str, completion: Completion) -> None:
+        with self._db() as db:
+            db.execute(
+                "INSERT OR REPLACE INTO completions VALUES (?, ?, ?, ?, ?, ?)",
+                (
+                    key,
+                    "",
+                    _redact(str(completion.text)),
+                    _json_dumps(completion.usage.to_json()),
+                    _redact_json(_json_dumps(completion.raw), completion.raw),
+                    time.time(),
+                ),
+            )
+
+    def stats(self) -> list[tuple[str, int, float]]:
+        return [
+            (str(n), c, s)
+            for n, c, s in self._db().execute(
+                "SELECT 'all', COUNT(*), COALESCE(SUM(json_extract(usage, '$.cost_usd')), 0) FROM completions"
+            )
+        ]
+
+    def clear(self) -> int:
+        with self._db() as db:
+            return db.execute("DELETE FROM completions").rowcount
 
 
 # ═══════════════════════════════════════════════════════════════════════════════
 # Rendering: pure functions from results to text
 # ═══════════════════════════════════════════════════════════════════════════════
+
 
 # Table styles: (top, header rule, bottom) as (left, fill, joint, right), and the bar.
 _STYLES = {
@@ -4613,14 +5080,6 @@ def _table(headers: Sequence[str], rows: Sequence[Sequence[str]], right: Sequenc
 
 def _fmt_pct(value: float | None) -> str:
     return "-" if value is None else f"{value * 100:.1f}%"
-
-
-def _fmt_temp(value: float | None) -> str:
-    return "-" if value is None else repr(float(value))
-
-
-def _fmt_cost(value: float) -> str:
-    return f"${value:.4f}"
 
 
 def _fmt_time(seconds: float) -> str:
@@ -5013,131 +5472,6 @@ def _render_matrix(experiments: Sequence[Experiment], style: str) -> str:
 # ═══════════════════════════════════════════════════════════════════════════════
 
 
-def _experiment_record(x: Experiment) -> dict[str, Any]:
-    """An experiment in the shape of its log: contender, dataset and rows."""
-    return {"contender": x.contender.to_json(), "dataset": x.dataset, "rows": [_result_row(r) for r in x.results]}
-
-
-def _read_run(arg: str | bool, log_dir: Path, flag: str) -> dict[tuple[str, str], dict[str, Any]]:
-    """Every experiment of the logged run that ``arg`` names (see ``_resume_files``)."""
-    try:
-        _, files = _resume_files(arg, log_dir)
-    except ConfigError as e:
-        raise ConfigError(str(e).replace("--resume", flag)) from None
-    return _read_records(files, flag)
-
-
-def _read_records(files: Iterable[Path], flag: str) -> dict[tuple[str, str], dict[str, Any]]:
-    """A run's experiments by (contender, dataset): each one's JSON log, or its journal
-    when the run never wrote the log (killed). A file that is not an agent-evals log of
-    the expected shape is one error naming it; a journal's last line cut short by a kill
-    is left out with one warning (that case is asked again)."""
-    run: dict[tuple[str, str], dict[str, Any]] = {}
-    for path in sorted(files, key=lambda p: p.suffix == ".json"):  # a JSON log wins over its journal
-        where = f"{flag}: {_display(path)}"
-        try:
-            text = path.read_bytes().decode("utf-8")
-            if path.suffix == ".jsonl":
-                lines, cut = [], 0
-                for line in text.splitlines():
-                    try:
-                        lines.append(json.loads(line))
-                    except ValueError:
-                        cut += 1  # a line cut short by a kill
-                if cut:
-                    _warn(f"{_display(path)}: {cut} line{'s' if cut > 1 else ''} cut short (a killed run?) left out")
-                if not lines:
-                    raise ValueError("an empty journal")
-                record = {**lines[0], "rows": lines[1:]} if isinstance(lines[0], dict) else lines[0]
-            else:
-                record = json.loads(text)
-            _check_record(record)
-            key = (json.dumps(record["contender"], sort_keys=True), record["dataset"])
-        except OSError as e:
-            raise ConfigError(f"{where}: cannot be read ({e.strerror or e})") from None
-        except UnicodeDecodeError as e:
-            raise ConfigError(f"{where}: not UTF-8 text ({e.reason} at byte {e.start})") from None
-        except (ValueError, KeyError, TypeError, IndexError, RecursionError) as e:
-            raise ConfigError(f"{where}: not an agent-evals log of this version ({_visible(str(e), True)})") from None
-        run[key] = record
-    return run
-
-
-_CONTENDER_TYPES = {"model": (str,), "effort": (str, type(None)), "temperature": (int, float, type(None))}
-_CONTENDER_TYPES |= {"max_tokens": (int, type(None)), "provider": (str, type(None))}
-_NUMBER = (int, float)
-_ROW_TYPES: dict[str, tuple[type, ...]] = {
-    "case": (str,),
-    "repeat": (int, type(None)),
-    "score": (*_NUMBER, type(None)),
-    "metrics": (dict, type(None)),
-    "error": (str, type(None)),
-    "reply_error": (str, type(None)),
-    "usage": (dict, type(None)),
-    "retries": (int, type(None)),
-    "cached": (int, type(None)),
-    "saved_usd": (*_NUMBER, type(None)),
-    "duration": (*_NUMBER, type(None)),
-    "outcomes": (dict, type(None)),
-    "diagnostics": (dict, type(None)),
-}
-
-
-def _check_record(record: Any) -> None:
-    """Raise ValueError naming the first field a logged experiment has of the wrong shape."""
-
-    def check(value: Any, kinds: tuple[type, ...], name: str) -> None:
-        if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
-            raise ValueError(f"{name} is {_shown(value)}")
-
-    check(record, (dict,), "the document")
-    check(record.get("contender"), (dict,), "contender")
-    for key, value in record["contender"].items():
-        check(value, _CONTENDER_TYPES.get(key, ()), f"contender.{key}")
-    check(record["contender"].get("model"), (str,), "contender.model")
-    check(record.get("dataset"), (str,), "dataset")
-    check(record.get("rows", []), (list,), "rows")
-    check(record.get("metrics", []), (list, type(None)), "metrics")
-    for n, metric in enumerate(record.get("metrics") or ()):
-        check(metric, (dict,), f"metrics[{n}]")
-        check(metric.get("name"), (str,), f"metrics[{n}].name")
-    check(record.get("cases", {}), (dict, type(None)), "cases")
-    for case_id, logged in (record.get("cases") or {}).items():
-        check(logged, (dict,), f"cases.{case_id}")
-    check(record.get("summary", {}), (dict, type(None)), "summary")
-    check((record.get("summary") or {}).get("duration"), (*_NUMBER, type(None)), "summary.duration")
-    for key in ("order", "repeat"):
-        check(record.get(key), (int, type(None)), key)
-    for n, row in enumerate(record.get("rows", ())):
-        check(row, (dict,), f"rows[{n}]")
-        for key, kinds in _ROW_TYPES.items():
-            if key in row or key == "case":
-                check(row.get(key), kinds, f"rows[{n}].{key}")
-        for name, value in (row.get("metrics") or {}).items():
-            check(value, (*_NUMBER, type(None)), f"rows[{n}].metrics.{name}")
-        for name, value in (row.get("usage") or {}).items():
-            check(value, _NUMBER, f"rows[{n}].usage.{name}")
-
-
-def _row_values(record: Mapping[str, Any], metric: str) -> dict[str, float]:
-    """A logged experiment's per-case (or per-cluster) means of ``metric`` (repeats averaged, errors out)."""
-    sums: dict[str, list[float]] = {}
-    for row in record.get("rows", ()):
-        value = (row.get("metrics") or {}).get(metric) if not row.get("error") else None
-        if value is not None:
-            sums.setdefault(_unit(record["dataset"], row["case"], row.get(CLUSTER)), []).append(float(value))
-    return {k: sum(v) / len(v) for k, v in sums.items()}
-
-
-def _row_errors(record: Mapping[str, Any]) -> tuple[set[str], set[str]]:
-    """(cases with a run that raised, cases with a run that answered) of a logged experiment."""
-    raised: set[str] = set()
-    answered: set[str] = set()
-    for row in record.get("rows", ()):
-        (raised if row.get("error") else answered).add(str(row["case"]))
-    return raised, answered
-
-
 ERRORS = "errors"  # the line of a comparison that counts the cases that raise
 
 
@@ -5413,72 +5747,10 @@ def _junit_xml(experiments: Sequence[Experiment]) -> str:
     return "<?xml version='1.0' encoding='utf-8'?>\n" + text + "\n"
 
 
-def _cmd_diff(args: argparse.Namespace) -> int:
-    old = _read_run(args.old, Path(args.old), "diff OLD")
-    new = _read_run(args.new, Path(args.new), "diff NEW")
-    metrics: dict[str, None] = {}  # declared first, then any other a row carries; in order, once
-    for record in [*new.values(), *old.values()]:
-        metrics |= dict.fromkeys(m["name"] for m in record.get("metrics") or ())
-        metrics |= dict.fromkeys(name for row in record.get("rows", ()) for name in (row.get("metrics") or {}))
-    declared = [m for record in [*new.values(), *old.values()] for m in record.get("metrics") or ()]
-    primary = next((m["name"] for m in declared if m.get("primary")), next(iter(metrics), ""))
-    changes = _compare_runs(old, new, list(metrics))
-    print(_render_changes(changes, _style_for(sys.stdout), primary))
-    failed = _regressions(changes, primary) if args.fail_on_regression else []
-    for c in failed:
-        print(f"gate failed: --fail-on-regression: {_change_text(c)}", file=sys.stderr)
-    return EXIT_FAILED if failed else EXIT_OK
-
-
-# ═══════════════════════════════════════════════════════════════════════════════
-# Shell completion: generated from the argparse parser, so it never drifts from --help
-# ═══════════════════════════════════════════════════════════════════════════════
-
-_SHELLS = {"bash": "", "zsh": "autoload -U +X bashcompinit && bashcompinit\n"}
-# Flags whose value is a file or folder: the shell completes paths for them.
-_PATH_FLAGS = ("--helper", "-C", "--config", "-o", "--output", "--junit", "--resume", "--baseline")
-
-
-def _completion_script(shell: str) -> str:
-    """A bash completion function (zsh loads it through bashcompinit): commands, each
-    command's flags, and the values of flags with a fixed set (efforts, trackers)."""
-    parser = _parser()
-    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-    values = {"--effort": EFFORTS, "-e": EFFORTS, "--tracker": ("none",)}
-    cases = []
-    for name, command in sub.choices.items():
-        flags = sorted({o for a in command._actions for o in a.option_strings})
-        words = " ".join(
-            [*flags, *(c for a in command._actions if a.choices and not a.option_strings for c in a.choices)]
-        )
-        cases.append(f'        {name}) words="{words}" ;;')
-    value_cases = [
-        f'        {flag}) COMPREPLY=($(compgen -W "{" ".join(v)}" -- "$cur")); return ;;' for flag, v in values.items()
-    ]
-    paths = "|".join(_PATH_FLAGS)
-    return f"""{_SHELLS[shell]}# agent-evals {shell} completion: eval "$(agent-evals completion {shell})"
-_agent_evals() {{
-    local cur="${{COMP_WORDS[COMP_CWORD]}}" prev="${{COMP_WORDS[COMP_CWORD-1]}}" words
-    if [[ $COMP_CWORD -eq 1 ]]; then
-        COMPREPLY=($(compgen -W "{" ".join(sub.choices)} --help --version" -- "$cur"))
-        return
-    fi
-    case "$prev" in
-{chr(10).join(value_cases)}
-        {paths}) COMPREPLY=($(compgen -f -- "$cur")); return ;;
-    esac
-    case "${{COMP_WORDS[1]}}" in
-{chr(10).join(cases)}
-        *) words="" ;;
-    esac
-    COMPREPLY=($(compgen -W "$words" -- "$cur"))
-}}
-complete -F _agent_evals agent-evals"""
-
-
 # ═══════════════════════════════════════════════════════════════════════════════
 # The HTML report: one self-contained file (inline CSS, SVG and a little JavaScript)
 # ═══════════════════════════════════════════════════════════════════════════════
+
 
 _HTML_STYLE = """
 :root{color-scheme:light dark;--bg:#fff;--fg:#1b1f24;--muted:#57606a;--line:#d0d7de;--accent:#0969da;--bad:#cf222e;--good:#1a7f37;--card:#f6f8fa}
@@ -5750,7 +6022,7 @@ def _write_html(path: Path, html_text: str, *, open_it: bool, unwritten: list[st
 
 
 # ═══════════════════════════════════════════════════════════════════════════════
-# Terminal I/O: streams, table style, and env files
+# Terminal I/O: streams and table style
 # ═══════════════════════════════════════════════════════════════════════════════
 
 
@@ -5762,112 +6034,6 @@ def _style_for(stream: Any) -> str:
     except (UnicodeEncodeError, LookupError):
         return "ascii"
     return "box"
-
-
-def _warn(message: str) -> None:
-    print(f"warning: {_visible(_redact(message), newlines=True)}", file=sys.stderr)
-
-
-# Variables whose values never appear in output, logs or errors, whatever their length:
-# every provider's and tracker's env_keys, and every *_KEY, *_TOKEN, *_SECRET, *_PASSWORD.
-_SECRET_SUFFIX = re.compile(r"(?:^|_)(?:KEY|TOKEN|SECRET|PASSWORD)$", re.IGNORECASE)
-# A name that merely contains one of the words: its value is masked when it is long enough
-# to be a credential (a short value such as KEYTIMEOUT=1 would mask every "1" in a table).
-_SECRET_NAMES = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD)", re.IGNORECASE)
-_SECRET_KEYS: set[str] = set()  # the env_keys of every provider and tracker a suite loaded
-_URL_PASSWORD = re.compile(r"(?<=://)[^/@\s:'\"]*:[^/@\s'\"]*@")  # user:password@ in any URL
-_MASK = "[redacted]"
-
-
-class _Secrets:
-    """The values to mask, and one regex that finds any of them in any form a file may
-    hold them (as is, JSON-escaped, HTML-escaped, URL-encoded). Short values are matched
-    only where they stand alone, so a one-letter key masks that key, not every word."""
-
-    values: tuple[str, ...] = ()
-    pattern: re.Pattern[str] | None = None
-    ready = False
-
-    @classmethod
-    def refresh(cls) -> None:
-        found = set()
-        for name, value in os.environ.items():
-            if not value:
-                continue
-            if name in _SECRET_KEYS or _SECRET_SUFFIX.search(name) or (len(value) >= 8 and _SECRET_NAMES.search(name)):
-                found.add(value)
-            if "://" in value and "@" in value:
-                for match in _URL_PASSWORD.finditer(value):
-                    found.update(part for part in match[0][:-1].split(":", 1) if part)
-        values = tuple(sorted(found, key=lambda v: (-len(v), v)))
-        if values != cls.values or not cls.ready:
-            cls.values, cls.ready = values, True
-            cls.pattern = cls._compile(values) if values else None
-
-    @staticmethod
-    def _compile(values: Sequence[str]) -> re.Pattern[str]:
-        import html
-        import urllib.parse
-
-        forms: dict[str, None] = {}
-        for value in values:
-            for form in (value, json.dumps(value)[1:-1], html.escape(value), urllib.parse.quote(value, safe="")):
-                forms[form] = None
-        parts = []
-        for form in sorted(forms, key=lambda v: (-len(v), v)):
-            text = re.escape(form)
-            parts.append(text if len(form) >= 6 else rf"(?<![A-Za-z0-9]){text}(?![A-Za-z0-9])")
-        return re.compile("|".join(parts))
-
-
-def _redact(text: str) -> str:
-    """``text`` with every secret value masked, and the password of any URL in it."""
-    if not _Secrets.ready:
-        _Secrets.refresh()
-    if _Secrets.pattern is not None:
-        text = _Secrets.pattern.sub(_MASK, text)
-    if "://" in text:
-        text = _URL_PASSWORD.sub(_MASK + "@", text)
-    return text
-
-
-def _redact_json(line: str, value: Any) -> str:
-    """``line`` (``value`` as JSON) with secrets masked inside its strings alone, so that
-    the document stays valid JSON even when a short secret looks like a number in it."""
-    if not _Secrets.ready:
-        _Secrets.refresh()
-    if (_Secrets.pattern is None or not _Secrets.pattern.search(line)) and not ("://" in line and "@" in line):
-        return line  # the common case: one regex search over the line, in C
-    try:
-        return json.dumps(_mask_strings(_jsonable(value)), ensure_ascii=False, allow_nan=False)
-    except _Unwritable:
-        return _redact(line)
-
-
-def _mask_strings(value: Any) -> Any:
-    if isinstance(value, str):
-        return _redact(value)
-    if isinstance(value, dict):
-        return {_redact(str(k)): _mask_strings(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_mask_strings(v) for v in value]
-    return value
-
-
-# C0 and C1 control characters (tab and newline aside), bidirectional overrides, line
-# separators and lone surrogates: shown as escapes, never sent to a terminal raw.
-_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
-
-
-def _visible(text: str, newlines: bool = False) -> str:
-    r"""``text`` with control characters escaped (``\x1b``); ``newlines`` escapes those too.
-
-    >>> _visible("red \x1b[31mtext\r\n", newlines=True)
-    'red \\x1b[31mtext\\r\\n'
-    """
-    if newlines:
-        text = text.replace("\n", "\\n")
-    return _CONTROLS.sub(lambda m: repr(m[0])[1:-1] if ord(m[0]) < 0x100 else f"\\u{ord(m[0]):04x}", text)
 
 
 class _Guarded:
@@ -5886,52 +6052,72 @@ class _Guarded:
         return getattr(self.raw, name)
 
 
-_ENV_LINE = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(.*?)\s*$")
-
-
-def _load_env_file(path: Path) -> int:
-    """Load ``KEY=value`` lines without overriding what is exported; returns how many set.
-    Anything it cannot read as such (not UTF-8, a NUL byte, an unterminated quote) is one
-    error naming the file and the line."""
-    where = _display(path)
-    try:
-        raw = path.read_bytes()
-    except OSError as e:
-        raise ConfigError(f"{where}: cannot be read ({e.strerror or e})") from None
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as e:
-        line = raw[: e.start].count(b"\n") + 1
-        raise ConfigError(f"{where}:{line}: not UTF-8 text ({e.reason} at byte {e.start}); save it as UTF-8") from None
-    count = 0
-    for number, entry in enumerate(text.splitlines(), 1):
-        if not entry.strip() or entry.lstrip().startswith("#"):
-            continue
-        if "\x00" in entry:
-            raise ConfigError(f"{where}:{number}: a NUL byte; remove it")
-        match = _ENV_LINE.match(entry)
-        if not match:
-            raise ConfigError(f"{where}:{number}: expected KEY=value")
-        key, value = match.groups()
-        if value[:1] in ("'", '"'):
-            end = value.find(value[0], 1)
-            if end == -1:
-                raise ConfigError(f"{where}:{number}: {key}: the value's quote {value[0]} is never closed")
-            if value[end + 1 :].strip()[:1] not in ("", "#"):
-                raise ConfigError(f"{where}:{number}: {key}: text after the closing quote; quote the whole value")
-            value = value[1:end]
-        else:
-            value = value.split(" #", 1)[0].rstrip()
-        if key not in os.environ:
-            os.environ[key] = value
-            count += 1
-    _Secrets.refresh()
-    return count
+def _at_terminal() -> bool:
+    return sys.stderr.isatty() and not os.environ.get("CI")
 
 
 # ═══════════════════════════════════════════════════════════════════════════════
-# The command line
+# The command line: the parser, its completion scripts, and one function per command
 # ═══════════════════════════════════════════════════════════════════════════════
+
+
+def _cmd_diff(args: argparse.Namespace) -> int:
+    old = _read_run(args.old, Path(args.old), "diff OLD")
+    new = _read_run(args.new, Path(args.new), "diff NEW")
+    metrics: dict[str, None] = {}  # declared first, then any other a row carries; in order, once
+    for record in [*new.values(), *old.values()]:
+        metrics |= dict.fromkeys(m["name"] for m in record.get("metrics") or ())
+        metrics |= dict.fromkeys(name for row in record.get("rows", ()) for name in (row.get("metrics") or {}))
+    declared = [m for record in [*new.values(), *old.values()] for m in record.get("metrics") or ()]
+    primary = next((m["name"] for m in declared if m.get("primary")), next(iter(metrics), ""))
+    changes = _compare_runs(old, new, list(metrics))
+    print(_render_changes(changes, _style_for(sys.stdout), primary))
+    failed = _regressions(changes, primary) if args.fail_on_regression else []
+    for c in failed:
+        print(f"gate failed: --fail-on-regression: {_change_text(c)}", file=sys.stderr)
+    return EXIT_FAILED if failed else EXIT_OK
+
+
+_SHELLS = {"bash": "", "zsh": "autoload -U +X bashcompinit && bashcompinit\n"}
+# Flags whose value is a file or folder: the shell completes paths for them.
+_PATH_FLAGS = ("--helper", "-C", "--config", "-o", "--output", "--junit", "--resume", "--baseline")
+
+
+def _completion_script(shell: str) -> str:
+    """A bash completion function (zsh loads it through bashcompinit): commands, each
+    command's flags, and the values of flags with a fixed set (efforts, trackers)."""
+    parser = _parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    values = {"--effort": EFFORTS, "-e": EFFORTS, "--tracker": ("none",)}
+    cases = []
+    for name, command in sub.choices.items():
+        flags = sorted({o for a in command._actions for o in a.option_strings})
+        words = " ".join(
+            [*flags, *(c for a in command._actions if a.choices and not a.option_strings for c in a.choices)]
+        )
+        cases.append(f'        {name}) words="{words}" ;;')
+    value_cases = [
+        f'        {flag}) COMPREPLY=($(compgen -W "{" ".join(v)}" -- "$cur")); return ;;' for flag, v in values.items()
+    ]
+    paths = "|".join(_PATH_FLAGS)
+    return f"""{_SHELLS[shell]}# agent-evals {shell} completion: eval "$(agent-evals completion {shell})"
+_agent_evals() {{
+    local cur="${{COMP_WORDS[COMP_CWORD]}}" prev="${{COMP_WORDS[COMP_CWORD-1]}}" words
+    if [[ $COMP_CWORD -eq 1 ]]; then
+        COMPREPLY=($(compgen -W "{" ".join(sub.choices)} --help --version" -- "$cur"))
+        return
+    fi
+    case "$prev" in
+{chr(10).join(value_cases)}
+        {paths}) COMPREPLY=($(compgen -f -- "$cur")); return ;;
+    esac
+    case "${{COMP_WORDS[1]}}" in
+{chr(10).join(cases)}
+        *) words="" ;;
+    esac
+    COMPREPLY=($(compgen -W "$words" -- "$cur"))
+}}
+complete -F _agent_evals agent-evals"""
 
 
 class _UsageError(Exception):
@@ -6574,27 +6760,6 @@ def _report_unwritten(unwritten: Sequence[str]) -> None:
         )
 
 
-def _write_text(path: Path, text: str, unwritten: list[str]) -> bool:
-    """Write an output file whole (a temporary file, then a rename; none left behind on
-    failure), secrets masked; a failure is named in ``unwritten``, never a traceback."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if path.exists() and not path.is_file():  # /dev/stdout, a pipe: written in place, never replaced
-            with open(path, "w", encoding="utf-8", errors="backslashreplace") as file:
-                file.write(_redact(text))
-            return True
-        with open(tmp, "w", encoding="utf-8", errors="backslashreplace") as file:
-            file.write(_redact(text))
-        os.replace(tmp, path)
-    except OSError as e:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        unwritten.append(f"{_display(path)} ({e.strerror or e})")
-        return False
-    return True
-
-
 def _warn_case_problems(groups: Iterable[_Cases], twice: Sequence[tuple[str, str]]) -> None:
     """What was wrong with the case files read (a run reads them as it goes)."""
     for _, problem in [p for group in groups for p in group.problems()] + list(twice):
@@ -6638,75 +6803,6 @@ def _shard(experiments: list[Experiment], spec: str) -> list[Experiment]:
     if not chosen:
         _warn(f"--shard {spec}: this slice holds none of the {len(experiments)} experiments; nothing to run")
     return [x for x in experiments if id(x) in chosen]
-
-
-def _stamp() -> str:
-    """A run's stamp: sortable, and distinct for runs a millisecond apart."""
-    now = time.time()
-    return time.strftime("%Y%m%d-%H%M%S", time.localtime(now)) + f"-{int(now * 1000) % 1000:03d}"
-
-
-def _reserve_stamp(log_dir: Path) -> str:
-    """A stamp no other run holds: claimed by creating ``.run.<stamp>`` exclusively (two
-    runs started in the same millisecond get ``-1``, ``-2`` ... after the second one), and
-    never one whose files already exist."""
-    base, n = _stamp(), 0
-    while True:
-        stamp = base if n == 0 else f"{base}-{n}"
-        try:
-            os.mkdir(log_dir / f".run.{stamp}")
-        except FileExistsError:
-            n += 1
-            continue
-        except OSError as e:
-            raise ConfigError(f"{_display(log_dir)}: cannot write the logs there ({e.strerror or e})") from None
-        if not any(log_dir.glob(f"*.{stamp}.json*")):
-            return stamp
-        _release_stamp(log_dir, stamp)
-        n += 1
-
-
-def _release_stamp(log_dir: Path, stamp: str) -> None:
-    with contextlib.suppress(OSError):
-        os.rmdir(log_dir / f".run.{stamp}")
-
-
-def _check_target(value: str, flag: str) -> None:
-    """Fail before any call when an output file named by a flag could not be written."""
-    path = Path(value)
-    where = f"{flag} {value}"
-    if path.is_dir():
-        raise ConfigError(f"{where}: is a folder; name a file")
-    if not path.parent.is_dir():
-        raise ConfigError(f"{where}: the folder {_display(path.parent)} does not exist; create it first")
-    if path.exists() and not path.is_file():  # /dev/stdout, a pipe: written in place
-        if not os.access(path, os.W_OK):
-            raise ConfigError(f"{where}: cannot be written (permission denied)")
-        return
-    probe = path.parent / f".agent-evals-probe-{os.getpid()}"
-    try:
-        os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
-        os.unlink(probe)
-        if path.exists() and not os.access(path, os.W_OK):
-            raise PermissionError(13, "Permission denied")
-    except OSError as e:
-        raise ConfigError(
-            f"{where}: cannot be written ({e.strerror or e}); name a file in a folder you can write"
-        ) from None
-
-
-def _check_writable(folder: Path) -> None:
-    """Fail before any call when the logs could not be written."""
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        probe = folder / f".write-test-{os.getpid()}"
-        probe.write_text("")
-        probe.unlink()
-    except OSError as e:
-        raise ConfigError(
-            f"{_display(folder)}: cannot write the logs there ({e.strerror or e}); make it writable, "
-            "or run from a project whose log/ folder you can write"
-        ) from None
 
 
 def _print_notes(args: argparse.Namespace, notes: Iterable[str]) -> None:
@@ -6789,73 +6885,6 @@ def _adapter_metadata(adapter: Any) -> Mapping[str, Any]:
     return metadata
 
 
-def _records_of(paths: Sequence[str], flag: str) -> dict[tuple[str, str], dict[str, Any]]:
-    """The experiments of every run the paths name, refusing ones that do not belong together."""
-    merged: dict[tuple[str, str], dict[str, Any]] = {}
-    suites: set[Any] = set()
-    declared: set[str] = set()
-    runs: set[tuple[Path, ...]] = set()
-    for path in paths:
-        try:
-            _, files = _resume_files(path, Path(path))
-        except ConfigError as e:
-            raise ConfigError(str(e).replace("--resume", flag)) from None
-        if tuple(files) in runs:
-            continue  # another file of a run already read: each run counts once
-        runs.add(tuple(files))
-        for key, record in _read_records(files, flag).items():
-            if key in merged:
-                raise ConfigError(
-                    f"{flag}: {record.get('experiment', key[1])} is in two of the logs given; "
-                    "give each shard's run once"
-                )
-            merged[key] = record
-            suites.add(record.get("suite"))
-            declared.add(json.dumps(record.get("metrics") or [], sort_keys=True))
-    if len(suites - {None}) > 1:
-        raise ConfigError(
-            f"{flag}: the logs come from different suites ({', '.join(sorted(map(str, suites - {None})))})"
-        )
-    if len(declared) > 1:
-        raise ConfigError(f"{flag}: the logs declare different metrics; report runs of one scorer together")
-    return merged
-
-
-def _logged_metrics(records: Iterable[Mapping[str, Any]]) -> list[Metric]:
-    for record in records:
-        if record.get("metrics"):
-            return [
-                Metric(m["name"], m.get("description", ""), primary=bool(m.get("primary"))) for m in record["metrics"]
-            ]
-    names = dict.fromkeys(n for r in records for row in r.get("rows", ()) for n in (row.get("metrics") or {}))
-    if not names:
-        raise ConfigError("the logs hold no scored case: nothing to report")
-    return [Metric(name, primary=i == 0) for i, name in enumerate(names)]
-
-
-def _logged_experiment(record: Mapping[str, Any], cases: Mapping[tuple[str, str], Case] | None = None) -> Experiment:
-    """A logged experiment back as an ``Experiment`` with its results (for tables)."""
-    provider = Provider()
-    provider.name = str(record.get("provider") or "logged")
-    dataset = record["dataset"]
-    x = Experiment(Contender(**record["contender"]), provider, dataset, [], 1, int(record.get("repeat") or 1))
-    x.order = int(record.get("order") or 0)
-    x.duration = float((record.get("summary") or {}).get("duration") or 0.0)
-    for row in record.get("rows", ()):
-        logged = (record.get("cases") or {}).get(row["case"]) or {}
-        case = (cases or {}).get((dataset, row["case"])) or Case(
-            row["case"],
-            dataset,
-            row.get("variant") or "",
-            logged.get("input") or "",
-            logged.get("expected"),
-            metadata={CLUSTER: row[CLUSTER]} if row.get(CLUSTER) is not None else {},
-        )
-        x.results.append(dataclasses.replace(_row_result(row, case), experiment=x))
-    x.cases = list({r.case.id: r.case for r in x.results}.values())
-    return x
-
-
 def _cmd_report(args: argparse.Namespace) -> int:
     records = _records_of(args.logs, "report")
     metrics = _logged_metrics(records.values())
@@ -6869,10 +6898,6 @@ def _cmd_report(args: argparse.Namespace) -> int:
     else:
         print(_render_report(experiments, metrics, _style_for(sys.stdout)))
     return EXIT_OK
-
-
-def _at_terminal() -> bool:
-    return sys.stderr.isatty() and not os.environ.get("CI")
 
 
 def _cmd_rescore(args: argparse.Namespace) -> int:
