@@ -1692,12 +1692,12 @@ def _load_env_file(path: Path) -> int:
 
 
 @dataclass(eq=False)  # internal records are never compared: no __eq__ to build at import
-class _Loaded:
+class _LoadedCases:
     cases: list[Case]
     problems: list[tuple[str, str]]  # (case key, "path: problem") for verify to report
 
 
-class _Found:
+class _CaseFolder:
     """A case as its path names it, before its files are read: what selecting by
     ``-d``/``-c`` and building the matrix need, for a fraction of a read's cost."""
 
@@ -1729,7 +1729,7 @@ class _Cases(Sequence[Case]):
     it reads its case itself (an event loop reads each case as it takes it). Reading twice (two threads, one case) gives equal results, so no
     lock is needed. ``problems()`` says what was wrong with the files read so far."""
 
-    def __init__(self, found: Sequence[_Found]) -> None:
+    def __init__(self, found: Sequence[_CaseFolder]) -> None:
         self.found = list(found)
         self._cases: list[Case | None] = [None] * len(self.found)
         self._problems: dict[int, list[str]] = {}
@@ -1817,7 +1817,7 @@ def _glob_regex(pattern: str) -> re.Pattern[str]:
     return re.compile("".join(out)[:-1] + r"\Z")
 
 
-def _find_cases(suite: _Suite) -> tuple[list[_Found], list[tuple[str, str]]]:
+def _find_cases(suite: _Suite) -> tuple[list[_CaseFolder], list[tuple[str, str]]]:
     """Every case the glob matches, in order, and the keys named twice; no file is read."""
     # os.scandir down the tree, not pathlib.glob: each folder's listing says which of
     # expected.json and metadata.json exist, so thousands of cases are found in a blink
@@ -1856,26 +1856,26 @@ def _find_cases(suite: _Suite) -> tuple[list[_Found], list[tuple[str, str]]]:
     matched.sort()
     found, twice, seen = [], [], set()
     for _, name, rel, listing in matched:
-        case = _Found(root, rel, name, listing)
+        case = _CaseFolder(root, rel, name, listing)
         if case.key in seen:
             where = _display(os.path.join(case.folder, name))
             twice.append((case.key, f"{where}: case {case.key} is listed twice; rename its folder"))
         seen.add(case.key)
         found.append(case)
     for rel in sorted(orphans):
-        orphan = _Found(root, rel, "", frozenset())
+        orphan = _CaseFolder(root, rel, "", frozenset())
         if orphan.key not in seen:
             where = _display(os.path.join(orphan.folder, "expected.json"))
             twice.append((orphan.key, f"{where}: an expected answer with no input file; add the input or remove it"))
     for rel in sorted(folders):
-        parent = _Found(root, rel.rpartition("/")[0], "", frozenset())
+        parent = _CaseFolder(root, rel.rpartition("/")[0], "", frozenset())
         where = _display(os.path.join(root, rel))
         what = "input file" if match(rel) else rel.rpartition("/")[2]
         twice.append((parent.key, f"{where}: a folder where the case's {what} should be; make it a file"))
     return found, twice
 
 
-def _load_cases(suite: _Suite) -> _Loaded:
+def _load_cases(suite: _Suite) -> _LoadedCases:
     """Every case, read now: what ``cases``, ``verify`` and ``rescore`` show and check."""
     found, twice = _find_cases(suite)
     cases = _Cases(found)
@@ -1883,10 +1883,10 @@ def _load_cases(suite: _Suite) -> _Loaded:
     problems = cases.problems() + twice
     order = {f.key: i for i, f in enumerate(found)}
     problems.sort(key=lambda p: order.get(p[0], len(order)))  # stable: a case's own problems, then "listed twice"
-    return _Loaded(loaded, problems)
+    return _LoadedCases(loaded, problems)
 
 
-def _read_case(found: _Found, problems: list[str]) -> Case:
+def _read_case(found: _CaseFolder, problems: list[str]) -> Case:
     """The case ``found`` names, with what is wrong with its files added to ``problems``."""
     folder, listing = found.folder, found.listing
     path, expected_path, metadata_path = (
@@ -2000,7 +2000,7 @@ def _select_cases(cases: list[Any], datasets: list[str], selectors: list[str]) -
     return cases
 
 
-def _matches(case: Case | _Found, selector: str) -> bool:
+def _matches(case: Case | _CaseFolder, selector: str) -> bool:
     return selector in (case.id, case.variant, case.key) or case.key.startswith(f"{selector}/")
 
 
@@ -2367,7 +2367,7 @@ def _tls_context() -> Any:
     return _TLS[1]
 
 
-class _Wire:
+class _HTTPConnection:
     """What both kinds of connection send: the request line and headers, encoded once per
     connection (the same all run long), then each request's length and body."""
 
@@ -2400,7 +2400,7 @@ class _TooLarge(Exception):
         )
 
 
-class _Connection(_Wire):
+class _BlockingConnection(_HTTPConnection):
     """One blocking keep-alive HTTP/1.1 connection, for a worker thread."""
 
     def __init__(self, scheme: str, host: str, port: int, connect: float, read: float) -> None:
@@ -2465,14 +2465,14 @@ class _Connection(_Wire):
         return self.take(response)
 
 
-def _send_again(conn: _Connection | _Exchange, error: BaseException, first_reuse: bool) -> bool:
+def _send_again(conn: _BlockingConnection | _AsyncConnection, error: BaseException, first_reuse: bool) -> bool:
     """Close ``conn`` after ``error``; True when the server had closed that idle keep-alive
     connection meanwhile (not a failure of the request): then it is sent again, once."""
     conn.close()
     return first_reuse and isinstance(error, ConnectionResetError | BrokenPipeError | ConnectionAbortedError)
 
 
-class _HTTP:
+class _BlockingClient:
     """Keep-alive HTTP/1.1 over the standard library's sockets: one connection per
     worker thread and origin, reopened when it drops. Lean on purpose: at hundreds of
     requests in flight, the client's own CPU per request is the harness's overhead."""
@@ -2500,7 +2500,7 @@ class _HTTP:
             conn = connections.pop(key, None)
             reused = conn is not None
             if conn is None:
-                conn = _Connection(scheme, host, port, connect, read)
+                conn = _BlockingConnection(scheme, host, port, connect, read)
             try:
                 status, fields, payload, keep = conn.exchange(method, path, body, headers, limit)
             except BaseException as e:
@@ -2517,7 +2517,7 @@ class _HTTP:
         raise AssertionError("unreachable")  # pragma: no cover
 
 
-class _Exchange(_Wire):
+class _AsyncConnection(_HTTPConnection):
     """One keep-alive HTTP/1.1 connection on an event loop: an asyncio protocol (by duck
     typing, so that importing this module imports no asyncio) that answers one request
     at a time through a future."""
@@ -2595,13 +2595,13 @@ class _Exchange(_Wire):
             self.transport.abort()
 
 
-class _AsyncHTTP:
-    """``_HTTP`` for event loops: each loop keeps its own idle keep-alive connections per
+class _AsyncClient:
+    """``_BlockingClient`` for event loops: each loop keeps its own idle keep-alive connections per
     origin, so a connection serves one request at a time and at most as many are open
     as requests were ever in flight at once."""
 
     def __init__(self) -> None:
-        self._idle: dict[tuple[Any, str, str, int], list[_Exchange]] = {}
+        self._idle: dict[tuple[Any, str, str, int], list[_AsyncConnection]] = {}
 
     async def request(
         self,
@@ -2630,7 +2630,7 @@ class _AsyncHTTP:
             else:
                 secure = _tls_context() if scheme == "https" else None
                 opening = loop.create_connection(
-                    lambda: _Exchange(loop, host, port),  # type: ignore[type-var]  # a protocol by duck typing
+                    lambda: _AsyncConnection(loop, host, port),  # type: ignore[type-var]  # a protocol by duck typing
                     host,
                     port,
                     ssl=secure,
@@ -2681,8 +2681,8 @@ class OpenRouter(Provider):
     catalog_ttl = 24 * 3600.0  # seconds a cached model list stays fresh
 
     def __init__(self) -> None:
-        self._http = _HTTP()
-        self._ahttp = _AsyncHTTP()
+        self._http = _BlockingClient()
+        self._ahttp = _AsyncClient()
         self._prices: dict[str, tuple[float | None, float | None]] | None = None
         self._catalog_loaded = False
         self._lock = threading.Lock()
@@ -3287,7 +3287,7 @@ class _Owner:
         return silent > 1.0 and (self.expired or silent > limit)
 
 
-class _Running:
+class _ExperimentRun:
     """One experiment in flight: ``parallelism`` daemon threads take the next case until
     none is left or the run stops. Each finished case goes to the journal at once (so a
     kill loses nothing that finished), and whoever finishes a case records, in case
@@ -3296,7 +3296,7 @@ class _Running:
     timeout becomes that case's error row, and its thread is replaced.
     """
 
-    def __init__(self, run: _Run, experiment: Experiment, previous: Mapping[tuple[str, int], RunResult]) -> None:
+    def __init__(self, run: _Session, experiment: Experiment, previous: Mapping[tuple[str, int], RunResult]) -> None:
         import itertools
 
         self.run, self.experiment = run, experiment
@@ -3325,7 +3325,7 @@ class _Running:
         # unit -> (when it started, its model, the owner running it, the case's place)
         self.inflight: dict[int, tuple[float, Model, _Owner, int]] = {}
         # each finished run's row as JSON: appended to the journal, then reused by the log
-        self.lines: list[str | None] = [None if r is None else _row_line(r)[1] for r in self.results]
+        self.lines: list[str | None] = [None if r is None else _log_line(r)[1] for r in self.results]
         self.journal = run.open_journal(experiment)
         run.journal_write(self.journal, "".join(f"{line}\n" for line in self.lines if line))
 
@@ -3422,7 +3422,7 @@ class _Running:
         the answers that arrived with it."""
         import asyncio
 
-        suite, x = self.run.suite, self.experiment
+        suite, experiment = self.run.suite, self.experiment
         limit = self.run.case_timeout or None
         loop: Any = None
         rows: list[str] = []
@@ -3431,7 +3431,9 @@ class _Running:
         def conclude(i: int, case: Case, model: Model, started: float, answer: Any, failure: Any, ended: float) -> None:
             waiting[0] -= 1
             try:
-                result = _conclude(suite, x, case, self.run.metric_names, model, started, answer, failure, ended)
+                result = _conclude(
+                    suite, experiment, case, self.run.metric_names, model, started, answer, failure, ended
+                )
             except BaseException as e:
                 result = self._failed(i, i // self.repeat, model, started, e)
             if (line := self._store(i, result)) is not None:
@@ -3452,7 +3454,7 @@ class _Running:
                 place, model, started = self._begin(i, owner)
                 failure: BaseException | None = None
                 answer = bound = None
-                case = x.cases[place]
+                case = experiment.cases[place]
                 try:
                     async with asyncio.timeout(limit) as bound:
                         answer = await self.call(case, model)
@@ -3492,7 +3494,7 @@ class _Running:
         """Store and record a finished case; its log row, or None when it is no longer
         wanted (the experiment is closed, or the case was given up on as timed out)."""
         run = self.run
-        result, line = _row_line(result)  # outside the lock: other threads go on
+        result, line = _log_line(result)  # outside the lock: other threads go on
         with run.lock:
             self.inflight.pop(i, None)
             self._settle()
@@ -3514,7 +3516,7 @@ class _Running:
             if now - began <= limit:
                 continue
             error = f"CaseTimeout: timed out after {limit:g} s (--case-timeout); the adapter or scorer never returned"
-            result, line = _row_line(_result(self.experiment, self._case(place), model, now - began, error=error))
+            result, line = _log_line(_result(self.experiment, self._case(place), model, now - began, error=error))
             with self.run.lock:
                 flight = self.inflight.get(i)
                 if flight is None or flight[2] is not owner or self.closed:
@@ -3564,12 +3566,12 @@ class _Running:
     def finish(self) -> None:
         """Write the experiment with what finished (on the main thread, once). A case still
         in flight (abandoned after a Ctrl-C) is a row of its own, which --resume asks again."""
-        run, x = self.run, self.experiment
+        run, experiment = self.run, self.experiment
         now = time.monotonic()
         abandoned = []
         for i, (began, model, _, place) in list(self.inflight.items()):
             error = f"{_ABANDONED}: still in flight after {now - began:.1f} s when the run was interrupted"
-            abandoned.append((i, _row_line(_result(x, self._case(place), model, now - began, error=error))))
+            abandoned.append((i, _log_line(_result(experiment, self._case(place), model, now - began, error=error))))
         with run.lock:
             if self.closed:
                 return
@@ -3578,9 +3580,9 @@ class _Running:
                 if self.results[i] is None:
                     self.results[i], self.lines[i] = result, line
                     run.journal_write(self.journal, f"{line}\n")
-            x.results = [r for r in self.results if r is not None]
-            x.rows_json = [line for line in self.lines if line is not None]
-            x.not_run = [
+            experiment.results = [r for r in self.results if r is not None]
+            experiment.rows_json = [line for line in self.lines if line is not None]
+            experiment.not_run = [
                 f"{self.ids[i // self.repeat]}#{i % self.repeat}" if self.repeat > 1 else self.ids[i // self.repeat]
                 for i, r in enumerate(self.results)
                 if r is None
@@ -3590,36 +3592,49 @@ class _Running:
                     for tracker in run.trackers:
                         run.call(tracker, "record", late)
             run.close_journal(self.journal)
-        x.duration = time.perf_counter() - self.started
-        summary = _summarize(x.results, run.suite.metrics, x.duration)
+        experiment.duration = time.perf_counter() - self.started
+        summary = _summarize(experiment.results, run.suite.metrics, experiment.duration)
         for tracker in run.trackers:
             with run.lock:
-                run.call(tracker, "finish", x, summary)
+                run.call(tracker, "finish", experiment, summary)
 
 
 GRACE_SECONDS = 10.0  # after a first Ctrl-C, how long cases in flight may finish
 _ABANDONED = "Abandoned"  # a case still in flight when the run ended: --resume asks it again
 
 
-class _Run:
+class _Session:
     """What every experiment of one invocation shares: suite, trackers, lock, journal
     folder, progress, the queue on which finished experiments report, and what could
     not be written (a full disk stops the run; the tables still print)."""
 
-    def __init__(self, suite: _Suite, trackers: list[Tracker], journal_dir: Path | None, progress: _Progress) -> None:
+    def __init__(
+        self,
+        suite: _Suite,
+        trackers: list[Tracker],
+        *,
+        journal_dir: Path | None = None,
+        progress: _Progress | None = None,
+        stamp: str = "",
+        case_timeout: float = 0.0,
+        previous: Mapping[tuple[str, str], Mapping[tuple[str, int], RunResult]] | None = None,
+    ) -> None:
         import queue
 
-        self.suite, self.trackers, self.journal_dir, self.progress = suite, trackers, journal_dir, progress
+        self.suite, self.trackers, self.journal_dir = suite, trackers, journal_dir
+        self.progress = progress or _Progress(None, 0)
+        self.stamp = stamp
+        self.case_timeout = case_timeout  # seconds a case may take (0: no limit)
+        # (contender key, dataset) -> the finished cases of an earlier run that --resume keeps
+        self.previous = previous or {}
         self.metric_names = frozenset(m.name for m in suite.metrics)
         self.lock = threading.Lock()
-        self.finished: queue.SimpleQueue[_Running] = queue.SimpleQueue()
+        self.finished: queue.SimpleQueue[_ExperimentRun] = queue.SimpleQueue()
         self.failed: dict[Tracker, str] = {}
         self.pages: list[tuple[str, str]] = []  # (tracker, url) of the pages finish returned
         self.unwritten: list[str] = []  # "path (why)" of every file the run could not write
         self.unwritten_lock = threading.Lock()
         self.journals: dict[int, Path] = {}
-        self.stamp = ""
-        self.case_timeout = 0.0  # seconds a case may take (0: no limit); _run_all sets it
 
     def open_journal(self, experiment: Experiment) -> int | None:
         """An append-only file descriptor: each row is one ``write`` straight into the
@@ -3668,7 +3683,7 @@ class _Run:
         if hook == "finish" and isinstance(answer, Mapping) and answer.get("url"):
             self.pages.append((tracker.name, str(answer["url"])))
 
-    def next_finished(self) -> _Running | None:
+    def next_finished(self) -> _ExperimentRun | None:
         """The next experiment to finish, or None after a tenth of a second.
 
         The wait sits in this helper, not in a loop's ``except`` clause: a Ctrl-C that
@@ -3694,41 +3709,22 @@ class _Run:
             self.cannot_write(path, e)
 
 
-def _run_all(
-    suite: _Suite,
-    experiments: list[Experiment],
-    concurrency: int,
-    trackers: list[Tracker],
-    *,
-    journal_dir: Path | None = None,
-    stamp: str = "",
-    previous: Mapping[tuple[str, str], Mapping[tuple[str, int], RunResult]] | None = None,
-    progress: _Progress | None = None,
-    pages: list[tuple[str, str]] | None = None,
-    case_timeout: float = 0.0,
-    unwritten: list[str] | None = None,
-) -> bool:
-    """Run every experiment; True when a Ctrl-C cut the run short.
+def _run_experiments(run: _Session, experiments: list[Experiment], concurrency: int) -> bool:
+    """Run every experiment of a ready session; True when a Ctrl-C cut the run short.
 
     Datasets go one after another: ``adapter.prepare`` runs once for each, outside the
     threads, then that dataset's experiments run ``concurrency`` at a time (0: all).
     A first Ctrl-C starts no new case and gives those in flight ``GRACE_SECONDS``; a
     second one abandons them. Either way every experiment that started is written.
-    A case past ``case_timeout`` seconds (0: none) is given up on as that case's error.
+    A case past the session's case timeout (0: none) is given up on as that case's error.
     """
     _stop.event.clear()
     _stop.reason = None
-    run = _Run(suite, trackers, journal_dir, progress or _Progress(None, 0))
-    run.stamp, run.case_timeout = stamp, case_timeout
-    if pages is not None:
-        run.pages = pages
-    if unwritten is not None:
-        run.unwritten = unwritten
-    previous = previous or {}
+    suite, previous = run.suite, run.previous
     by_dataset: dict[str, list[Experiment]] = {}
     for experiment in experiments:
         by_dataset.setdefault(experiment.dataset, []).append(experiment)
-    running: list[_Running] = []
+    running: list[_ExperimentRun] = []
     try:
         for dataset, group in by_dataset.items():
             if _stop.event.is_set():
@@ -3736,19 +3732,21 @@ def _run_all(
             failure = _prepare_dataset(suite, dataset)
             if failure:
                 print(f"warning: {failure}: its {len(group)} experiments were not run", file=run.progress.err)
-                for x in group:
-                    x.not_run, x.failure = _ids(x.cases), failure
+                for experiment in group:
+                    experiment.not_run, experiment.failure = _ids(experiment.cases), failure
                 continue
             pending = list(group)
             while pending or running:
                 while pending and not _stop.event.is_set() and (concurrency == 0 or len(running) < concurrency):
-                    x = pending.pop(0)
-                    started = _Running(run, x, previous.get((_contender_key(x.contender), x.dataset), {}))
+                    experiment = pending.pop(0)
+                    started = _ExperimentRun(
+                        run, experiment, previous.get((_contender_key(experiment.contender), experiment.dataset), {})
+                    )
                     running.append(started)
                     started.start()
                 if _stop.event.is_set():
-                    for x in pending:
-                        x.not_run = _ids(x.cases)
+                    for experiment in pending:
+                        experiment.not_run = _ids(experiment.cases)
                     pending = []
                     if not running:
                         break
@@ -3779,14 +3777,14 @@ def _run_all(
     return False
 
 
-def _report_trackers(run: _Run) -> None:
+def _report_trackers(run: _Session) -> None:
     run.progress.clear()
     complete = "the local log is complete" if not run.unwritten else "the local log is NOT complete (see below)"
     for message in run.failed.values():
         print(f"warning: {_redact(message)}; it was switched off, {complete}", file=run.progress.err)
 
 
-def _drain(run: _Run, running: list[_Running], deadline: float) -> None:
+def _drain(run: _Session, running: list[_ExperimentRun], deadline: float) -> None:
     """Wait for the experiments in flight until ``deadline`` or a second Ctrl-C."""
     try:
         while running and time.monotonic() < deadline:
@@ -3926,11 +3924,11 @@ def _contender_key(contender: Contender) -> str:
     return json.dumps(contender.to_json(), sort_keys=True)
 
 
-def _row_line(result: RunResult) -> tuple[RunResult, str]:
+def _log_line(result: RunResult) -> tuple[RunResult, str]:
     """A finished case and its log row as one line of JSON, secrets masked. What no log
     can hold (a reply that contains itself) makes the case an error naming the field:
     the row is always written and the log stays valid JSON."""
-    row = _result_row(result)
+    row = _log_row(result)
     try:
         return result, _redact_json(_ENCODER.encode(row), row)
     except (ValueError, TypeError, RecursionError, OverflowError):
@@ -3948,11 +3946,11 @@ def _row_line(result: RunResult) -> tuple[RunResult, str]:
             error=f"SuiteError: the case's {field}: no log can hold it; return plain data (dict, list, str, numbers)",
             traceback=None,
         )
-        plain = _jsonable(_result_row(result), "row")
+        plain = _jsonable(_log_row(result), "row")
     return result, _redact_json(json.dumps(plain, ensure_ascii=False, allow_nan=False), plain)
 
 
-def _result_row(result: RunResult) -> dict[str, Any]:
+def _log_row(result: RunResult) -> dict[str, Any]:
     score, reply, case = result.score, result.reply, result.case
     return {
         "case": case.id,
@@ -4306,7 +4304,7 @@ class LocalTracker(Tracker):
         }
         # indent the header for people; one compact line a row, which json writes in C
         head = _json_dumps(_mask_strings(_jsonable(document)), indent=2)[:-2]
-        lines = getattr(experiment, "rows_json", None) or [_json_dumps(_result_row(r)) for r in experiment.results]
+        lines = getattr(experiment, "rows_json", None) or [_json_dumps(_log_row(r)) for r in experiment.results]
         path = folder / f"{experiment.name}.{self.context.get('stamp')}.json"
         tmp = path.with_suffix(".json.tmp")
         # written a piece at a time: a log of many thousand rows is never copied whole in memory
@@ -4641,11 +4639,11 @@ def _load_previous(
             error = row.get("error")
             if case is None or (error and (retry_errors or str(error).startswith(_ABANDONED))):
                 continue
-            out.setdefault(key, {})[(case.id, int(row.get("repeat") or 0))] = _row_result(row, case)
+            out.setdefault(key, {})[(case.id, int(row.get("repeat") or 0))] = _result_from_row(row, case)
     return out
 
 
-def _row_result(row: Mapping[str, Any], case: Case) -> RunResult:
+def _result_from_row(row: Mapping[str, Any], case: Case) -> RunResult:
     """A logged row back into a ``RunResult`` (the experiment is attached when it runs)."""
     reply = None
     if row.get("error") is None or row.get("output") is not None or row.get("reply_error"):
@@ -4669,9 +4667,13 @@ def _row_result(row: Mapping[str, Any], case: Case) -> RunResult:
     )
 
 
-def _experiment_record(x: Experiment) -> dict[str, Any]:
+def _experiment_record(experiment: Experiment) -> dict[str, Any]:
     """An experiment in the shape of its log: contender, dataset and rows."""
-    return {"contender": x.contender.to_json(), "dataset": x.dataset, "rows": [_result_row(r) for r in x.results]}
+    return {
+        "contender": experiment.contender.to_json(),
+        "dataset": experiment.dataset,
+        "rows": [_log_row(r) for r in experiment.results],
+    }
 
 
 def _read_run(arg: str | bool, log_dir: Path, flag: str) -> dict[tuple[str, str], dict[str, Any]]:
@@ -4912,9 +4914,9 @@ def _logged_experiment(record: Mapping[str, Any], cases: Mapping[tuple[str, str]
     provider = Provider()
     provider.name = str(record.get("provider") or "logged")
     dataset = record["dataset"]
-    x = Experiment(Contender(**record["contender"]), provider, dataset, [], 1, int(record.get("repeat") or 1))
-    x.order = int(record.get("order") or 0)
-    x.duration = float((record.get("summary") or {}).get("duration") or 0.0)
+    experiment = Experiment(Contender(**record["contender"]), provider, dataset, [], 1, int(record.get("repeat") or 1))
+    experiment.order = int(record.get("order") or 0)
+    experiment.duration = float((record.get("summary") or {}).get("duration") or 0.0)
     for row in record.get("rows", ()):
         logged = (record.get("cases") or {}).get(row["case"]) or {}
         case = (cases or {}).get((dataset, row["case"])) or Case(
@@ -4925,9 +4927,9 @@ def _logged_experiment(record: Mapping[str, Any], cases: Mapping[tuple[str, str]
             logged.get("expected"),
             metadata={CLUSTER: row[CLUSTER]} if row.get(CLUSTER) is not None else {},
         )
-        x.results.append(dataclasses.replace(_row_result(row, case), experiment=x))
-    x.cases = list({r.case.id: r.case for r in x.results}.values())
-    return x
+        experiment.results.append(dataclasses.replace(_result_from_row(row, case), experiment=experiment))
+    experiment.cases = list({r.case.id: r.case for r in experiment.results}.values())
+    return experiment
 
 
 # ═══════════════════════════════════════════════════════════════════════════════
@@ -5127,20 +5129,20 @@ class _Row:
 
 def _rows(experiments: Sequence[Experiment], metrics: Sequence[Metric]) -> list[_Row]:
     out = []
-    for x in experiments:
-        errored = [r for r in x.results if r.error is not None]
+    for experiment in experiments:
+        errored = [r for r in experiment.results if r.error is not None]
         out.append(
             _Row(
-                x.dataset,
-                x.contender,
-                {m.name: _case_values(x.results, m.name) for m in metrics},
+                experiment.dataset,
+                experiment.contender,
+                {m.name: _case_values(experiment.results, m.name) for m in metrics},
                 len(errored),
-                len(x.results),
-                x.duration,
-                sum((r.usage for r in x.results), Usage()),
+                len(experiment.results),
+                experiment.duration,
+                sum((r.usage for r in experiment.results), Usage()),
                 sum((r.usage for r in errored), Usage()),
-                {m.name: _case_values(x.results, m.name, errors_as=0.0) for m in metrics} if errored else {},
-                sum(r.saved for r in x.results),
+                {m.name: _case_values(experiment.results, m.name, errors_as=0.0) for m in metrics} if errored else {},
+                sum(r.saved for r in experiment.results),
             )
         )
     return out
@@ -5445,24 +5447,24 @@ def _render_matrix(experiments: Sequence[Experiment], style: str) -> str:
     headers = ["dataset", "model", "provider", "effort", "temp", "max_tokens", "cases", "parallelism"]
     rows = [
         [
-            x.dataset,
-            x.contender.model,
-            x.provider.name,
-            x.contender.effort or "default",
-            _fmt_temp(x.contender.temperature),
-            str(x.contender.max_tokens or "-"),
-            str(len(x.cases)),
-            str(x.parallelism),
+            experiment.dataset,
+            experiment.contender.model,
+            experiment.provider.name,
+            experiment.contender.effort or "default",
+            _fmt_temp(experiment.contender.temperature),
+            str(experiment.contender.max_tokens or "-"),
+            str(len(experiment.cases)),
+            str(experiment.parallelism),
         ]
-        for x in experiments
+        for experiment in experiments
     ]
     right = [False, False, False, False, True, True, True, True]
-    if any(x.repeat > 1 for x in experiments):
+    if any(experiment.repeat > 1 for experiment in experiments):
         headers.append("repeat")
         right.append(True)
-        for row, x in zip(rows, experiments, strict=True):
-            row.append(str(x.repeat))
-    calls = sum(len(x.cases) * x.repeat for x in experiments)
+        for row, experiment in zip(rows, experiments, strict=True):
+            row.append(str(experiment.repeat))
+    calls = sum(len(experiment.cases) * experiment.repeat for experiment in experiments)
     table = _table(headers, rows, right, style)
     return f"{table}\n{len(experiments)} experiments, {calls} case runs; nothing was called (dry run)"
 
@@ -5716,13 +5718,17 @@ def _junit_xml(experiments: Sequence[Experiment]) -> str:
 
     root = ET.Element("testsuites", name="agent-evals")
     totals = {"tests": 0, "failures": 0, "errors": 0}
-    for x in experiments:
-        suite = ET.SubElement(root, "testsuite", name=f"{x.dataset} · {x.contender.label}")
+    for experiment in experiments:
+        suite = ET.SubElement(root, "testsuite", name=f"{experiment.dataset} · {experiment.contender.label}")
         counts = {"tests": 0, "failures": 0, "errors": 0}
-        for r in x.results:
+        for r in experiment.results:
             counts["tests"] += 1
             case = ET.SubElement(
-                suite, "testcase", classname=f"{x.dataset}.{x.contender.model}", name=r.label, time=f"{r.duration:.3f}"
+                suite,
+                "testcase",
+                classname=f"{experiment.dataset}.{experiment.contender.model}",
+                name=r.label,
+                time=f"{r.duration:.3f}",
             )
             if r.error is not None:
                 counts["errors"] += 1
@@ -5738,12 +5744,12 @@ def _junit_xml(experiments: Sequence[Experiment]) -> str:
         for key, value in counts.items():
             suite.set(key, str(value))
             totals[key] += value
-        suite.set("time", f"{x.duration:.3f}")
+        suite.set("time", f"{experiment.duration:.3f}")
     for key, value in totals.items():
         root.set(key, str(value))
     text = ET.tostring(root, encoding="unicode")
     # characters XML 1.0 cannot hold at all (a model's or a server's control bytes): shown as escapes
-    text = re.sub("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]", lambda m: f"\\x{ord(m[0]):02x}", text)
+    text = re.sub("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]", lambda m: f"\\experiment{ord(m[0]):02x}", text)
     return "<?xml version='1.0' encoding='utf-8'?>\n" + text + "\n"
 
 
@@ -5953,19 +5959,19 @@ def _render_html(
         '<button type=button data-filter="">all</button><button type=button data-filter="only-errors">errors only</button>'
     )
     out.append('<button type=button data-filter="only-wrong">wrong only</button></div>')
-    for x in experiments:
-        wrong = sum(1 for r in x.results if r.score is not None and r.score.value < 1)
-        errors = sum(1 for r in x.results if r.error)
+    for experiment in experiments:
+        wrong = sum(1 for r in experiment.results if r.score is not None and r.score.value < 1)
+        errors = sum(1 for r in experiment.results if r.error)
         out.append(
-            f"<details><summary>{_h(x.dataset)} · {_h(x.contender.label)} — {len(x.results)} runs, {wrong} wrong, {errors} errors</summary>"
+            f"<details><summary>{_h(experiment.dataset)} · {_h(experiment.contender.label)} — {len(experiment.results)} runs, {wrong} wrong, {errors} errors</summary>"
         )
-        out.append(_html_cases(x, metrics))
+        out.append(_html_cases(experiment, metrics))
         out.append("</details>")
     out.append(f"</section>{_html_glossary(metrics)}<script>{_HTML_SCRIPT}</script></body></html>")
     return "\n".join(out)
 
 
-def _html_cases(x: Experiment, metrics: Sequence[Metric]) -> str:
+def _html_cases(experiment: Experiment, metrics: Sequence[Metric]) -> str:
     head = "".join(
         f"<th scope=col>{_h(h)}</th>"
         for h in [
@@ -5980,7 +5986,7 @@ def _html_cases(x: Experiment, metrics: Sequence[Metric]) -> str:
         ]
     )
     rows = []
-    for r in x.results:
+    for r in experiment.results:
         kind = "error" if r.error else "wrong" if r.score is not None and r.score.value < 1 else "right"
         score = "-" if r.score is None else _fmt_pct(r.score.value)
         metric_cells = "".join(
@@ -6469,7 +6475,7 @@ class _FewCollections:
         gc.unfreeze()
 
 
-def _prepare(args: argparse.Namespace) -> tuple[_Suite, list[Case], _Loaded]:
+def _prepare(args: argparse.Namespace) -> tuple[_Suite, list[Case], _LoadedCases]:
     suite = _open_suite(args)
     loaded = _load_cases(suite)
     cases = _select_cases(loaded.cases, _split(args.dataset), _split(args.case))
@@ -6542,7 +6548,40 @@ def _suite_problems(suite: _Suite, dataset: str, cases: list[Case]) -> list[str]
     return problems
 
 
+@dataclass(eq=False)  # internal records are never compared: no __eq__ to build at import
+class _Plan:
+    """What ``run`` or ``compare`` will do, decided before any model is called."""
+
+    suite: _Suite
+    lineup: _Lineup
+    experiments: list[Experiment]
+    by_dataset: dict[str, _Cases]  # each dataset's cases, read as the run reaches them
+    twice: list[tuple[str, str]]  # (case key, problem) of the selected cases two globs found
+    gates: _Gates
+    notes: list[str]  # what -v prints about the providers and the tracker
+    log_dir: Path
+    remote: type[Tracker] | None = None  # the tracker beside the local log, if any
+    previous: dict[tuple[str, str], dict[tuple[str, int], RunResult]] = field(default_factory=dict)
+    resumed_from: str | None = None  # the stamp --resume continues
+    baseline: Mapping[tuple[str, str], Mapping[str, Any]] | None = None
+
+
 def _cmd_run(args: argparse.Namespace) -> int:
+    """``run`` and ``compare``: plan the matrix, then a dry run, or prepare, execute, report."""
+    plan = _plan_run(args)
+    if args.dry_run:
+        return _dry_run(args, plan)
+    _prepare_run(args, plan)
+    stamp = _reserve_stamp(plan.log_dir)
+    try:
+        session, interrupted = _execute(args, plan, stamp)
+        return _report(args, plan, session, interrupted)
+    finally:
+        _release_stamp(plan.log_dir, stamp)
+
+
+def _plan_run(args: argparse.Namespace) -> _Plan:
+    """The suite, the cases, the lineup and its experiments, the gates, and providers set up."""
     if args.reserved_l or args.reserved_L:
         raise ConfigError("-l and -L are reserved for logging and not yet implemented")
     suite = _open_suite(args)
@@ -6566,15 +6605,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
         for contender, provider in lineup.contenders
     ]
     contenders = [c for c, _ in lineup.contenders]
-    for x in experiments:
-        x.order = contenders.index(x.contender)
+    for experiment in experiments:
+        experiment.order = contenders.index(experiment.contender)
     if args.shard:
         experiments = _shard(experiments, args.shard)
     gates = _Gates.parse(args, suite.metrics)
-    out, notes = sys.stdout, []
-    style = _style_for(out)
-    if not args.dry_run:
-        notes += _load_env(suite, lineup)
+    notes = [] if args.dry_run else _load_env(suite, lineup)
     _setup_providers(suite, args, offline=args.dry_run)
     unknown = _catalog_problems(lineup)
     notes += [note for p in suite.providers for note in getattr(p, "notes", ())]
@@ -6582,80 +6618,55 @@ def _cmd_run(args: argparse.Namespace) -> int:
         raise ConfigError(unknown[0])
     keys = {f.key for f in selected}
     twice = [(key, problem) for key, problem in twice if key in keys]
-    if args.dry_run:
-        for cases in by_dataset.values():
-            list(cases)  # nothing runs: read them all now, to name their problems
-        _warn_case_problems(by_dataset.values(), twice)
-        _print_notes(args, notes)
-        print(_render_matrix(experiments, style), file=out)
-        return EXIT_OK
-    remote = _choose_tracker(suite, args.tracker, args.local, notes)
-    _print_notes(args, notes)
     log_dir = suite.project_root / "log" / "agent-evals"
+    return _Plan(suite, lineup, experiments, by_dataset, twice, gates, notes, log_dir)
+
+
+def _dry_run(args: argparse.Namespace, plan: _Plan) -> int:
+    """The experiment matrix, and what is wrong with the cases; nothing is called."""
+    for cases in plan.by_dataset.values():
+        list(cases)  # nothing runs: read them all now, to name their problems
+    _warn_case_problems(plan.by_dataset.values(), plan.twice)
+    _print_notes(args, plan.notes)
+    print(_render_matrix(plan.experiments, _style_for(sys.stdout)))
+    return EXIT_OK
+
+
+def _prepare_run(args: argparse.Namespace, plan: _Plan) -> None:
+    """Everything that can refuse the run, checked before any model is called; then before_run."""
+    suite, log_dir = plan.suite, plan.log_dir
+    plan.remote = _choose_tracker(suite, args.tracker, args.local, plan.notes)
+    _print_notes(args, plan.notes)
     _check_writable(log_dir)
     _check_writable(log_dir.parent)
     for flag, value in (("--junit", args.junit), ("--html", args.html), ("-o", args.output)):
         if isinstance(value, str):
             _check_target(value, flag)
-    previous, resumed_from = {}, None
     if args.resume:
-        resumed_from, files = _resume_files(args.resume, log_dir)
-        every = [case for group in by_dataset.values() for case in group]
-        previous = _load_previous(_read_records(files, "--resume"), every, args.retry_errors)
-        skipped = sum(len(v) for v in previous.values())
-        print(f"resume: {skipped} finished cases from the run of {resumed_from} are not asked again", file=sys.stderr)
-    baseline = _read_run(args.baseline, log_dir, "--baseline") if args.baseline else None
+        plan.resumed_from, files = _resume_files(args.resume, log_dir)
+        every = [case for group in plan.by_dataset.values() for case in group]
+        plan.previous = _load_previous(_read_records(files, "--resume"), every, args.retry_errors)
+        skipped = sum(len(v) for v in plan.previous.values())
+        print(
+            f"resume: {skipped} finished cases from the run of {plan.resumed_from} are not asked again", file=sys.stderr
+        )
+    plan.baseline = _read_run(args.baseline, log_dir, "--baseline") if args.baseline else None
     if suite.before_run:
         try:
             suite.before_run()
         except _SUITE_EXCEPTIONS as e:
             _reraise_ctrl_c(e)
             raise SuiteError(f"before_run raised {_describe(e)[0]}") from None
-    for x in experiments:
-        x.keep_raw = not args.no_raw
-    if args.cache or suite.config.cache:
-        cache = _Cache(log_dir / "cache" / "completions.sqlite3")
-        for x in experiments:
-            x.cache = cache
-    stamp = _reserve_stamp(log_dir)
-    try:
-        return _execute(
-            args,
-            suite,
-            lineup,
-            experiments,
-            by_dataset,
-            twice,
-            gates,
-            log_dir,
-            stamp,
-            previous,
-            resumed_from,
-            baseline,
-            remote,
-        )
-    finally:
-        _release_stamp(log_dir, stamp)
+    cache = _Cache(log_dir / "cache" / "completions.sqlite3") if args.cache or suite.config.cache else None
+    for experiment in plan.experiments:
+        experiment.keep_raw = not args.no_raw
+        experiment.cache = cache
 
 
-def _execute(
-    args: argparse.Namespace,
-    suite: _Suite,
-    lineup: _Lineup,
-    experiments: list[Experiment],
-    by_dataset: Mapping[str, _Cases],
-    twice: Sequence[tuple[str, str]],
-    gates: _Gates,
-    log_dir: Path,
-    stamp: str,
-    previous: Mapping[tuple[str, str], Mapping[tuple[str, int], RunResult]],
-    resumed_from: str | None,
-    baseline: Mapping[tuple[str, str], Mapping[str, Any]] | None,
-    remote: type[Tracker] | None,
-) -> int:
-    """Run the matrix, write the logs, print the tables, apply the gates."""
-    out = sys.stdout
-    style = _style_for(out)
+def _execute(args: argparse.Namespace, plan: _Plan, stamp: str) -> tuple[_Session, bool]:
+    """Run the matrix with its trackers, progress line and captured suite output; the
+    session (with what could not be written) and whether a Ctrl-C cut it short."""
+    suite, log_dir, experiments = plan.suite, plan.log_dir, plan.experiments
     context = {
         "suite": suite.name,
         "project": args.project or suite.config.project,
@@ -6663,53 +6674,60 @@ def _execute(
         "command": args.command,
         "stamp": stamp,
         "log_dir": log_dir,
-        "resumed_from": resumed_from,
+        "resumed_from": plan.resumed_from,
         "adapter_metadata": _adapter_metadata(suite.adapter),
         "metrics": suite.metrics,
         "shard": args.shard,
     }
     trackers: list[Tracker] = [LocalTracker({**context, "options": {}})]
-    if remote:
-        trackers.append(remote({**context, "options": suite.config.sections.get(remote.name, {})}))
+    if plan.remote:
+        trackers.append(plan.remote({**context, "options": suite.config.sections.get(plan.remote.name, {})}))
     trackers = [t for t in trackers if t.enabled()]
     concurrency = os.cpu_count() or 1 if args.concurrency is None else args.concurrency
     err = sys.stderr
-    total = sum(len(x.cases) for x in experiments)
-    progress = _Progress(getattr(err, "raw", err) if err.isatty() else None, total, err)
-    progress.done = sum(len(v) for v in previous.values())
-    capture = _Capture(log_dir.parent / f"{args.command}.warnings.{stamp}.log")
-    pages: list[tuple[str, str]] = []
-    unwritten: list[str] = []
+    progress = _Progress(
+        getattr(err, "raw", err) if err.isatty() else None,
+        sum(len(experiment.cases) * experiment.repeat for experiment in experiments),
+        err,
+    )
+    progress.done = sum(len(v) for v in plan.previous.values())
     case_timeout = args.case_timeout if args.case_timeout is not None else suite.config.defaults.case_timeout
+    session = _Session(
+        suite,
+        trackers,
+        journal_dir=log_dir,
+        progress=progress,
+        stamp=stamp,
+        case_timeout=case_timeout,
+        previous=plan.previous,
+    )
+    capture = _Capture(log_dir.parent / f"{args.command}.warnings.{stamp}.log")
     with capture:
-        interrupted = _run_all(
-            suite,
-            experiments,
-            concurrency,
-            trackers,
-            journal_dir=log_dir,
-            stamp=stamp,
-            previous=previous,
-            progress=progress,
-            pages=pages,
-            case_timeout=case_timeout,
-            unwritten=unwritten,
-        )
+        interrupted = _run_experiments(session, experiments, concurrency)
     if capture.failure:
-        unwritten.append(capture.failure)
-    _show_pages(pages, open_them=not args.no_open and _at_terminal())
-    _warn_case_problems(by_dataset.values(), twice)
+        session.unwritten.append(capture.failure)
+    _show_pages(session.pages, open_them=not args.no_open and _at_terminal())
+    _warn_case_problems(plan.by_dataset.values(), plan.twice)
     if capture.file is not None:
         print(f"warnings: what the suite printed or logged during the run is in {_display(capture.path)}", file=err)
     _report_transport(suite, experiments)
     print(f"logs: {_display(log_dir)} ({stamp})", file=err)
-    finished = sum(len(x.results) for x in experiments)
+    return session, interrupted
+
+
+def _report(args: argparse.Namespace, plan: _Plan, session: _Session, interrupted: bool) -> int:
+    """Write the files asked for, print the tables, apply the gates: the exit code."""
+    suite, log_dir, experiments, stamp = plan.suite, plan.log_dir, plan.experiments, session.stamp
+    out, err, style = sys.stdout, sys.stderr, _style_for(sys.stdout)
+    unwritten = session.unwritten
+    total = sum(len(experiment.cases) * experiment.repeat for experiment in experiments)
+    finished = sum(len(experiment.results) for experiment in experiments)
     stopped = (
         None
         if interrupted or not _stop.reason
         else f"the run stopped after {finished} of {total} cases: {_stop.reason}"
     )
-    shown = [x for x in experiments if x.results]
+    shown = [experiment for experiment in experiments if experiment.results]
     # every file first: a reader that stops reading the tables (| head) loses none of them
     if args.output:
         target = Path(args.output) if isinstance(args.output, str) else log_dir.parent / f"{args.command}.{stamp}.txt"
@@ -6717,7 +6735,7 @@ def _execute(
             print(f"breakdowns: {_display(target)}", file=err)
     if args.html and shown:
         target = Path(args.html) if isinstance(args.html, str) else log_dir.parent / f"{args.command}.{stamp}.html"
-        page = _render_html(shown, suite.metrics, title=f"agent-evals: {suite.name}", refused=lineup.refused)
+        page = _render_html(shown, suite.metrics, title=f"agent-evals: {suite.name}", refused=plan.lineup.refused)
         _write_html(target, page, open_it=args.open and _at_terminal(), unwritten=unwritten)
     if args.junit and not interrupted and _write_text(Path(args.junit), _junit_xml(experiments), unwritten):
         print(f"junit: {_display(args.junit)}", file=err)
@@ -6736,18 +6754,25 @@ def _execute(
         _report_unwritten(unwritten)
         return EXIT_INTERRUPTED
     changes = None
-    if baseline is not None:
-        current = {(_contender_key(x.contender), x.dataset): _experiment_record(x) for x in experiments}
-        changes = _compare_runs(baseline, current, [m.name for m in suite.metrics])
+    if plan.baseline is not None:
+        current = {
+            (_contender_key(experiment.contender), experiment.dataset): _experiment_record(experiment)
+            for experiment in experiments
+        }
+        changes = _compare_runs(plan.baseline, current, [m.name for m in suite.metrics])
         print(f"\nbaseline: {args.baseline if isinstance(args.baseline, str) else 'the newest run'}", file=out)
         print(_render_changes(changes, style, _primary(suite.metrics).name), file=out)
-    failed = gates.check(_rows(shown, suite.metrics), changes)
+    failed = plan.gates.check(_rows(shown, suite.metrics), changes)
     for message in failed:
         print(f"gate failed: {message}", file=err)
     if stopped and not unwritten:
         print(f"error: {_redact(stopped)}", file=err)
     _report_unwritten(unwritten)
-    return EXIT_FAILED if failed or stopped or unwritten or any(x.failure for x in experiments) else EXIT_OK
+    return (
+        EXIT_FAILED
+        if failed or stopped or unwritten or any(experiment.failure for experiment in experiments)
+        else EXIT_OK
+    )
 
 
 def _report_unwritten(unwritten: Sequence[str]) -> None:
@@ -6769,14 +6794,14 @@ def _warn_case_problems(groups: Iterable[_Cases], twice: Sequence[tuple[str, str
 def _cache_lines(experiments: Sequence[Experiment]) -> list[str]:
     """For each experiment the cache served: how many answers, and the spend not repeated."""
     lines = []
-    for x in experiments:
-        hits, runs = sum(r.cached for r in x.results), len(x.results)
+    for experiment in experiments:
+        hits, runs = sum(r.cached for r in experiment.results), len(experiment.results)
         if hits:
-            saved = sum(r.saved for r in x.results)
+            saved = sum(r.saved for r in experiment.results)
             lines.append(
-                f"cache [{x.dataset}] {x.contender.label}: {hits} answers of {runs} runs from the cache; "
+                f"cache [{experiment.dataset}] {experiment.contender.label}: {hits} answers of {runs} runs from the cache; "
                 f"{_fmt_cost(saved)} not spent again (the cost column counts what the answers cost; "
-                f"this run spent {_fmt_cost(sum(r.usage.cost_usd for r in x.results))})"
+                f"this run spent {_fmt_cost(sum(r.usage.cost_usd for r in experiment.results))})"
             )
     return lines
 
@@ -6798,11 +6823,11 @@ def _shard(experiments: list[Experiment], spec: str) -> list[Experiment]:
     k, _, n = spec.partition("/")
     if not (k.isdigit() and n.isdigit() and 1 <= int(k) <= int(n)):
         raise ConfigError(f"--shard {spec}: expected K/N with 1 <= K <= N, like 2/3")
-    ordered = sorted(experiments, key=lambda x: (x.dataset, x.name))
-    chosen = {id(x) for i, x in enumerate(ordered) if i % int(n) == int(k) - 1}
+    ordered = sorted(experiments, key=lambda experiment: (experiment.dataset, experiment.name))
+    chosen = {id(experiment) for i, experiment in enumerate(ordered) if i % int(n) == int(k) - 1}
     if not chosen:
         _warn(f"--shard {spec}: this slice holds none of the {len(experiments)} experiments; nothing to run")
-    return [x for x in experiments if id(x) in chosen]
+    return [experiment for experiment in experiments if id(experiment) in chosen]
 
 
 def _print_notes(args: argparse.Namespace, notes: Iterable[str]) -> None:
@@ -6850,10 +6875,10 @@ def _setup_providers(suite: _Suite, args: argparse.Namespace, *, offline: bool) 
 
 def _report_transport(suite: _Suite, experiments: Sequence[Experiment]) -> None:
     """On STDERR: retries per experiment, and models whose cost could not be known."""
-    for x in experiments:
-        retries = sum(r.retries for r in x.results)
+    for experiment in experiments:
+        retries = sum(r.retries for r in experiment.results)
         if retries:
-            print(f"retries [{x.dataset}] {x.contender.label}: {retries}", file=sys.stderr)
+            print(f"retries [{experiment.dataset}] {experiment.contender.label}: {retries}", file=sys.stderr)
     if _INVALID_COSTS[0]:
         _warn(
             f"{_INVALID_COSTS[0]} usages reported a cost that is not a price (NaN, infinite or below 0); taken as unknown ($0)"
@@ -6869,7 +6894,7 @@ def _report_transport(suite: _Suite, experiments: Sequence[Experiment]) -> None:
 
 def _render_breakdowns(experiments: Sequence[Experiment], metrics: Sequence[Metric], style: str) -> str:
     """``run``'s per-case tables, one per experiment, for the screen or the ``-o`` file."""
-    return "\n\n".join(_render_breakdown(x, metrics, style) for x in experiments) + "\n"
+    return "\n\n".join(_render_breakdown(experiment, metrics, style) for experiment in experiments) + "\n"
 
 
 def _adapter_metadata(adapter: Any) -> Mapping[str, Any]:
@@ -6888,7 +6913,9 @@ def _adapter_metadata(adapter: Any) -> Mapping[str, Any]:
 def _cmd_report(args: argparse.Namespace) -> int:
     records = _records_of(args.logs, "report")
     metrics = _logged_metrics(records.values())
-    experiments = sorted((_logged_experiment(r) for r in records.values()), key=lambda x: (x.dataset, x.order))
+    experiments = sorted(
+        (_logged_experiment(r) for r in records.values()), key=lambda experiment: (experiment.dataset, experiment.order)
+    )
     if args.output:
         suites = sorted({str(r.get("suite")) for r in records.values() if r.get("suite")})
         title = f"agent-evals: {', '.join(suites) or 'report'}"
@@ -6909,23 +6936,27 @@ def _cmd_rescore(args: argparse.Namespace) -> int:
     experiments = []
     for record in records.values():
         old = _logged_experiment(record, known)
-        x = Experiment(old.contender, old.provider, old.dataset, old.cases, 1, old.repeat)
-        x.order, x.duration = old.order, old.duration
-        failure = _prepare_dataset(suite, x.dataset)
+        experiment = Experiment(old.contender, old.provider, old.dataset, old.cases, 1, old.repeat)
+        experiment.order, experiment.duration = old.order, old.duration
+        failure = _prepare_dataset(suite, experiment.dataset)
         if failure:
             raise SuiteError(failure)
         for r in old.results:
             if r.error is not None or r.reply is None or (r.case.dataset, r.case.id) not in known:
-                x.results.append(dataclasses.replace(r, experiment=x))  # errors stay errors: nothing to score
+                experiment.results.append(
+                    dataclasses.replace(r, experiment=experiment)
+                )  # errors stay errors: nothing to score
                 continue
             try:
                 score, error, trace = _score(suite, r.case, r.reply, names), None, None
             except _SUITE_EXCEPTIONS as e:
                 _reraise_ctrl_c(e)
                 score, (error, trace) = None, _describe(e)
-            x.results.append(dataclasses.replace(r, experiment=x, score=score, error=error, traceback=trace))
-        experiments.append(x)
-    experiments.sort(key=lambda x: (x.dataset, x.order))
+            experiment.results.append(
+                dataclasses.replace(r, experiment=experiment, score=score, error=error, traceback=trace)
+            )
+        experiments.append(experiment)
+    experiments.sort(key=lambda experiment: (experiment.dataset, experiment.order))
     log_dir = suite.project_root / "log" / "agent-evals"
     _check_writable(log_dir)
     stamp = _stamp()
@@ -6941,8 +6972,8 @@ def _cmd_rescore(args: argparse.Namespace) -> int:
             "rescored_from": sources or list(args.logs),
         }
     )
-    for x in experiments:
-        tracker.finish(x, _summarize(x.results, suite.metrics, x.duration))
+    for experiment in experiments:
+        tracker.finish(experiment, _summarize(experiment.results, suite.metrics, experiment.duration))
     print(f"logs: {_display(log_dir)} ({stamp}); rescored, no model was called", file=sys.stderr)
     print(_render_report(experiments, suite.metrics, _style_for(sys.stdout)))
     return EXIT_OK
