@@ -128,13 +128,107 @@ _EXIT_CODES = (
 CONFIG_NAME = ".agent-eval.config.yml"
 HELPER_NAME = "eval_helper.py"
 DEFAULT_CASES = "datasets/*/cases/**/input.txt"
-DEFAULT_PARALLELISM = 4
-DEFAULT_CASE_TIMEOUT = 3600.0  # seconds one case (adapter, its model calls, scorer) may take
-DEFAULT_MAX_RESPONSE_MB = 32.0  # the largest response body a provider reads; more is that case's error
 BEST_VALUE_MARGIN = 0.02  # "within two points of the top", on a 0..1 scale
 
 # Reasoning efforts a lineup may name. "default" sends none, leaving the model's own.
 EFFORTS = ("default", "none", "minimal", "low", "medium", "high", "xhigh", "max")
+
+
+@dataclass(frozen=True, eq=False)
+class _Setting:
+    """One run setting, declared once: the config file's check, the flag's type, the
+    ``--help`` line and the shell completion all read it from ``_SETTINGS``."""
+
+    key: str  # defaults.<key> in the config file; "" when only the flag sets it
+    flags: tuple[str, ...]  # the run/compare flags; () when only the config file sets it
+    kind: str  # efforts | temperatures | whole | seconds | number
+    default: Any  # what applies when neither the flag nor the config file sets it
+    help: str
+    low: int = 0  # the least a whole number may be
+    high: int | None = None  # the most a whole number may be: past it, a typo would build
+    # a run in memory that no machine holds (cases x repeats) or open more threads than exist
+    metavar: str = "N"
+    transport: bool = False  # an attribute of every provider (timeout, retries, ...)
+    entry: bool = False  # a lineup entry may set it too, for its own contenders
+
+
+_SETTINGS = (
+    _Setting(
+        "effort",
+        ("-e", "--effort"),
+        "efforts",
+        "default",
+        "reasoning effort, or a comma list",
+        metavar="EFFORT",
+        entry=True,
+    ),
+    _Setting(
+        "temperature",
+        ("-t", "--temperature"),
+        "temperatures",
+        None,
+        "temperature 0..2, or a comma list",
+        metavar="T",
+        entry=True,
+    ),
+    _Setting("max_tokens", ("--max-tokens",), "whole", None, "output token limit", low=1, high=10_000_000, entry=True),
+    _Setting("parallelism", ("-p", "--parallelism"), "whole", 4, "cases in flight per experiment", low=1, high=4096),
+    _Setting(
+        "",
+        ("-j", "--concurrency"),
+        "whole",
+        None,
+        "experiments at once (default: CPU count; 0: all together)",
+        high=4096,
+    ),
+    _Setting("repeat", ("--repeat",), "whole", 1, "run every case N times per contender", low=1, high=1000),
+    _Setting(
+        "case_timeout",
+        ("--case-timeout",),
+        "seconds",
+        3600.0,
+        "seconds one case (adapter, its model calls, scorer) may take; then it is that case's error (0: no limit)",
+        metavar="S",
+    ),
+    _Setting("timeout", ("--timeout",), "seconds", 600.0, "seconds to wait for an answer", metavar="S", transport=True),
+    _Setting("connect_timeout", (), "seconds", 10.0, "seconds to wait for a connection", transport=True),
+    _Setting(
+        "retries",
+        ("--retries",),
+        "whole",
+        4,
+        "tries after the first for failures worth retrying",
+        high=100,
+        transport=True,
+    ),
+    _Setting(
+        "retry_wait",
+        ("--retry-wait",),
+        "seconds",
+        120.0,
+        "most seconds one request waits between tries",
+        metavar="S",
+        transport=True,
+    ),
+    _Setting(
+        "retry_backoff",
+        (),
+        "seconds",
+        1.0,
+        "the first wait between tries; it doubles each time, with jitter",
+        transport=True,
+    ),
+    _Setting(
+        "max_response_mb",
+        (),
+        "number",
+        32.0,
+        "the largest response body read, in MiB; more is that case's error",
+        transport=True,
+    ),
+)
+# each setting by its config key (or, for a flag-only one, its long flag's name)
+_SETTING = {setting.key or setting.flags[-1].lstrip("-"): setting for setting in _SETTINGS}
 
 
 # ═══════════════════════════════════════════════════════════════════════════════
@@ -818,12 +912,12 @@ class Provider:
     efforts: Sequence[str] | None = None
     direct: bool = False
     # Set by the run from flags and the config's defaults: (see README, "Timeouts and retries")
-    timeout: float = 600.0  # seconds to wait for an answer; reasoning models can think for minutes
-    connect_timeout: float = 10.0
-    retries: int = 4  # tries after the first, for failures worth retrying
-    retry_wait: float = 120.0  # most seconds one request may spend waiting between tries
-    retry_backoff: float = 1.0  # the first wait; it doubles with each retry, with jitter
-    max_response_mb: float = DEFAULT_MAX_RESPONSE_MB  # a larger response body is that case's error
+    timeout: float = _SETTING["timeout"].default  # seconds to wait for an answer; reasoning models think for minutes
+    connect_timeout: float = _SETTING["connect_timeout"].default
+    retries: int = _SETTING["retries"].default  # tries after the first, for failures worth retrying
+    retry_wait: float = _SETTING["retry_wait"].default  # most seconds one request may spend waiting between tries
+    retry_backoff: float = _SETTING["retry_backoff"].default  # the first wait; it doubles with each retry
+    max_response_mb: float = _SETTING["max_response_mb"].default  # a larger response body is that case's error
     offline: bool = False  # verify and -n: catalogs come from the cache, never the network
     cache_dir: Path | None = None
     app_name: str = "agent-evals"  # attribution: the suite's project or name
@@ -1115,10 +1209,10 @@ def _reset_configuration() -> None:
 class _Defaults:
     effort: list[str] = field(default_factory=lambda: ["default"])
     temperature: list[float | None] = field(default_factory=lambda: [None])
-    max_tokens: int | None = None
-    parallelism: int = DEFAULT_PARALLELISM
-    repeat: int = 1
-    case_timeout: float = DEFAULT_CASE_TIMEOUT
+    max_tokens: int | None = _SETTING["max_tokens"].default
+    parallelism: int = _SETTING["parallelism"].default
+    repeat: int = _SETTING["repeat"].default
+    case_timeout: float = _SETTING["case_timeout"].default
     transport: dict[str, float] = field(default_factory=dict)  # timeout, retries, ... as Provider names them
 
 
@@ -1152,19 +1246,8 @@ _TOP_KEYS = (
     "cache",
 )
 # Transport settings every provider takes, with the kind of number each is.
-_TRANSPORT = {
-    "timeout": float,
-    "connect_timeout": float,
-    "retries": int,
-    "retry_wait": float,
-    "retry_backoff": float,
-    "max_response_mb": float,
-}
-_DEFAULT_KEYS = ("effort", "temperature", "max_tokens", "parallelism", "repeat", "case_timeout", *_TRANSPORT)
-# The largest value a whole-number setting takes: beyond these a typo would build a run in
-# memory that no machine holds (cases x repeats) or open more threads than a system allows.
-_CEILINGS = {"parallelism": 4096, "concurrency": 4096, "repeat": 1000, "max_tokens": 10_000_000, "retries": 100}
-_ENTRY_KEYS = ("model", "effort", "temperature", "max_tokens")
+_DEFAULT_KEYS = tuple(setting.key for setting in _SETTINGS if setting.key)
+_ENTRY_KEYS = ("model", *(setting.key for setting in _SETTINGS if setting.entry))
 
 
 def _find_suite(helper: str | None, config: str | None) -> tuple[Path | None, Path, Path]:
@@ -1361,27 +1444,32 @@ def _check_temperatures(values: list[Any], where: str, key: str) -> list[float |
     return out
 
 
-def _check_positive(value: Any, where: str, key: str, *, zero: bool = False) -> int:
-    low, high = 0 if zero else 1, _CEILINGS.get(key.rpartition(".")[2])
+def _check_setting(setting: _Setting, value: Any, where: str, key: str) -> Any:
+    """A setting's value as the config file gives it (for ``defaults.`` or a lineup entry)."""
+    if setting.kind == "efforts":
+        return _check_efforts(_as_list(value, where, key), where, key)
+    if setting.kind == "temperatures":
+        return _check_temperatures(_as_list(value, where, key, object), where, key)
+    if setting.kind == "whole":
+        return _check_whole(value, where, key, setting.low, setting.high)
+    return _check_number(value, where, key)
+
+
+def _check_whole(value: Any, where: str, key: str, low: int, high: int | None) -> int:
+    # a float that is a whole number (2.0, as YAML may write it) is taken as one
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
+        value = int(value)
     if isinstance(value, bool) or not isinstance(value, int) or value < low or (high and value > high):
         span = f"from {low} to {high:,}" if high else f"from {low} up"
         raise ConfigError(f"{where}: {key}: expected a whole number {span}, got {_shown(value)}")
     return value
 
 
-def _check_number(value: Any, where: str, key: str, kind: type) -> float:
-    high = _CEILINGS.get(key.rpartition(".")[2])
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int | float)
-        or not 0 <= value < math.inf  # NaN and infinities too
-        or (high is not None and value > high)
-        or (kind is int and value != int(value))
-    ):
-        noun = "a whole number" if kind is int else "a number"
-        span = f"from 0 to {high:,}" if high else "from 0 up (finite)"
-        raise ConfigError(f"{where}: {key}: expected {noun} {span}, got {_shown(value)}")
-    return kind(value)
+def _check_number(value: Any, where: str, key: str) -> float:
+    # NaN and infinities are refused too
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < math.inf:
+        raise ConfigError(f"{where}: {key}: expected a number from 0 up (finite), got {_shown(value)}")
+    return float(value)
 
 
 def _shown(value: Any) -> str:
@@ -1431,25 +1519,14 @@ def _parse_config(
     if not isinstance(defaults, dict):
         raise ConfigError(f"{where}: defaults: expected a mapping (effort:, temperature:, ...), got {defaults!r}")
     _check_keys(defaults, _DEFAULT_KEYS, where, "defaults.")
-    if "effort" in defaults:
-        config.defaults.effort = _check_efforts(
-            _as_list(defaults["effort"], where, "defaults.effort"), where, "defaults.effort"
-        )
-    if "temperature" in defaults:
-        config.defaults.temperature = _check_temperatures(
-            _as_list(defaults["temperature"], where, "defaults.temperature", object), where, "defaults.temperature"
-        )
-    if defaults.get("max_tokens") is not None:
-        config.defaults.max_tokens = _check_positive(defaults["max_tokens"], where, "defaults.max_tokens")
-    if "parallelism" in defaults:
-        config.defaults.parallelism = _check_positive(defaults["parallelism"], where, "defaults.parallelism")
-    if "repeat" in defaults:
-        config.defaults.repeat = _check_positive(defaults["repeat"], where, "defaults.repeat")
-    if "case_timeout" in defaults:
-        config.defaults.case_timeout = _check_number(defaults["case_timeout"], where, "defaults.case_timeout", float)
-    for key, kind in _TRANSPORT.items():
-        if key in defaults:
-            config.defaults.transport[key] = _check_number(defaults[key], where, f"defaults.{key}", kind)
+    for setting in _SETTINGS:
+        if setting.key not in defaults or (setting.key == "max_tokens" and defaults[setting.key] is None):
+            continue  # max_tokens: null is no limit, as leaving it out is
+        value = _check_setting(setting, defaults[setting.key], where, f"defaults.{setting.key}")
+        if setting.transport:
+            config.defaults.transport[setting.key] = value
+        else:
+            setattr(config.defaults, setting.key, value)
     for section in ("vendors", "direct"):
         value = data.get(section) or {}
         if not isinstance(value, dict):
@@ -1482,14 +1559,9 @@ def _parse_entry(entry: Any, where: str, key: str) -> dict[str, Any]:
     if not isinstance(model, str) or not model.strip():
         raise ConfigError(f"{where}: {key}.model: expected a model name, got {model!r}")
     out: dict[str, Any] = {"model": model.strip()}
-    if "effort" in entry:
-        out["effort"] = _check_efforts(_as_list(entry["effort"], where, f"{key}.effort"), where, f"{key}.effort")
-    if "temperature" in entry:
-        out["temperature"] = _check_temperatures(
-            _as_list(entry["temperature"], where, f"{key}.temperature", object), where, f"{key}.temperature"
-        )
-    if entry.get("max_tokens") is not None:
-        out["max_tokens"] = _check_positive(entry["max_tokens"], where, f"{key}.max_tokens")
+    for name in _ENTRY_KEYS[1:]:
+        if name in entry and not (name == "max_tokens" and entry[name] is None):
+            out[name] = _check_setting(_SETTING[name], entry[name], where, f"{key}.{name}")
     return out
 
 
@@ -6094,7 +6166,10 @@ def _completion_script(shell: str) -> str:
     command's flags, and the values of flags with a fixed set (efforts, trackers)."""
     parser = _parser()
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-    values = {"--effort": EFFORTS, "-e": EFFORTS, "--tracker": ("none",)}
+    values: dict[str, Sequence[str]] = {"--tracker": ("none",)}
+    for setting in _SETTINGS:
+        if setting.kind == "efforts":
+            values |= dict.fromkeys(setting.flags, EFFORTS)
     cases = []
     for name, command in sub.choices.items():
         flags = sorted({o for a in command._actions for o in a.option_strings})
@@ -6182,6 +6257,27 @@ def _seconds(value: str) -> float:
     return number
 
 
+def _flag_type(setting: _Setting) -> Callable[[str], Any]:
+    """The argparse type of a setting's flag: the same bounds the config file checks."""
+    if setting.kind == "efforts":
+        return _effort_list
+    if setting.kind == "temperatures":
+        return _temperature_list
+    if setting.kind == "whole":
+        return _whole(setting.low, setting.high)
+    return _seconds
+
+
+def _flag_help(setting: _Setting) -> str:
+    """A setting's --help line, with where its default comes from."""
+    text = f"{setting.help}: {', '.join(EFFORTS)}" if setting.kind == "efforts" else setting.help
+    if not setting.key:
+        return text
+    default = setting.default
+    shown = "none" if default is None else f"{default:g}" if isinstance(default, float) else str(default)
+    return f"{text} (default: defaults.{setting.key}, else {shown})"
+
+
 def _epilog() -> str:
     types = _request_types(_builtin_providers())
     width = max(map(len, types))
@@ -6213,121 +6309,52 @@ def _parser() -> _Parser:
     common.add_argument("-v", "--verbose", action="store_true", help="notes on STDERR: the suite, the tracker and why")
     common.add_argument("--debug", action="store_true", help="show tracebacks")
     running = _Parser(add_help=False)
-    running.add_argument(
+    chosen = running.add_argument_group("what runs")
+    chosen.add_argument(
         "-m", "--models", action="append", metavar="ID", help="only these lineup models (repeat or comma-separate)"
     )
-    running.add_argument(
-        "-e",
-        "--effort",
-        type=_effort_list,
-        metavar="EFFORT",
-        help=f"reasoning effort, or a comma list: {', '.join(EFFORTS)}",
-    )
-    running.add_argument(
-        "-t", "--temperature", type=_temperature_list, metavar="T", help="temperature 0..2, or a comma list"
-    )
-    running.add_argument(
-        "--max-tokens", type=_whole(1, _CEILINGS["max_tokens"]), metavar="N", help="output token limit"
-    )
-    running.add_argument(
-        "-p",
-        "--parallelism",
-        type=_whole(1, _CEILINGS["parallelism"]),
-        metavar="N",
-        help=f"cases in flight per experiment (default: defaults.parallelism, else {DEFAULT_PARALLELISM})",
-    )
-    running.add_argument(
-        "-j",
-        "--concurrency",
-        type=_whole(0, _CEILINGS["concurrency"]),
-        metavar="N",
-        help="experiments at once (default: CPU count; 0: all together)",
-    )
-    running.add_argument("--timeout", type=_seconds, metavar="S", help="seconds to wait for an answer (default 600)")
-    running.add_argument(
-        "--case-timeout",
-        type=_seconds,
-        metavar="S",
-        help=f"seconds one case (adapter, its model calls, scorer) may take; then it is that case's error "
-        f"(default: defaults.case_timeout, else {DEFAULT_CASE_TIMEOUT:g}; 0: no limit)",
-    )
-    running.add_argument(
-        "--retries",
-        type=_whole(0, _CEILINGS["retries"]),
-        metavar="N",
-        help="tries after the first for failures worth retrying (default 4)",
-    )
-    running.add_argument(
-        "--retry-wait", type=_seconds, metavar="S", help="most seconds one request waits between tries (default 120)"
-    )
-    running.add_argument("--project", metavar="NAME", help="the tracker's project name")
-    running.add_argument("--tracker", metavar="NAME", help="the remote tracker beside the local log (none: no remote)")
-    running.add_argument("--local", action="store_true", help="no remote tracker; the local log only")
-    running.add_argument("--no-open", action="store_true", help="do not open the tracker's page when the run finishes")
-    running.add_argument("-n", "--dry-run", action="store_true", help="show the experiment matrix; call nothing")
-    running.add_argument(
+    chosen.add_argument("-n", "--dry-run", action="store_true", help="show the experiment matrix; call nothing")
+    chosen.add_argument(
         "--shard", metavar="K/N", help="run only the K-th of N stable slices of the experiment matrix (CI matrices)"
     )
-    running.add_argument(
-        "--html",
-        nargs="?",
-        const=True,
-        metavar="FILE",
-        help="also write the HTML report (default: log/<command>.<stamp>.html)",
-    )
-    running.add_argument("--open", action="store_true", help="open the HTML report in a browser (on a terminal)")
-    running.add_argument(
-        "--no-raw", action="store_true", help="leave each reply's raw text out of the logs (output stays)"
-    )
-    running.add_argument(
-        "--cache", action="store_true", help="answer from, and store in, the response cache (or cache: true)"
-    )
-    running.add_argument(
-        "--repeat",
-        type=_whole(1, _CEILINGS["repeat"]),
-        metavar="N",
-        help="run every case N times per contender (default: defaults.repeat, else 1)",
-    )
-    running.add_argument(
-        "--baseline",
-        nargs="?",
-        const=True,
-        metavar="LOG",
-        help="compare with an earlier run (default: the newest in log/agent-evals) and mark regressions",
-    )
-    running.add_argument(
-        "--fail-under",
-        action="append",
-        metavar="[METRIC=]PCT",
-        help="exit 1 when an experiment's metric (the primary by default) is below PCT percent",
-    )
-    running.add_argument(
-        "--max-errors",
-        metavar="N|PCT%",
-        help="exit 1 when an experiment has more errors than N (or than PCT%% of its runs)",
-    )
-    running.add_argument(
-        "--fail-on-regression",
-        action="store_true",
-        help="with --baseline: exit 1 when the primary metric regressed significantly (Holm-adjusted over the "
-        "experiments) or more cases raise than before",
-    )
-    running.add_argument(
-        "--junit",
-        metavar="FILE",
-        help="write JUnit XML: a testcase per case run, errors as errors, wrong answers as failures",
-    )
-    running.add_argument(
+    chosen.add_argument(
         "--resume",
         nargs="?",
         const=True,
         metavar="LOG",
         help="skip the cases a run already finished (default: the newest run in log/agent-evals)",
     )
-    running.add_argument(
+    chosen.add_argument(
         "--retry-errors", action="store_true", help="with --resume: ask the cases that ended in an error again"
     )
-    running.add_argument(
+    sent = running.add_argument_group("what the models are sent (beats the config file's defaults and entries)")
+    how = running.add_argument_group("how the run goes (beats the config file's defaults)")
+    for setting in _SETTINGS:
+        if setting.flags:
+            group = sent if setting.entry else how
+            group.add_argument(
+                *setting.flags, type=_flag_type(setting), metavar=setting.metavar, help=_flag_help(setting)
+            )
+    how.add_argument(
+        "--cache", action="store_true", help="answer from, and store in, the response cache (or cache: true)"
+    )
+    files = running.add_argument_group("trackers and files")
+    files.add_argument("--project", metavar="NAME", help="the tracker's project name")
+    files.add_argument("--tracker", metavar="NAME", help="the remote tracker beside the local log (none: no remote)")
+    files.add_argument("--local", action="store_true", help="no remote tracker; the local log only")
+    files.add_argument("--no-open", action="store_true", help="do not open the tracker's page when the run finishes")
+    files.add_argument(
+        "--html",
+        nargs="?",
+        const=True,
+        metavar="FILE",
+        help="also write the HTML report (default: log/<command>.<stamp>.html)",
+    )
+    files.add_argument("--open", action="store_true", help="open the HTML report in a browser (on a terminal)")
+    files.add_argument(
+        "--no-raw", action="store_true", help="leave each reply's raw text out of the logs (output stays)"
+    )
+    files.add_argument(
         "-o",
         "--output",
         nargs="?",
@@ -6335,8 +6362,43 @@ def _parser() -> _Parser:
         metavar="FILE",
         help="write the per-case breakdowns to FILE (default: log/<command>.<stamp>.txt)",
     )
-    running.add_argument("-l", dest="reserved_l", action="store_true", help="reserved for logging; not yet implemented")
-    running.add_argument("-L", dest="reserved_L", action="store_true", help="reserved for logging; not yet implemented")
+    files.add_argument(
+        "--junit",
+        metavar="FILE",
+        help="write JUnit XML: a testcase per case run, errors as errors, wrong answers as failures",
+    )
+    gates = running.add_argument_group("gates: exit 1 when")
+    gates.add_argument(
+        "--baseline",
+        nargs="?",
+        const=True,
+        metavar="LOG",
+        help="compare with an earlier run (default: the newest in log/agent-evals) and mark regressions",
+    )
+    gates.add_argument(
+        "--fail-under",
+        action="append",
+        metavar="[METRIC=]PCT",
+        help="exit 1 when an experiment's metric (the primary by default) is below PCT percent",
+    )
+    gates.add_argument(
+        "--max-errors",
+        metavar="N|PCT%",
+        help="exit 1 when an experiment has more errors than N (or than PCT%% of its runs)",
+    )
+    gates.add_argument(
+        "--fail-on-regression",
+        action="store_true",
+        help="with --baseline: exit 1 when the primary metric regressed significantly (Holm-adjusted over the "
+        "experiments) or more cases raise than before",
+    )
+    reserved = running.add_argument_group("reserved")
+    reserved.add_argument(
+        "-l", dest="reserved_l", action="store_true", help="reserved for logging; not yet implemented"
+    )
+    reserved.add_argument(
+        "-L", dest="reserved_L", action="store_true", help="reserved for logging; not yet implemented"
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.add_parser("cases", parents=[common], help="list the cases; calls nothing")
     sub.add_parser("verify", parents=[common], help="offline checks: inputs, expected.json, adapter, scorer")
@@ -6862,9 +6924,9 @@ def _load_env(suite: _Suite, lineup: _Lineup) -> list[str]:
 def _setup_providers(suite: _Suite, args: argparse.Namespace, *, offline: bool) -> None:
     """Give every provider the run's transport settings: flags beat the config's defaults."""
     settings = dict(suite.config.defaults.transport)
-    for key in ("timeout", "retries", "retry_wait"):
-        if getattr(args, key, None) is not None:
-            settings[key] = getattr(args, key)
+    for setting in _SETTINGS:
+        if setting.transport and setting.flags and getattr(args, setting.key, None) is not None:
+            settings[setting.key] = getattr(args, setting.key)
     for provider in suite.providers:
         for key, value in settings.items():
             setattr(provider, key, value)

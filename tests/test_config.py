@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import argparse
+
 import pytest
 
+import agent_evals as ae
 from conftest import CONFIG
 
 LINEUP = """
@@ -214,3 +217,43 @@ def test_reserved_logging_flags(make_suite, cli) -> None:
     project = make_suite()
     code, _, err = cli("compare", "-l", cwd=project)
     assert code == 2 and "-l and -L are reserved for logging and not yet implemented" in err
+
+
+def _values(setting: ae._Setting) -> tuple[list, list]:
+    """(values the setting takes, values it refuses), as the config file would write them."""
+    if setting.kind == "whole":
+        return [setting.low, setting.high or setting.low + 10], [setting.low - 1, (setting.high or 10**30) + 1]
+    if setting.kind == "efforts":
+        return [["low", "high"]], [["loud"]]
+    if setting.kind == "temperatures":
+        return [[0.0, 0.7]], [[2.5]]
+    return [0, 2.5], [-1]
+
+
+@pytest.mark.parametrize("setting", ae._SETTINGS, ids=lambda s: s.key or s.flags[-1])
+def test_a_setting_is_checked_alike_in_the_config_file_and_on_its_flag(setting) -> None:
+    # one table of settings: the config check and the flag's type share the bounds
+    good, bad = _values(setting)
+    for value in good:
+        from_config = ae._check_setting(setting, value, "cfg", "defaults.x")
+        if setting.flags:
+            flag_value = ",".join(map(str, value)) if isinstance(value, list) else str(value)
+            assert ae._flag_type(setting)(flag_value) == from_config
+    for value in bad:
+        with pytest.raises(ae.ConfigError, match=r"^cfg: defaults\.x: "):
+            ae._check_setting(setting, value, "cfg", "defaults.x")
+        if setting.flags:
+            flag_value = ",".join(map(str, value)) if isinstance(value, list) else str(value)
+            with pytest.raises(argparse.ArgumentTypeError):
+                ae._flag_type(setting)(flag_value)
+
+
+def test_help_states_each_settings_default_from_the_table(cli) -> None:
+    code, out, _ = cli("run", "--help")
+    assert code == 0
+    text = " ".join(out.split())
+    for setting in ae._SETTINGS:
+        if setting.key and setting.flags:
+            assert f"defaults.{setting.key}, else" in text, setting.key
+    assert "(default: defaults.parallelism, else 4)" in text and "defaults.case_timeout, else 3600)" in text
+    assert ae.Provider.timeout == ae._SETTING["timeout"].default and ae._Defaults().repeat == 1
