@@ -312,19 +312,13 @@ def _display(path: Path | str) -> str:
 
 
 class _Stop:
-    """The run's stop flag: set by Ctrl-C or by an error that ends the run; waits end at once.
-    ``interrupted`` is set only by the user's own Ctrl-C (the command's SIGINT handler), so a
-    KeyboardInterrupt that suite code raises by itself is told apart from it."""
+    """A run's stop flag: set by Ctrl-C or by an error that ends the run; waits end at once.
+    Each run has its own (``_Session.stop``), and it reaches the providers' retry waits
+    through ``Model.stop``: two runs in one process never stop each other."""
 
     def __init__(self) -> None:
         self.event = threading.Event()
         self.reason: str | None = None
-        self.interrupted = threading.Event()
-
-    def reset(self) -> None:
-        self.event.clear()
-        self.interrupted.clear()
-        self.reason = None
 
     def set(self, reason: str) -> None:
         if not self.event.is_set():
@@ -336,7 +330,10 @@ class _Stop:
         return self.event.wait(seconds)
 
 
-_stop = _Stop()
+# The user's own Ctrl-C, noted by the command's SIGINT handler before it becomes a
+# KeyboardInterrupt, so that one raised by suite code is told apart from it. A signal
+# belongs to the process, not to a run: ``main`` clears it as it returns.
+_CTRL_C = threading.Event()
 
 
 # What suite code may raise (anything at all: see ``_suite_fault``), caught at every hook.
@@ -355,7 +352,7 @@ def _suite_fault(error: BaseException) -> bool:
     KeyboardInterrupt the code raised itself. Only the user's Ctrl-C (which reaches the
     main thread alone) and asyncio's own cancellation go on as what they are."""
     if isinstance(error, KeyboardInterrupt):
-        return not _stop.interrupted.is_set() or threading.current_thread() is not threading.main_thread()
+        return not _CTRL_C.is_set() or threading.current_thread() is not threading.main_thread()
     asyncio = sys.modules.get("asyncio")
     return not (asyncio is not None and isinstance(error, asyncio.CancelledError))
 
@@ -988,6 +985,7 @@ class Model:
         self.cache: _Cache | None = None
         self.hits = 0  # completions the cache answered
         self.saved = 0.0  # what those cost when they were first paid for
+        self.stop = _Stop()  # the run's stop flag: a retry waits on it, and a stopped run waits no more
         self._lock = threading.Lock()
 
     @property
@@ -2273,22 +2271,23 @@ class _Tries:
             self.model.note_retry()
         return delay
 
-    def stopped(self) -> ProviderError:
-        return ProviderError(f"{self.label}: {self.failure}; not retried: {_stop.reason}")
+    def stopped(self, stop: _Stop) -> ProviderError:
+        return ProviderError(f"{self.label}: {self.failure}; not retried: {stop.reason}")
 
 
 def _retrying(provider: Provider, label: str, model: Model | None, attempt: Callable[[], Any]) -> Any:
     """Call ``attempt`` until it returns, retrying each ``_Retry`` within the provider's
     bounds. A stopped run (Ctrl-C, a refused key) ends the wait at once."""
     tries = None  # made at the first failure: most requests never need it
+    stop = model.stop if model is not None else _Stop()
     while True:
         try:
             return attempt()
         except _Retry as e:
             tries = tries or _Tries(provider, label, model)
             delay = tries.wait_after(e)
-        if _stop.wait(delay):
-            raise tries.stopped()
+        if stop.wait(delay):
+            raise tries.stopped(stop)
 
 
 async def _aretrying(provider: Provider, label: str, model: Model | None, attempt: Callable[[], Any]) -> Any:
@@ -2297,6 +2296,7 @@ async def _aretrying(provider: Provider, label: str, model: Model | None, attemp
     import asyncio
 
     tries = None
+    stop = model.stop if model is not None else _Stop()
     while True:
         try:
             return await attempt()
@@ -2304,10 +2304,10 @@ async def _aretrying(provider: Provider, label: str, model: Model | None, attemp
             tries = tries or _Tries(provider, label, model)
             delay = tries.wait_after(e)
         until = time.monotonic() + delay
-        while not _stop.event.is_set() and (left := until - time.monotonic()) > 0:
+        while not stop.event.is_set() and (left := until - time.monotonic()) > 0:
             await asyncio.sleep(min(left, 0.1))
-        if _stop.event.is_set():
-            raise tries.stopped()
+        if stop.event.is_set():
+            raise tries.stopped(stop)
 
 
 def _transport_failure(e: Exception, label: str) -> Exception:
@@ -3194,6 +3194,7 @@ class Experiment:
         self.failure: str | None = None  # why none of its cases could run (prepare failed)
         self.cache: _Cache | None = None
         self.keep_raw = True  # --no-raw: its log keeps each reply's output but not its raw text
+        self.stop = _Stop()  # the run's, once a session runs it
         self.order = 0  # its contender's place in the lineup: report and rescore keep compare's order
         self.duration = 0.0
         self.started_at = ""
@@ -3207,7 +3208,7 @@ class Experiment:
     def model(self) -> Model:
         c = self.contender
         model = Model(c.model, self.provider, effort=c.effort, temperature=c.temperature, max_tokens=c.max_tokens)
-        model.cache = self.cache
+        model.cache, model.stop = self.cache, self.stop
         return model
 
 
@@ -3257,7 +3258,7 @@ def _conclude(
     except _SUITE_EXCEPTIONS as e:
         _reraise_ctrl_c(e)
         error, trace = _describe(e)
-        _stop_if_fatal(e)
+        _stop_if_fatal(e, model.stop)
     return _result(experiment, case, model, (ended or time.perf_counter()) - started, reply, score, error, trace)
 
 
@@ -3289,10 +3290,10 @@ def _result(
     )
 
 
-def _stop_if_fatal(error: BaseException) -> None:
+def _stop_if_fatal(error: BaseException, stop: _Stop) -> None:
     """A failure that every case would share (a refused key) stops the run."""
     if getattr(error, "stops_run", False):
-        _stop.set(_redact(str(error)))
+        stop.set(_redact(str(error)))
 
 
 def _check_reply(adapter: Any, answer: Any) -> Reply:
@@ -3372,6 +3373,7 @@ class _ExperimentRun:
         import itertools
 
         self.run, self.experiment = run, experiment
+        experiment.stop = run.stop  # its models' retries wait on the run's flag
         # a run of a case is a unit, in case order: unit i is case i // repeat, repeat i % repeat;
         # the case itself is read when a worker takes it
         self.repeat = experiment.repeat
@@ -3439,12 +3441,12 @@ class _ExperimentRun:
         try:
             threading.Thread(target=target, args=args, name=name, daemon=True).start()
         except RuntimeError as e:  # "can't start new thread"
-            _stop.set(f"the system refused another thread ({e}); lower -p or -j")
+            self.run.stop.set(f"the system refused another thread ({e}); lower -p or -j")
             self._done(owner)
 
     def _next(self, owner: _Owner) -> int | None:
         """The next unit to run, or None when none is left for this owner."""
-        if owner.orphaned or self.closed or _stop.event.is_set():
+        if owner.orphaned or self.closed or self.run.stop.event.is_set():
             return None
         k = self.claim()
         return self.todo[k] if k < len(self.todo) else None
@@ -3533,7 +3535,7 @@ class _ExperimentRun:
                 except _SUITE_EXCEPTIONS as e:
                     _reraise_ctrl_c(e)  # and asyncio's own cancellation
                     failure = _CaseTimeout(limit) if bound is not None and bound.expired() else e
-                    _stop_if_fatal(e)  # now, not when it is scored: no next case is sent
+                    _stop_if_fatal(e, model.stop)  # now, not when it is scored: no next case is sent
                 waiting[0] += 1
                 loop.call_soon(conclude, i, case, model, started, answer, failure, time.perf_counter())
 
@@ -3707,6 +3709,7 @@ class _Session:
         self.unwritten: list[str] = []  # "path (why)" of every file the run could not write
         self.unwritten_lock = threading.Lock()
         self.journals: dict[int, Path] = {}
+        self.stop = _Stop()  # this run's: Ctrl-C, a refused key or a full disk set it
 
     def open_journal(self, experiment: Experiment) -> int | None:
         """An append-only file descriptor: each row is one ``write`` straight into the
@@ -3735,7 +3738,7 @@ class _Session:
         with self.unwritten_lock:  # not the run's lock: a hook that holds it may be what failed
             if what not in self.unwritten:
                 self.unwritten.append(what)
-        _stop.set(f"{what} could not be written")
+        self.stop.set(f"{what} could not be written")
 
     def call(self, tracker: Tracker, hook: str, *args: Any) -> None:
         """A tracker's hook, isolated: one that raises is switched off for the rest of the
@@ -3790,16 +3793,14 @@ def _run_experiments(run: _Session, experiments: list[Experiment], concurrency: 
     second one abandons them. Either way every experiment that started is written.
     A case past the session's case timeout (0: none) is given up on as that case's error.
     """
-    _stop.event.clear()
-    _stop.reason = None
-    suite, previous = run.suite, run.previous
+    suite, previous, stop = run.suite, run.previous, run.stop
     by_dataset: dict[str, list[Experiment]] = {}
     for experiment in experiments:
         by_dataset.setdefault(experiment.dataset, []).append(experiment)
     running: list[_ExperimentRun] = []
     try:
         for dataset, group in by_dataset.items():
-            if _stop.event.is_set():
+            if stop.event.is_set():
                 break
             failure = _prepare_dataset(suite, dataset)
             if failure:
@@ -3809,14 +3810,14 @@ def _run_experiments(run: _Session, experiments: list[Experiment], concurrency: 
                 continue
             pending = list(group)
             while pending or running:
-                while pending and not _stop.event.is_set() and (concurrency == 0 or len(running) < concurrency):
+                while pending and not stop.event.is_set() and (concurrency == 0 or len(running) < concurrency):
                     experiment = pending.pop(0)
                     started = _ExperimentRun(
                         run, experiment, previous.get((_contender_key(experiment.contender), experiment.dataset), {})
                     )
                     running.append(started)
                     started.start()
-                if _stop.event.is_set():
+                if stop.event.is_set():
                     for experiment in pending:
                         experiment.not_run = _ids(experiment.cases)
                     pending = []
@@ -3832,7 +3833,7 @@ def _run_experiments(run: _Session, experiments: list[Experiment], concurrency: 
                     done.finish()
                     running.remove(done)
     except KeyboardInterrupt:
-        _stop.set("interrupted (Ctrl-C)")
+        stop.set("interrupted (Ctrl-C)")
         run.progress.clear()
         if running:
             print(
@@ -6483,7 +6484,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         sys.stdout, sys.stderr = streams
         _restore_ctrl_c(handler)
-        _stop.reset()  # a stopped run must not stop a later one in the same process
+        _CTRL_C.clear()  # this command's Ctrl-C is not a later one's
 
 
 def _traceback_if_debug(args: argparse.Namespace | None) -> None:
@@ -6501,7 +6502,7 @@ def _catch_ctrl_c() -> Any:
     import signal
 
     def interrupted(signum: int, frame: Any) -> None:
-        _stop.interrupted.set()
+        _CTRL_C.set()
         raise KeyboardInterrupt
 
     try:
@@ -6786,8 +6787,8 @@ def _report(args: argparse.Namespace, plan: _Plan, session: _Session, interrupte
     finished = sum(len(experiment.results) for experiment in experiments)
     stopped = (
         None
-        if interrupted or not _stop.reason
-        else f"the run stopped after {finished} of {total} cases: {_stop.reason}"
+        if interrupted or not session.stop.reason
+        else f"the run stopped after {finished} of {total} cases: {session.stop.reason}"
     )
     shown = [experiment for experiment in experiments if experiment.results]
     # every file first: a reader that stops reading the tables (| head) loses none of them

@@ -148,7 +148,7 @@ def _isolate(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.delenv(key, raising=False)
     monkeypatch.setattr(sys, "path", list(sys.path))
     agent_evals._reset_configuration()
-    agent_evals._stop.reset()
+    agent_evals._CTRL_C.clear()
 
 
 def read_logs(project: Path) -> list[dict]:

@@ -104,16 +104,17 @@ def test_sigkill_loses_nothing_the_server_answered(make_suite) -> None:
     with OpenAICompatible(slow) as server:
         project = make_suite(helper=HELPER, config=CONFIG, cases=many(12))
         child = start(project, server, "-p", "2")
-        wait_for(lambda: len(answered) >= 4)
-        time.sleep(0.15)  # the client has read and journaled those answers; the next two are in flight
+        # each answer reaches the journal on disk as it is read, while the run goes on
+        wait_for(lambda: len(answered) >= 4 and set(answered[:4]) <= journaled(project))
+        assert child.poll() is None  # still running: 12 cases at 0.3 s, two at a time
         child.kill()
         child.wait(10)
         done = list(answered)
     (journal,) = (project / "log" / "agent-evals").glob("*.jsonl")
     lines = [json.loads(line) for line in journal.read_text().splitlines()]
     assert lines[0]["contender"]["model"] == "openai/gpt-4.1-mini"
-    journaled = {row["case"] for row in lines[1:]}
-    assert set(done[:4]) <= journaled
+    rows = {row["case"] for row in lines[1:]}
+    assert set(done[:4]) <= rows
     assert not list((project / "log" / "agent-evals").glob("*.json"))  # the final log never came
 
 
@@ -277,44 +278,70 @@ def test_progress_line_and_clock() -> None:
     assert ae._progress_line(1, 3, 1, 3700, 1.5) == "1/3 cases · 1 error · 1:01:40 elapsed · ETA 2:03:20 · $1.5000"
 
 
-INTERRUPTING = """{
-    "nudge": lambda s, u: (__import__("time").sleep(0.2), __import__("_thread").interrupt_main() if "a/002" in u else None, u)[2],
-    "stuck": lambda s, u: (__import__("time").sleep(2.0 if "a/001" in u else 0.0), u)[1],
+# Fake models that hold their cases: each interrupt below is a real SIGINT sent to a
+# child process, never a timer that could interrupt the test runner itself.
+HOLDING = """{
+    "hold": lambda s, u: (__import__("time").sleep(60 if "a/001" in u else 0.0), u)[1],
+    "slow": lambda s, u: (__import__("time").sleep(1.0 if "a/001" in u else 0.2), u)[1],
 }"""
 
 
-def test_first_ctrl_c_lets_cases_in_flight_finish(make_suite, cli) -> None:
-    config = "request_types: [prompt]\nvendors:\n  fake:\n    - model: nudge\n    - model: echo\n"
-    project = make_suite(fakes=INTERRUPTING, config=config, cases=many(8))
-    code, out, err = cli("compare", "--local", "-p", "2", "-j", "1", cwd=project)
-    assert code == 130
-    assert "interrupted: the cases in flight may finish for up to 10s" in err
-    (log,) = read_logs(project)  # the second contender never started
-    finished = [row["case"] for row in log["rows"]]
-    assert finished[:2] == ["a/001", "a/002"] and log["not_run"] and len(finished) + len(log["not_run"]) == 8
-    assert out.startswith(f"partial: interrupted after {len(finished)} of 16 cases")
-
-
-def test_second_ctrl_c_abandons_the_cases_in_flight(make_suite, cli, monkeypatch) -> None:
-    import _thread
+def start_offline(project: Path, *argv: str) -> tuple[subprocess.Popen[str], list[str], list[str]]:
+    """``agent-evals compare --local ARGV`` as a child: it, and its STDOUT and STDERR lines,
+    collected as they come (a test can wait for a line before it signals)."""
     import threading
 
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONIOENCODING": "utf-8"}
+    command = [sys.executable, "-m", "agent_evals", "compare", "--local", *argv]
+    child = subprocess.Popen(command, cwd=project, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    out: list[str] = []
+    err: list[str] = []
+    for stream, lines in ((child.stdout, out), (child.stderr, err)):
+        threading.Thread(target=lambda s=stream, into=lines: into.extend(iter(s.readline, "")), daemon=True).start()
+    return child, out, err
+
+
+def journaled(project: Path) -> set[str]:
+    return {
+        json.loads(line).get("case")
+        for path in (project / "log" / "agent-evals").glob("*.jsonl")
+        for line in path.read_text().splitlines()[1:]
+    }
+
+
+def test_first_ctrl_c_lets_cases_in_flight_finish(make_suite) -> None:
+    config = "request_types: [prompt]\nvendors:\n  fake:\n    - model: slow\n    - model: echo\n"
+    project = make_suite(fakes=HOLDING, config=config, cases=many(8))
+    child, out, err = start_offline(project, "-p", "2", "-j", "1")
+    wait_for(lambda: "a/002" in journaled(project))  # a/001 is in flight for a second, a/003 for 0.2 s
+    child.send_signal(signal.SIGINT)
+    assert child.wait(timeout=30) == 130, err
+    wait_for(lambda: out and out[-1].endswith("\n") and "leaderboard" in "".join(out))
+    assert any("interrupted: the cases in flight may finish for up to 10s" in line for line in err)
+    (log,) = read_logs(project)  # the second contender never started
+    finished = [row["case"] for row in log["rows"]]
+    # the case in flight finished in the grace period, with its answer: not an error
+    assert finished[0] == "a/001" and log["rows"][0]["score"] == 1.0
+    assert log["not_run"] and len(finished) + len(log["not_run"]) == 8
+    assert "".join(out).startswith(f"partial: interrupted after {len(finished)} of 16 cases")
+
+
+def test_second_ctrl_c_abandons_the_cases_in_flight(make_suite) -> None:
     project = make_suite(
-        fakes=INTERRUPTING, config="request_types: [prompt]\nvendors:\n  fake:\n    - model: stuck\n", cases=many(3)
+        fakes=HOLDING, config="request_types: [prompt]\nvendors:\n  fake:\n    - model: hold\n", cases=many(3)
     )
-    timers = [threading.Timer(0.3, _thread.interrupt_main), threading.Timer(0.8, _thread.interrupt_main)]
-    for timer in timers:
-        timer.start()
-    started = time.monotonic()
-    code, _, err = cli("compare", "--local", "-p", "2", cwd=project)
-    assert code == 130 and time.monotonic() - started < 1.8
-    assert "abandoning the cases still in flight" in err
+    child, _, err = start_offline(project, "-p", "2")
+    wait_for(lambda: {"a/002", "a/003"} <= journaled(project))  # a/001 holds for a minute
+    child.send_signal(signal.SIGINT)
+    wait_for(lambda: any(line.startswith("interrupted: ") for line in err))
+    child.send_signal(signal.SIGINT)
+    # well before the 10 s grace, let alone the minute a/001 holds
+    assert child.wait(timeout=8) == 130, err
+    assert any("abandoning the cases still in flight" in line for line in err)
     (log,) = read_logs(project)
     # the case abandoned in flight is a row of its own (an error --resume asks again), never lost
     assert log["not_run"] == [] and [row["case"] for row in log["rows"]] == ["a/001", "a/002", "a/003"]
     assert log["rows"][0]["error"].startswith("Abandoned: still in flight after")
-    time.sleep(1.5)  # the abandoned case's thread ends on its own and writes nothing more
-    assert [row["case"] for row in read_logs(project)[0]["rows"]] == ["a/001", "a/002", "a/003"]
 
 
 def test_resume_when_everything_finished_asks_nothing(make_suite, cli) -> None:

@@ -176,16 +176,16 @@ def test_total_wait_bounds_the_retries(ask, env) -> None:
     started = time.monotonic()
     with pytest.raises(ae.ProviderError, match=r"gave up after 0 retries"):
         ask(m, user="x")
-    assert time.monotonic() - started < 1.0 and len(env.chats()) == 1
+    # it gave up at once rather than wait the 5 s the server asked for (a loose bound: a busy CI machine)
+    assert time.monotonic() - started < 4.0 and len(env.chats()) == 1
 
 
 def test_a_hang_past_the_read_timeout_is_retried_then_an_error(ask, env) -> None:
     env.respond = lambda r: Answer(200, {"choices": []}, delay=1.0)
     m = model(timeout=0.2, retries=1)
-    started = time.monotonic()
     with pytest.raises(ae.ProviderError, match=r"TimeoutError.*gave up after 1 retries"):
-        ask(m, user="x")
-    assert time.monotonic() - started < 1.5 and len(env.chats()) == 2
+        ask(m, user="x")  # each try timed out (the error says so) instead of waiting the second out
+    assert len(env.chats()) == 2
 
 
 def test_connection_refused_is_retried_then_an_error(ask, monkeypatch) -> None:
@@ -201,7 +201,8 @@ def test_connection_refused_is_retried_then_an_error(ask, monkeypatch) -> None:
 
 
 def test_interrupt_during_a_backoff_wait_stops_promptly(ask, env) -> None:
-    env.respond = lambda r: Answer(429, {"error": {"message": "later"}}, {"Retry-After": "30"})
+    asked = threading.Event()
+    env.respond = lambda r: (asked.set(), Answer(429, {"error": {"message": "later"}}, {"Retry-After": "30"}))[1]
     m = model(retry_wait=100.0)
     errors = []
 
@@ -211,15 +212,12 @@ def test_interrupt_during_a_backoff_wait_stops_promptly(ask, env) -> None:
         except ae.ProviderError as e:
             errors.append(str(e))
 
-    ae._stop.reset()
     worker = threading.Thread(target=call)
     worker.start()
-    time.sleep(0.3)
-    started = time.monotonic()
-    ae._stop.set("interrupted (Ctrl-C)")
-    worker.join(5)
-    ae._stop.reset()
-    assert not worker.is_alive() and time.monotonic() - started < 1.0
+    assert asked.wait(10)  # the server said "in 30 s": the model now waits on the run's stop flag
+    m.stop.set("interrupted (Ctrl-C)")
+    worker.join(10)  # far less than the 30 s the server asked for
+    assert not worker.is_alive()
     assert errors == ["openrouter: openai/gpt-4.1-mini: HTTP 429: later; not retried: interrupted (Ctrl-C)"]
 
 
