@@ -924,6 +924,14 @@ class Provider:
         return None
 
     def complete(self, model: Model, *, system: str | None = None, user: str, json: bool = True) -> Completion:
+        """Ask ``model`` once: the text it answered and what it cost, as a ``Completion``.
+
+        ``model.name`` is the id as the API spells it and ``model.settings`` the contender's
+        effort, temperature and max_tokens (None: send nothing). ``json``: ask for a JSON
+        object when the API can. Raise ``ProviderError`` for a failure of the model or the
+        network: the case is then an error, counted and never scored. Retry transient
+        failures within ``timeout``, ``retries`` and ``retry_wait`` (the run sets them).
+        """
         raise NotImplementedError(f"provider {self.name} does not implement complete()")
 
     async def acomplete(self, model: Model, *, system: str | None = None, user: str, json: bool = True) -> Completion:
@@ -998,6 +1006,13 @@ class Model:
         return {"effort": self.effort, "temperature": self.temperature, "max_tokens": self.max_tokens}
 
     def complete(self, system: str | None = None, user: str = "", json: bool = True) -> Completion:
+        """Ask the contender's model, with its settings, exactly what the adapter built.
+
+        The returned ``Completion`` holds the text and its ``usage`` (tokens, dollars), which
+        is also added to this model's usage for the case. A transport or provider failure
+        raises ``ProviderError``: let it propagate and the case is an error, not a 0. With
+        ``--cache``, an identical earlier request is answered from disk and costs nothing.
+        """
         key, hit = self._cached(system, user, json)
         if hit is not None:
             return hit
@@ -1052,6 +1067,14 @@ class Adapter:
         """Once per dataset, before its experiments, outside the threads."""
 
     def call(self, case: Case, model: Model) -> Reply:
+        """Run one case: build the prompt as production does, ask ``model.complete(...)``
+        (or ``await model.acomplete(...)`` in an ``async def call``), parse the answer as
+        production does, and return ``Reply(output=..., raw=..., usage=...)``.
+
+        A model that answered but whose answer cannot be used is ``Reply(error=...)``: it
+        scores 0. An exception (the network, the provider, a bug) makes the case an error,
+        counted and never scored. Called on many threads at once: keep no shared state.
+        """
         raise NotImplementedError(f"{type(self).__name__}.call(case, model) is not written yet")
 
     def context(self, case: Case) -> Mapping[str, Any]:
@@ -1071,9 +1094,20 @@ class Scorer:
     """Turns a case and a reply into a ``Score``. Pure and deterministic: it calls nothing."""
 
     def metrics(self) -> list[Metric]:
+        """The metrics every ``Score`` reports, each with a one-line description (the
+        glossary prints it). Exactly one is ``primary=True``: the leaderboard ranks by it,
+        and best value and the gates read it. Called once per command."""
         return [Metric("score", "The scorer's value for the case.", primary=True)]
 
     def call(self, case: Case, reply: Reply, context: Mapping[str, Any]) -> Score:
+        """Score one reply against ``case.expected``: ``Score(value=..., metrics={...})``
+        with a value from 0 to 1 for each declared metric (None: the metric does not
+        apply to this case, and its mean skips it). ``context`` is ``adapter.context(case)``.
+
+        Pure and deterministic: it calls no model, so ``rescore`` gives the same numbers.
+        A reply with ``error`` set (the model failed) never reaches it: that case scores 0
+        on every metric. ``outcomes`` and ``diagnostics`` go to the logs.
+        """
         raise NotImplementedError(f"{type(self).__name__}.call(case, reply, context) is not written yet")
 
     def verify(self, case: Case, context: Mapping[str, Any]) -> list[str]:
@@ -4100,10 +4134,6 @@ class _Estimate:
     method: str
 
     @property
-    def half_width(self) -> float:
-        return (self.high - self.low) / 2
-
-    @property
     def detectable(self) -> float | None:
         """The smallest difference from another contender, over the same cases, that a
         paired test would see 80% of the time at the 5% level, were both as spread as this
@@ -4133,8 +4163,8 @@ def _estimate(values: Sequence[float]) -> _Estimate | None:
     >>> e = _estimate([1.0, 1.0, 0.0, 1.0])
     >>> (e.mean, e.method, round(e.low, 3), round(e.high, 3))
     (0.75, 'wilson', 0.301, 0.954)
-    >>> _estimate([0.5, 0.5]).half_width
-    0.0
+    >>> (lambda e: (e.low, e.high))(_estimate([0.5, 0.5]))
+    (0.5, 0.5)
     """
     n = len(values)
     if not n:
@@ -4398,7 +4428,6 @@ class LocalTracker(Tracker):
             with contextlib.suppress(OSError):
                 tmp.unlink()
             raise OSError(e.errno, e.strerror, str(path)) from None
-        experiment.log_path = path  # type: ignore[attr-defined]
         return {"url": None, "path": str(path)}
 
 

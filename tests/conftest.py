@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
+import subprocess
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -190,3 +192,25 @@ def needs(module: str) -> pytest.MarkDecorator:
     except ModuleNotFoundError:  # its parent package is missing
         found = False
     return pytest.mark.skipif(not found, reason=f"needs {module}: pip install -e '.[dev]'")
+
+
+def run_agent_evals(
+    *argv: str,
+    cwd: Path,
+    env: Mapping[str, str] | None = None,
+    limit: float = 60,
+    measured: bool = True,
+    script: Path | None = None,
+    **kw,
+) -> subprocess.CompletedProcess[str]:
+    """The one subprocess CLI runner: ``python agent_evals.py ARGV`` (or the given copy) as a
+    user runs it, with no key or helper from the test's environment unless ``env`` sets one,
+    and a time limit of its own (a hang fails the test instead of stalling the suite).
+    ``measured``: coverage (when the tests run under it) measures the child too."""
+    dropped = ("OPENROUTER", "AGENT_EVALS", "PYTHONPATH") + (() if measured else ("COVERAGE_",))
+    environ = {k: v for k, v in os.environ.items() if not k.startswith(dropped)}
+    environ |= {"PYTHONIOENCODING": "utf-8", "NO_COLOR": "1", **(env or {})}
+    command = [sys.executable, str(script or ROOT / "agent_evals.py"), *argv]
+    return subprocess.run(
+        command, cwd=cwd, env=environ, capture_output=True, text=True, timeout=limit, stdin=subprocess.DEVNULL, **kw
+    )

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, run_agent_evals
 
 TOY = ROOT / "examples" / "toy_suite"
 CONFIG_ONLY = ROOT / "examples" / "config_only_suite"
@@ -30,11 +30,7 @@ def agent_evals(
     *argv: str, cwd: Path, env: dict[str, str] | None = None, script: Path | None = None
 ) -> subprocess.CompletedProcess[str]:
     """The CLI as a user runs it: ``python agent_evals.py ...`` (or the given copy)."""
-    full_env = {**os.environ, "PYTHONIOENCODING": "utf-8", **(env or {})}
-    full_env.pop("PYTHONPATH", None)
-    full_env.update(env or {})
-    command = [sys.executable, str(script or ROOT / "agent_evals.py"), *argv]
-    return subprocess.run(command, cwd=cwd, env=full_env, capture_output=True, text=True, timeout=60)
+    return run_agent_evals(*argv, cwd=cwd, env=env, script=script)
 
 
 @pytest.fixture

@@ -189,14 +189,16 @@ def test_a_hang_past_the_read_timeout_is_retried_then_an_error(ask, env) -> None
 
 
 def test_connection_refused_is_retried_then_an_error(ask, monkeypatch) -> None:
+    # a port held bound but never listening refuses every connection, and no other
+    # process can take it meanwhile (a closed port could be reused)
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    monkeypatch.setenv("OPENROUTER_BASE_URL", f"http://127.0.0.1:{port}/api/v1")
-    monkeypatch.setenv("OPENROUTER_API_KEY", KEY)
-    m = model(retries=2)
-    with pytest.raises(ae.ProviderError, match=r"ConnectionRefusedError.*gave up after 2 retries"):
-        ask(m, user="x")
+        monkeypatch.setenv("OPENROUTER_BASE_URL", f"http://127.0.0.1:{port}/api/v1")
+        monkeypatch.setenv("OPENROUTER_API_KEY", KEY)
+        m = model(retries=2)
+        with pytest.raises(ae.ProviderError, match=r"ConnectionRefusedError.*gave up after 2 retries"):
+            ask(m, user="x")
     assert m.retries == 2
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from servers import Answer, OpenAICompatible, chat_answer
 
-from conftest import ROOT, case_files, write
+from conftest import ROOT, case_files, run_agent_evals, write
 
 CONFIG = "request_types: [prompt]\nvendors:\n  fake:\n    - model: echo\n"
 
@@ -92,24 +92,9 @@ def suite(tmp_path: Path) -> Callable[..., Path]:
     return make
 
 
-def run(
-    project: Path, *argv: str, env: dict[str, str] | None = None, limit: float = 60, measured: bool = True, **kw
-) -> tuple[int, str, str]:
-    """``agent-evals ARGV`` as a subprocess in ``project``: (exit code, stdout, stderr).
-    ``measured``: coverage (when the tests run under it) measures the child too."""
-    dropped = ("OPENROUTER", "AGENT_EVALS") if measured else ("OPENROUTER", "AGENT_EVALS", "COVERAGE_")
-    environ = {k: v for k, v in os.environ.items() if not k.startswith(dropped)}
-    environ |= {"PYTHONPATH": str(ROOT), "NO_COLOR": "1", **(env or {})}
-    done = subprocess.run(
-        [sys.executable, "-m", "agent_evals", *argv],
-        cwd=project,
-        env=environ,
-        capture_output=True,
-        text=True,
-        timeout=limit,
-        stdin=subprocess.DEVNULL,
-        **kw,
-    )
+def run(project: Path, *argv: str, env: dict[str, str] | None = None, limit: float = 60, **kw) -> tuple[int, str, str]:
+    """``agent-evals ARGV`` as a subprocess in ``project``: (exit code, stdout, stderr)."""
+    done = run_agent_evals(*argv, cwd=project, env=env, limit=limit, **kw)
     return done.returncode, done.stdout, done.stderr
 
 
