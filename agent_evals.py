@@ -126,6 +126,7 @@ _EXIT_CODES = (
 )
 
 CONFIG_NAME = ".agent-eval.config.yml"
+CONFIG_JSON = ".agent-eval.config.json"  # the same keys as JSON: read with the standard library alone
 HELPER_NAME = "eval_helper.py"
 DEFAULT_CASES = "datasets/*/cases/**/input.txt"
 BEST_VALUE_MARGIN = 0.02  # "within two points of the top", on a 0..1 scale
@@ -1284,30 +1285,54 @@ _ENTRY_KEYS = ("model", *(setting.key for setting in _SETTINGS if setting.entry)
 
 def _find_suite(helper: str | None, config: str | None) -> tuple[Path | None, Path, Path]:
     """(helper file or None, config file, the evals/ folder) from flags, env, or upward search."""
-    helper = helper or os.environ.get("AGENT_EVALS_HELPER") or None
+    source = "--helper"
+    if not helper and os.environ.get("AGENT_EVALS_HELPER"):
+        helper, source = os.environ["AGENT_EVALS_HELPER"], "AGENT_EVALS_HELPER"
     if helper:
         path = Path(helper).expanduser()
+        if path.is_dir():  # the evals/ folder, or the project holding it
+            for evals in (path, path / "evals"):
+                if (evals / HELPER_NAME).is_file() or _config_in(evals):
+                    return _suite_in(evals.resolve(), config)
+            raise ConfigError(
+                f"{source} {helper}: a folder with neither {HELPER_NAME} nor {CONFIG_NAME} (or {CONFIG_JSON}) "
+                f"in it or in its evals/; point it at the suite's evals/ folder or one of those files"
+            )
         if not path.is_file():
             raise ConfigError(
-                f"--helper {helper}: no such file; point it at evals/{HELPER_NAME} or evals/{CONFIG_NAME}"
+                f"{source} {helper}: no such file; point it at evals/{HELPER_NAME}, evals/{CONFIG_NAME} "
+                f"or the evals/ folder"
             )
         path = path.resolve()
         evals = path.parent
-        if path.suffix in (".yml", ".yaml"):
+        if path.suffix in (".yml", ".yaml", ".json"):
             helper_path = evals / HELPER_NAME
             return (helper_path if helper_path.is_file() else None), Path(config or path), evals
-        return path, Path(config) if config else evals / CONFIG_NAME, evals
+        return path, Path(config) if config else _config_in(evals) or evals / CONFIG_NAME, evals
     here = Path.cwd().resolve()
     for folder in (here, *here.parents):
         evals = folder / "evals"
-        helper_path, config_path = evals / HELPER_NAME, evals / CONFIG_NAME
-        if helper_path.is_file() or config_path.is_file():
-            return (helper_path if helper_path.is_file() else None), Path(config) if config else config_path, evals
+        if (evals / HELPER_NAME).is_file() or _config_in(evals):
+            return _suite_in(evals, config)
     raise ConfigError(
         f"no suite is configured: create evals/{HELPER_NAME} (calling agent_evals.configure with an "
         f"adapter and a scorer) or evals/{CONFIG_NAME} (with adapter: and scorer: keys) in your "
         f"project, or pass --helper PATH; searched upward from {here}"
     )
+
+
+def _suite_in(evals: Path, config: str | None) -> tuple[Path | None, Path, Path]:
+    helper_path = evals / HELPER_NAME
+    config_path = Path(config) if config else _config_in(evals) or evals / CONFIG_NAME
+    return (helper_path if helper_path.is_file() else None), config_path, evals
+
+
+def _config_in(evals: Path) -> Path | None:
+    """The suite's config file in ``evals``: the YAML one or the JSON one, never both."""
+    found = [evals / name for name in (CONFIG_NAME, CONFIG_JSON) if (evals / name).is_file()]
+    if len(found) > 1:
+        raise ConfigError(f"{_display(evals)}: both {CONFIG_NAME} and {CONFIG_JSON}; keep one of them")
+    return found[0] if found else None
 
 
 def _load_helper(path: Path) -> None:
@@ -1351,7 +1376,47 @@ def _read_config_file(path: Path) -> dict[str, Any]:
             f"{where}: not found; the config file names the request types and the lineup "
             f"(request_types: [prompt], vendors: ...)"
         )
-    yaml = _import_optional("yaml", f"reading {where}")
+    data = _read_json_config(path, where) if path.suffix == ".json" else _read_yaml_config(path, where)
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(
+            f"{where}: expected a mapping of keys (request_types:, vendors:, ...), got {type(data).__name__}"
+        )
+    return data
+
+
+def _read_json_config(path: Path, where: str) -> Any:
+    """The config file written as JSON: the standard library reads it, no PyYAML needed."""
+
+    def unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        keys = [key for key, _ in pairs]
+        if twice := next((key for key in keys if keys.count(key) > 1), None):
+            raise ValueError(f"the key {twice!r} is given twice")
+        return dict(pairs)
+
+    try:
+        return json.loads(path.read_bytes().decode("utf-8"), object_pairs_hook=unique)
+    except OSError as e:
+        raise ConfigError(f"{where}: cannot be read ({e.strerror or e})") from None
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{where}: not UTF-8 text ({e.reason} at byte {e.start})") from None
+    except json.JSONDecodeError as e:
+        raise ConfigError(f"{where}: line {e.lineno}, column {e.colno}: invalid JSON: {e.msg}") from None
+    except RecursionError:
+        raise ConfigError(f"{where}: invalid JSON: nested too deep") from None
+    except ValueError as e:  # a key given twice, a number past Python's 4,300-digit limit
+        raise ConfigError(f"{where}: invalid JSON: {str(e).split(';')[0]}") from None
+
+
+def _read_yaml_config(path: Path, where: str) -> Any:
+    try:
+        yaml = _import_optional("yaml", f"reading {where}")
+    except MissingDependency:
+        raise MissingDependency(
+            f"reading {where} needs the PyYAML package: pip install PyYAML, or write the same keys as JSON "
+            f"in {_display(path.with_name(CONFIG_JSON))} (read with the standard library alone)"
+        ) from None
     try:
         text = path.read_bytes().decode("utf-8")
         data = yaml.load(text, Loader=_yaml_loader(yaml))
@@ -1370,12 +1435,6 @@ def _read_config_file(path: Path) -> dict[str, Any]:
         raise ConfigError(f"{where}: invalid YAML: nested too deep") from None
     except ValueError as e:  # a number past Python's 4,300-digit limit, and the like
         raise ConfigError(f"{where}: invalid YAML: {str(e).split(';')[0]}") from None
-    if data is None:
-        data = {}
-    if not isinstance(data, dict):
-        raise ConfigError(
-            f"{where}: expected a mapping of keys (request_types:, vendors:, ...), got {type(data).__name__}"
-        )
     return data
 
 
@@ -1615,14 +1674,23 @@ def _resolve_object(spec: str, key: str, where: str) -> Any:
 
 
 def _forget_modules(*, under: Path | None = None, named: str | None = None) -> None:
-    """Drop from ``sys.modules`` the modules a suite loaded before (those whose file is
-    ``under`` its project, or the package ``named`` and its submodules), so that loading it
-    again (a second ``main()`` in one process: a notebook, a test runner) runs what they
-    register with ``configure()`` at import again, instead of silently losing it."""
+    """Drop from ``sys.modules`` the modules a suite loaded before, so that loading it again
+    (a second ``main()`` in one process: a notebook, a test runner) runs what they register
+    with ``configure()`` at import again, instead of silently losing it: those whose file is
+    ``under`` its project, those named like a package or module at the project's top (a
+    copy of the suite elsewhere may have loaded them), or the package ``named`` and its
+    submodules."""
+    names = {named} if named else set()
+    if under is not None:
+        with contextlib.suppress(OSError):
+            for entry in under.iterdir():
+                if entry.suffix == ".py" or (entry / "__init__.py").is_file():
+                    names.add(entry.stem if entry.suffix == ".py" else entry.name)
+        names -= set(sys.stdlib_module_names)
     for name, module in list(sys.modules.items()):
         if name == "__main__" or getattr(module, "__dict__", None) is globals():
             continue
-        if named is not None and (name == named or name.startswith(f"{named}.")):
+        if any(name == n or name.startswith(f"{n}.") for n in names):
             del sys.modules[name]
         elif under is not None and isinstance(file := getattr(module, "__file__", None), str):
             try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -182,3 +183,28 @@ def test_closed_pipe_ends_quietly(
         code = ae.main(["cases"])
     assert code == 0
     assert "Traceback" not in capsys.readouterr().err
+
+
+def test_the_single_file_needs_no_package_at_all_with_a_json_config(tmp_path: Path) -> None:
+    # a venv of the bare interpreter: no PyYAML, nothing but the standard library
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    python = venv / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
+    assert subprocess.run([python, "-c", "import yaml"], capture_output=True).returncode != 0
+    project = tmp_path / "repo"
+    shutil.copytree(TOY, project, ignore=shutil.ignore_patterns("log", "__pycache__"))
+    shutil.copy(ROOT / "agent_evals.py", project / "agent_evals.py")
+    yml = project / "evals" / ".agent-eval.config.yml"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHONPATH", "OPENROUTER", "COVERAGE_"))}
+    command = [str(python), "agent_evals.py", "compare", "--local"]
+    done = subprocess.run(command, cwd=project, env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and done.stderr.strip() == (
+        "error: reading evals/.agent-eval.config.yml needs the PyYAML package: pip install PyYAML, or write the "
+        "same keys as JSON in evals/.agent-eval.config.json (read with the standard library alone)"
+    )
+    lineup = {"project": "toy-evals", "request_types": ["prompt"], "vendors": {"fake": [{"model": "echo"}]}}
+    (yml.parent / ".agent-eval.config.json").write_text(json.dumps(lineup))
+    yml.unlink()
+    done = subprocess.run(command, cwd=project, env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "│ animals │ fake/echo │" in done.stdout and "yaml" not in done.stderr.lower()

@@ -5,6 +5,8 @@ from __future__ import annotations
 import shutil
 import sys
 
+import pytest
+
 from conftest import CONFIG, ROOT, write
 
 PLUGIN = """
@@ -202,3 +204,58 @@ def test_a_model_id_never_falls_through_to_openrouter(make_suite, cli, monkeypat
     assert code == 2 and out == ""
     assert "fake/echo is served by FakeProvider (fake/...), which this suite does not register" in err
     assert "configure(providers=[FakeProvider()])" in err
+
+
+JSON_CONFIG = '{"request_types": ["prompt"], "defaults": {"repeat": 1}, "vendors": {"fake": [{"model": "echo"}]}}'
+
+
+def test_a_json_config_is_found_and_read_like_the_yaml_one(make_suite, cli) -> None:
+    project = make_suite(config=None, extra={"evals/.agent-eval.config.json": JSON_CONFIG})
+    code, out, err = cli("compare", "--local", cwd=project / "evals")
+    assert code == 0, err
+    assert "│ ds      │ fake/echo │" in out
+    lineup = project / "lineup.json"
+    lineup.write_text(JSON_CONFIG.replace('"repeat": 1', '"repeat": 2'))
+    code, out, err = cli("compare", "--local", "-n", "-C", str(lineup))
+    assert code == 0 and "8 case runs" in out, err
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('{"request_types": ["prompt"],}', "line 1, column 30: invalid JSON: Expecting property name"),
+        ('{"request_types": ["prompt"], "request_types": []}', "invalid JSON: the key 'request_types' is given twice"),
+        ("[1, 2]", "expected a mapping of keys (request_types:, vendors:, ...), got list"),
+        ('{"request_types": ["prompt"], "defaults": {"repeat": NaN}}', "defaults.repeat: expected a whole number"),
+        ("[" * 100_000, "invalid JSON: nested too deep"),
+    ],
+    ids=["trailing comma", "key twice", "a list", "NaN", "deep"],
+)
+def test_a_bad_json_config_is_one_line_naming_the_file(make_suite, cli, text, message) -> None:
+    project = make_suite(config=None, extra={"evals/.agent-eval.config.json": text})
+    code, out, err = cli("cases", cwd=project)
+    assert code == 2 and out == ""
+    assert err.startswith("error: evals/.agent-eval.config.json: ") and message in err, err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_a_yaml_and_a_json_config_side_by_side_are_refused(make_suite, cli) -> None:
+    project = make_suite(extra={"evals/.agent-eval.config.json": JSON_CONFIG})
+    code, _, err = cli("cases", cwd=project)
+    assert code == 2
+    assert "both .agent-eval.config.yml and .agent-eval.config.json; keep one of them" in err
+
+
+def test_the_helper_variable_is_named_and_a_folder_is_a_suite(make_suite, cli, monkeypatch, tmp_path) -> None:
+    project = make_suite()
+    monkeypatch.setenv("AGENT_EVALS_HELPER", "missing.py")
+    code, _, err = cli("cases", cwd=tmp_path)
+    assert code == 2 and err.startswith("error: AGENT_EVALS_HELPER missing.py: no such file;"), err
+    code, _, err = cli("cases", "--helper", "missing.py")
+    assert code == 2 and err.startswith("error: --helper missing.py: no such file;"), err
+    monkeypatch.delenv("AGENT_EVALS_HELPER")
+    for folder in (project / "evals", project):  # the evals/ folder, or the project that holds it
+        code, out, err = cli("cases", "--helper", str(folder), cwd=tmp_path)
+        assert code == 0 and "│ ds      │ a/001 │" in out, err
+    code, _, err = cli("cases", "--helper", str(tmp_path / "project" / "evals" / "datasets"))
+    assert code == 2 and "a folder with neither eval_helper.py nor .agent-eval.config.yml" in err

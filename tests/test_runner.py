@@ -362,7 +362,10 @@ def test_missing_pyyaml_is_named_with_how_to_install(make_suite, monkeypatch, cl
     monkeypatch.setitem(sys.modules, "yaml", None)  # an import of yaml now fails
     code, _, err = cli("cases", cwd=project)
     assert code == 2
-    assert err.strip() == "error: reading evals/.agent-eval.config.yml needs the PyYAML package: pip install PyYAML"
+    assert err.strip() == (
+        "error: reading evals/.agent-eval.config.yml needs the PyYAML package: pip install PyYAML, or write the "
+        "same keys as JSON in evals/.agent-eval.config.json (read with the standard library alone)"
+    )
 
 
 def test_a_tracker_that_raises_never_loses_the_run(make_suite, cli, monkeypatch) -> None:
