@@ -734,6 +734,10 @@ class Score:
     diagnostics: Mapping[str, Any] = field(default_factory=dict)
 
 
+def _shown_model(model: Any, provider: Any) -> str:
+    return str(model) if provider is None else f"{model} (direct)"
+
+
 @dataclass(frozen=True, slots=True)
 class Contender:
     """A model with its settings. ``provider``: None for ``vendors:``, a name for ``direct:``."""
@@ -745,9 +749,15 @@ class Contender:
     provider: str | None = None
 
     @property
+    def shown(self) -> str:
+        """The model id as every table, line and page shows it: a direct contender (the
+        vendor's own API) is marked, so it never looks like the OpenRouter one of that id."""
+        return _shown_model(self.model, self.provider)
+
+    @property
     def label(self) -> str:
         """``model effort=e temp=t``, as the warnings and the best-value line show it."""
-        parts = [self.model if self.provider is None else f"{self.model} (direct)"]
+        parts = [self.shown]
         parts.append(f"effort={self.effort or 'default'}")
         if self.temperature is not None:
             parts.append(f"temp={_fmt_temp(self.temperature)}")
@@ -4779,21 +4789,27 @@ def _check_tracker(tracker: type[Tracker]) -> type[Tracker]:
 _STAMP = re.compile(r"\.(\d{8}-\d{6}-\d{3}(?:-\d+)?)\.jsonl?$")
 
 
-def _resume_files(arg: str | bool, log_dir: Path) -> tuple[str, list[Path]]:
-    """The stamp to resume and its logs and journals: the newest run's, or LOG's."""
+def _resume_files(arg: str | bool, log_dir: Path, flag: str = "--resume") -> tuple[str, list[Path]]:
+    """The stamp of the run ``flag`` names and its logs and journals: the newest run's, or LOG's."""
     path = log_dir if arg is True else Path(str(arg))
+    named = flag if arg is True else f"{flag} {arg}"
     if path.is_file():
         match = _STAMP.search(path.name)
         if not match:
-            raise ConfigError(f"--resume {arg}: not an agent-evals log or journal (NAME.STAMP.json or .jsonl)")
+            raise ConfigError(f"{named}: not an agent-evals log or journal (NAME.STAMP.json or .jsonl)")
         stamp, folder = match[1], path.parent
-    elif path.is_dir():
-        stamps = sorted({m[1] for p in path.iterdir() if (m := _STAMP.search(p.name))})
+    elif path.is_dir() or arg is True:  # the default folder: absent before the first run
+        stamps = sorted({m[1] for p in path.iterdir() if (m := _STAMP.search(p.name))}) if path.is_dir() else []
         if not stamps:
-            raise ConfigError(f"--resume: no logs or journals in {_display(path)}; nothing to resume")
+            why = (
+                "nothing to resume"
+                if flag == "--resume"
+                else "no earlier run to compare with; run once without --baseline first, or name a log"
+            )
+            raise ConfigError(f"{named}: no logs or journals in {_display(path)}; {why}")
         stamp, folder = stamps[-1], path
     else:
-        raise ConfigError(f"--resume {arg}: no such file or folder")
+        raise ConfigError(f"{named}: no such file or folder")
     return stamp, sorted(p for p in folder.iterdir() if _STAMP.search(p.name) and f".{stamp}." in p.name)
 
 
@@ -4848,10 +4864,7 @@ def _experiment_record(experiment: Experiment) -> dict[str, Any]:
 
 def _read_run(arg: str | bool, log_dir: Path, flag: str) -> dict[tuple[str, str], dict[str, Any]]:
     """Every experiment of the logged run that ``arg`` names (see ``_resume_files``)."""
-    try:
-        _, files = _resume_files(arg, log_dir)
-    except ConfigError as e:
-        raise ConfigError(str(e).replace("--resume", flag)) from None
+    _, files = _resume_files(arg, log_dir, flag)
     return _read_records(files, flag)
 
 
@@ -5343,7 +5356,7 @@ def _row_cells(row: _Row, metrics: Sequence[Metric], style: str = "box") -> list
     c = row.contender
     primary = _primary(metrics)
     return [
-        c.model if c.provider is None else f"{c.model} (direct)",
+        c.shown,
         c.effort or "default",
         _fmt_temp(c.temperature),
         *(_fmt_estimate(row, m.name, style) if m is primary else _fmt_pct(row.mean(m.name)) for m in metrics),
@@ -5470,7 +5483,7 @@ def _short_label(row: _Row, group: Sequence[_Row]) -> str:
     c = row.contender
     temps = {r.contender.temperature for r in group if r.contender.model == c.model}
     temp = f" temp={_fmt_temp(c.temperature)}" if len(temps) > 1 else ""
-    return f"{c.model} effort={c.effort or 'default'}{temp}"
+    return f"{c.shown} effort={c.effort or 'default'}{temp}"
 
 
 def _error_lines(rows: Sequence[_Row]) -> list[str]:
@@ -5618,7 +5631,7 @@ def _render_matrix(experiments: Sequence[Experiment], style: str) -> str:
     rows = [
         [
             experiment.dataset,
-            experiment.contender.model,
+            experiment.contender.shown,
             experiment.provider.name,
             experiment.contender.effort or "default",
             _fmt_temp(experiment.contender.temperature),
@@ -5743,7 +5756,7 @@ def _render_changes(changes: Sequence[_Change], style: str, primary: str | None 
         rows.append(
             [
                 c.dataset,
-                str(c.contender.get("model", "?")),
+                _shown_model(c.contender.get("model", "?"), c.contender.get("provider")),
                 c.contender.get("effort") or "default",
                 _fmt_temp(c.contender.get("temperature")),
                 c.metric,
@@ -5847,7 +5860,7 @@ def _regressions(changes: Iterable[_Change], primary: str) -> list[_Change]:
 
 
 def _change_text(c: _Change) -> str:
-    who = f"{c.contender.get('model')} effort={c.contender.get('effort') or 'default'}"
+    who = f"{_shown_model(c.contender.get('model'), c.contender.get('provider'))} effort={c.contender.get('effort') or 'default'}"
     if c.metric == ERRORS:
         return (
             f"[{c.dataset}] {who}: {c.raised} cases raise now that answered before ({c.fixed} no longer raise); "
@@ -6076,7 +6089,7 @@ def _html_rows(
         cells.append(
             [
                 (str(i) if lead == "#" else r.dataset, i if lead == "#" else None),
-                (c.model if c.provider is None else f"{c.model} (direct)", None),
+                (c.shown, None),
                 (c.effort or "default", None),
                 (_fmt_temp(c.temperature), c.temperature if c.temperature is not None else -1),
                 *(
@@ -6811,12 +6824,6 @@ def _prepare_run(args: argparse.Namespace, plan: _Plan) -> None:
             f"resume: {skipped} finished cases from the run of {plan.resumed_from} are not asked again", file=sys.stderr
         )
     plan.baseline = _read_run(args.baseline, log_dir, "--baseline") if args.baseline else None
-    if suite.before_run:
-        try:
-            suite.before_run()
-        except _SUITE_EXCEPTIONS as e:
-            _reraise_ctrl_c(e)
-            raise SuiteError(f"before_run raised {_describe(e)[0]}") from None
     cache = _Cache(log_dir / "cache" / "completions.sqlite3") if args.cache or suite.config.cache else None
     for experiment in plan.experiments:
         experiment.keep_raw = not args.no_raw
@@ -6863,6 +6870,13 @@ def _execute(args: argparse.Namespace, plan: _Plan, stamp: str) -> tuple[_Sessio
     )
     capture = _Capture(log_dir.parent / f"{args.command}.warnings.{stamp}.log")
     with capture:
+        # last, once every check has passed; what it prints goes where the cases' output goes
+        if suite.before_run:
+            try:
+                suite.before_run()
+            except _SUITE_EXCEPTIONS as e:
+                _reraise_ctrl_c(e)
+                raise SuiteError(f"before_run raised {_describe(e)[0]}") from None
         interrupted = _run_experiments(session, experiments, concurrency)
     if capture.failure:
         session.unwritten.append(capture.failure)

@@ -155,7 +155,7 @@ def test_resume_from_a_killed_runs_journal_and_retry_errors(make_suite, cli, mon
     [
         ("nowhere.json", "--resume nowhere.json: no such file or folder"),
         ("evals/eval_helper.py", "--resume evals/eval_helper.py: not an agent-evals log or journal"),
-        ("evals", "--resume: no logs or journals in evals; nothing to resume"),
+        ("evals", "--resume evals: no logs or journals in evals; nothing to resume"),
     ],
 )
 def test_resume_errors(make_suite, cli, arg, message) -> None:

@@ -259,3 +259,31 @@ def test_importing_agent_evals_never_imports_litellm() -> None:
         subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True).stdout.strip()
         == "False"
     )
+
+
+DIRECT_FAKE = (
+    HELPER
+    + """
+class CheapDirect(ae.FakeProvider):
+    name = "fake"
+    direct = True
+    COST_USD = 0.0005
+
+ae.configure(providers=[ae.FakeProvider(), CheapDirect()])
+"""
+)
+
+
+def test_the_direct_marker_is_on_every_line_that_names_a_direct_contender(make_suite, cli, tmp_path) -> None:
+    config = "request_types: [prompt]\nvendors:\n  fake:\n    - model: echo\ndirect:\n  fake:\n    - model: echo\n"
+    project = make_suite(helper=DIRECT_FAKE, config=config)
+    code, out, err = cli("compare", "--local", "--html", str(tmp_path / "r.html"), cwd=project)
+    assert code == 0, err
+    assert "│ ds      │ fake/echo (direct) │" in out and "│ ds      │ fake/echo          │" in out
+    assert "best value [ds] (fake/echo (direct) effort=default): 100.0%" in out
+    assert "│ 1 │ fake/echo (direct) │" in out  # the overall leaderboard
+    assert "fake/echo (direct)" in (tmp_path / "r.html").read_text()
+    code, out, _ = cli("report", *map(str, sorted((project / "log" / "agent-evals").glob("*.json"))))
+    assert code == 0 and "best value [ds] (fake/echo (direct) effort=default)" in out
+    code, out, _ = cli("compare", "-n")
+    assert "│ fake/echo (direct) │ fake     │" in out

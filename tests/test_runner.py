@@ -385,3 +385,28 @@ def test_a_tracker_that_raises_never_loses_the_run(make_suite, cli, monkeypatch)
 
     assert [s[0] for s in builtins._agent_evals_seen] == ["start", "record"]  # no finish after the failure
     del builtins._agent_evals_seen
+
+
+BEFORE_RUN = """
+from pathlib import Path
+import agent_evals as ae
+
+def before():
+    print("resetting the test database")
+    Path("before_run.ran").write_text("yes")
+
+ae.configure(adapter=ae.EchoAdapter(), scorer=ae.Scorer(), before_run=before, providers=[ae.FakeProvider()])
+"""
+
+
+def test_before_run_comes_after_every_check_and_its_output_is_captured(make_suite, cli) -> None:
+    project = make_suite(helper=BEFORE_RUN)
+    code, _, err = cli("compare", "--local", "--junit", "no/such/folder/j.xml", cwd=project)
+    assert code == 2 and "--junit" in err
+    assert not (project / "before_run.ran").exists()  # a check failed: nothing of the suite's ran
+    code, out, err = cli("compare", "--local")
+    assert code == 0, err
+    assert (project / "before_run.ran").exists()
+    assert "resetting the test database" not in out + err
+    (warnings,) = (project / "log").glob("compare.warnings.*.log")
+    assert "resetting the test database" in warnings.read_text()

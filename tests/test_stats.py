@@ -323,3 +323,17 @@ def test_diff_reads_a_killed_runs_journal_and_names_bad_input(make_suite, cli) -
         code == 2
         and "diff OLD: log/agent-evals/x.20260101-000000-000.jsonl: not an agent-evals log of this version" in err
     )
+
+
+def test_a_baseline_with_no_earlier_run_says_so_in_its_own_words(make_suite, cli) -> None:
+    project = make_suite()
+    code, out, err = cli("compare", "--local", "--baseline", cwd=project)
+    assert code == 2 and out == ""
+    assert err.strip() == (
+        "error: --baseline: no logs or journals in log/agent-evals; no earlier run to compare with; "
+        "run once without --baseline first, or name a log"
+    )
+    code, _, err = cli("compare", "--local", "--baseline", "nowhere.json")
+    assert code == 2 and err.strip() == "error: --baseline nowhere.json: no such file or folder"
+    code, _, err = cli("compare", "--local", "--resume")
+    assert code == 2 and "nothing to resume" in err
