@@ -6277,10 +6277,13 @@ def _completion_script(shell: str) -> str:
     command's flags, and the values of flags with a fixed set (efforts, trackers)."""
     parser = _parser()
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-    values: dict[str, Sequence[str]] = {"--tracker": ("none",)}
+    values: dict[str, Sequence[str]] = {}
     for setting in _SETTINGS:
         if setting.kind == "efforts":
             values |= dict.fromkeys(setting.flags, EFFORTS)
+    # the suite's own names, asked of agent-evals when the shell completes them
+    asked = {"--tracker": "trackers", "-m": "models", "--models": "models", "-d": "datasets", "--dataset": "datasets"}
+    asked |= {"-c": "cases", "--case": "cases"}
     cases = []
     for name, command in sub.choices.items():
         flags = sorted({o for a in command._actions for o in a.option_strings})
@@ -6290,6 +6293,10 @@ def _completion_script(shell: str) -> str:
         cases.append(f'        {name}) words="{words}" ;;')
     value_cases = [
         f'        {flag}) COMPREPLY=($(compgen -W "{" ".join(v)}" -- "$cur")); return ;;' for flag, v in values.items()
+    ]
+    value_cases += [
+        f'        {flag}) COMPREPLY=($(compgen -W "$(agent-evals __complete {kind} 2>/dev/null)" -- "$cur")); return ;;'
+        for flag, kind in asked.items()
     ]
     paths = "|".join(_PATH_FLAGS)
     return f"""{_SHELLS[shell]}# agent-evals {shell} completion: eval "$(agent-evals completion {shell})"
@@ -6389,8 +6396,8 @@ def _flag_help(setting: _Setting) -> str:
     return f"{text} (default: defaults.{setting.key}, else {shown})"
 
 
-def _epilog() -> str:
-    types = _request_types(_builtin_providers())
+def _epilog(providers: Sequence[Provider] | None = None) -> str:
+    types = _request_types(providers or _builtin_providers())
     width = max(map(len, types))
     lines = ["request types (a suite names what its adapter sends in request_types:):"]
     lines += [f"  {name.ljust(width)}  {text}" for name, text in types.items()]
@@ -6400,11 +6407,12 @@ def _epilog() -> str:
     return "\n".join(lines)
 
 
-def _parser() -> _Parser:
+def _parser(providers: Sequence[Provider] | None = None) -> _Parser:
+    """The command line; ``providers``: whose request types ``--help`` lists (the built-in ones)."""
     parser = _Parser(
         prog="agent-evals",
         description="Compare models and settings on your own suite: an honest leaderboard.",
-        epilog=_epilog(),
+        epilog=_epilog(providers),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"agent-evals {__version__}")
@@ -6557,8 +6565,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     _INVALID_COSTS[0] = 0
     handler = _catch_ctrl_c()
     try:
+        words = sys.argv[1:] if argv is None else list(argv)
+        if words[:1] == ["__complete"]:  # the shell completion asking for the suite's names
+            return _complete(words[1:])
+        # inside a suite, --help lists the request types its own providers add
+        providers = _suite_providers() if words[:1] in (["-h"], ["--help"]) else None
         try:
-            args = _parser().parse_args(argv)
+            args = _parser(providers).parse_args(words)
         except SystemExit as e:  # --help and --version
             return e.code if isinstance(e.code, int) else EXIT_OK
         if not args.command:
@@ -6595,6 +6608,41 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stdout, sys.stderr = streams
         _restore_ctrl_c(handler)
         _CTRL_C.clear()  # this command's Ctrl-C is not a later one's
+
+
+def _complete(words: Sequence[str]) -> int:
+    """``agent-evals __complete KIND``: the names the shell completes after a flag, one per
+    line, from the suite found here (trackers, models, datasets, cases); nothing when no
+    suite loads. The completion script calls it; it is no command of its own."""
+    kind = words[0] if words else ""
+    names: list[str] = []
+    try:
+        suite = _load_suite(None, None)
+        if kind == "trackers":
+            names = ["none", *(name for name in suite.trackers if name != "local")]
+        elif kind == "models":
+            names = list(dict.fromkeys(c.model for c, _ in _build_lineup(suite, _Overrides(), []).contenders))
+        elif kind in ("datasets", "cases"):
+            found, _ = _find_cases(suite)
+            if kind == "datasets":
+                names = list(dict.fromkeys(f.dataset for f in found))
+            else:
+                names = list(dict.fromkeys([*(f.variant for f in found), *(f.id for f in found)]))
+    except _SUITE_EXCEPTIONS as e:
+        _reraise_ctrl_c(e)
+        names = ["none", *(t.name for t in _builtin_trackers() if t.name != "local")] if kind == "trackers" else []
+    for name in names:
+        print(name)
+    return EXIT_OK
+
+
+def _suite_providers() -> list[Provider] | None:
+    """The providers of the suite found from here (for ``--help``); None when none loads."""
+    try:
+        return _load_suite(None, None).providers
+    except _SUITE_EXCEPTIONS as e:
+        _reraise_ctrl_c(e)
+        return None
 
 
 def _traceback_if_debug(args: argparse.Namespace | None) -> None:

@@ -287,3 +287,53 @@ def test_the_direct_marker_is_on_every_line_that_names_a_direct_contender(make_s
     assert code == 0 and "best value [ds] (fake/echo (direct) effort=default)" in out
     code, out, _ = cli("compare", "-n")
     assert "│ fake/echo (direct) │ fake     │" in out
+
+
+def test_help_inside_a_suite_lists_its_providers_request_types(make_suite, cli, tmp_path) -> None:
+    project = make_suite(helper=CUSTOM, config="request_types: [embedding]\nvendors:\n  vec:\n    - model: e1\n")
+    code, out, _ = cli("--help", cwd=project)
+    assert code == 0 and "embedding" in out and "typesafe" in out
+    code, out, _ = cli("--help", cwd=tmp_path)  # no suite here: the built-in types only
+    assert code == 0 and "typesafe" in out and "embedding" not in out
+
+
+TRACKING = (
+    CUSTOM
+    + """
+class Jsonl(ae.Tracker):
+    name = "jsonl"
+
+ae.configure(trackers=[Jsonl])
+"""
+)
+
+
+def test_completion_offers_the_suites_trackers_models_datasets_and_cases(make_suite, tmp_path) -> None:
+    config = "request_types: [prompt]\nvendors:\n  acme:\n    - model: m2\n    - model: m1\n"
+    project = make_suite(helper=TRACKING, config=config)
+    script = subprocess.run(
+        [sys.executable, str(ROOT / "agent_evals.py"), "completion", "bash"], capture_output=True, text=True, check=True
+    ).stdout
+    # the script asks `agent-evals __complete KIND`: an agent-evals on PATH that runs this module
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "agent-evals").write_text(f'#!/bin/sh\nexec "{sys.executable}" "{ROOT / "agent_evals.py"}" "$@"\n')
+    (bin_dir / "agent-evals").chmod(0o755)
+    probe = tmp_path / "probe.sh"
+    probe.write_text(
+        script
+        + '\ncomplete_words() { COMP_WORDS=("$@"); COMP_CWORD=$(( ${#COMP_WORDS[@]} - 1 )); _agent_evals; echo "${COMPREPLY[*]}"; }\n'
+        + 'complete_words agent-evals compare --tracker ""\ncomplete_words agent-evals compare -m ""\n'
+        + 'complete_words agent-evals run -d ""\ncomplete_words agent-evals run -c a/\n'
+    )
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+    env = {k: v for k, v in env.items() if not k.startswith(("PYTHONPATH", "AGENT_EVALS"))}
+    done = subprocess.run(["bash", str(probe)], capture_output=True, text=True, cwd=project, env=env, timeout=60)
+    assert done.stdout.splitlines() == [
+        "none braintrust logfire jsonl",
+        "acme/m2 acme/m1",
+        "ds",
+        "a/001 a/002",
+    ], done.stderr
+    lone = subprocess.run(["bash", str(probe)], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=60)
+    assert lone.stdout.splitlines()[:2] == ["none braintrust logfire", ""]  # no suite here: built-in trackers
