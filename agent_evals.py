@@ -5579,6 +5579,77 @@ def _render_report(experiments: Sequence[Experiment], metrics: Sequence[Metric],
     )
 
 
+RESULTS_SCHEMA = 1  # the version of --format json's document; a change that breaks a reader bumps it
+
+
+def _results_document(
+    experiments: Sequence[Experiment], metrics: Sequence[Metric], context: Mapping[str, Any]
+) -> dict[str, Any]:
+    """What ``--format json`` prints: the leaderboards, best values and intervals the
+    tables show, as one document (README, "Machine-readable results", holds its schema).
+    ``context``: the suite, command, stamp, whether the run was interrupted, and changes."""
+    primary = _primary(metrics)
+    rows = _rows(experiments, metrics)
+    datasets = []
+    for dataset in dict.fromkeys(row.dataset for row in rows):
+        group = sorted((r for r in rows if r.dataset == dataset), key=lambda r: _rank_key(r, primary))
+        best = _best_value(group, primary)
+        datasets.append(
+            {
+                "dataset": dataset,
+                "leaderboard": [_row_document(r, metrics) for r in group],
+                "best_value": None if best is None else _row_document(best, metrics),
+            }
+        )
+    return {
+        "schema": "agent-evals/results",
+        "version": RESULTS_SCHEMA,
+        **context,
+        "primary": primary.name,
+        "metrics": [{"name": m.name, "description": m.description, "primary": m.primary} for m in metrics],
+        "best_value_rule": (
+            f"the cheapest per scored run of those within {BEST_VALUE_MARGIN * 100:g} points of the top, "
+            "errors counted as wrong"
+        ),
+        "datasets": datasets,
+        "overall": [_row_document(r, metrics) for r in _overall(rows, metrics, primary)],
+    }
+
+
+def _rank_key(row: _Row, primary: Metric) -> tuple[float, float]:
+    mean = row.mean(primary.name)
+    return (-(mean if mean is not None else -1.0), row.cost)
+
+
+def _row_document(row: _Row, metrics: Sequence[Metric]) -> dict[str, Any]:
+    """One leaderboard line as JSON: means over the scored cases with their 95% interval,
+    the same means with errors counted as wrong, and what the run spent."""
+    scores = {}
+    for metric in metrics:
+        estimate = row.estimate(metric.name)
+        scores[metric.name] = {
+            "mean": None if estimate is None else estimate.mean,
+            "low": None if estimate is None else estimate.low,
+            "high": None if estimate is None else estimate.high,
+            "cases": 0 if estimate is None else estimate.n,
+            "interval": None if estimate is None else estimate.method,
+            "mean_errors_as_wrong": row.strict_mean(metric.name),
+        }
+    return {
+        "model": row.contender.shown,
+        "contender": row.contender.to_json(),
+        "runs": row.runs,
+        "errors": row.errors,
+        "metrics": scores,
+        "duration_s": round(row.duration, 6),
+        "tokens_in": row.usage.input_tokens,
+        "tokens_out": row.usage.output_tokens,
+        "cost_usd": row.cost,
+        "spent_usd": row.usage.cost_usd,
+        "cost_per_scored_run_usd": row.cost_per_answer,
+    }
+
+
 def _clip(text: str, width: int = 70) -> str:
     text = " ".join(str(text).split())
     return text if len(text) <= width else text[: width - 1] + "…"
@@ -5857,6 +5928,26 @@ def _regressions(changes: Iterable[_Change], primary: str) -> list[_Change]:
     """What ``--fail-on-regression`` fails on: the primary metric, Holm-adjusted over the
     experiments compared (the family-wise false alarm stays at 5%), and cases that now raise."""
     return [c for c in changes if c.verdict == "regressed" and c.metric in (primary, ERRORS)]
+
+
+def _change_document(change: _Change) -> dict[str, Any]:
+    paired = change.paired
+    return {
+        "dataset": change.dataset,
+        "model": _shown_model(change.contender.get("model"), change.contender.get("provider")),
+        "contender": dict(change.contender),
+        "metric": change.metric,
+        "old": change.old,
+        "new": change.new,
+        "delta": None if paired is None else paired.delta,
+        "low": None if paired is None else paired.low,
+        "high": None if paired is None else paired.high,
+        "cases": None if paired is None else paired.n,
+        "test": None if paired is None else paired.method,
+        "p": None if paired is None else paired.p,
+        "p_holm": None if paired is None else paired.adjusted,
+        "verdict": change.verdict or "no significant change",
+    }
 
 
 def _change_text(c: _Change) -> str:
@@ -6458,6 +6549,13 @@ def _parser(providers: Sequence[Provider] | None = None) -> _Parser:
         "--cache", action="store_true", help="answer from, and store in, the response cache (or cache: true)"
     )
     files = running.add_argument_group("trackers and files")
+    files.add_argument(
+        "--format",
+        choices=("table", "json"),
+        default="table",
+        help="table: the tables for people; json: one JSON document on STDOUT for scripts (README: "
+        "Machine-readable results)",
+    )
     files.add_argument("--project", metavar="NAME", help="the tracker's project name")
     files.add_argument("--tracker", metavar="NAME", help="the remote tracker beside the local log (none: no remote)")
     files.add_argument("--local", action="store_true", help="no remote tracker; the local log only")
@@ -6527,6 +6625,9 @@ def _parser(providers: Sequence[Provider] | None = None) -> _Parser:
     report.add_argument("logs", nargs="+", metavar="LOG", help="a log or journal of each run (its whole run is read)")
     report.add_argument("-o", "--output", metavar="FILE", help="write the report as one self-contained HTML file")
     report.add_argument("--open", action="store_true", help="open the HTML report in a browser (on a terminal)")
+    report.add_argument(
+        "--format", choices=("table", "json"), default="table", help="table, or one JSON document for scripts"
+    )
     report.add_argument("--debug", action="store_true", help="show tracebacks")
     rescore = sub.add_parser(
         "rescore", parents=[common], help="the current scorer over the replies logs kept; calls no model"
@@ -6961,29 +7062,43 @@ def _report(args: argparse.Namespace, plan: _Plan, session: _Session, interrupte
         _write_html(target, page, open_it=args.open and _at_terminal(), unwritten=unwritten)
     if args.junit and not interrupted and _write_text(Path(args.junit), _junit_xml(experiments), unwritten):
         print(f"junit: {_display(args.junit)}", file=err)
-    if args.command == "run" and not args.output:
+    tables = args.format == "table"  # json: one document on STDOUT, and nothing else
+    if tables and args.command == "run" and not args.output:
         print(_render_breakdowns(experiments, suite.metrics, style), file=out)
-    if interrupted:
-        print(
-            f"partial: interrupted after {finished} of {total} cases; finish with: agent-evals {args.command} --resume",
-            file=out,
-        )
-    if shown:
+    partial = f"interrupted after {finished} of {total} cases; finish with: agent-evals {args.command} --resume"
+    if tables and interrupted:
+        print(f"partial: {partial}", file=out)
+    if tables and shown:
         print(_render_report(shown, suite.metrics, style), file=out)
     for line in _cache_lines(shown):
-        print(line, file=out)
-    if interrupted:
-        _report_unwritten(unwritten)
-        return EXIT_INTERRUPTED
+        print(line, file=out if tables else err)
     changes = None
-    if plan.baseline is not None:
+    if plan.baseline is not None and not interrupted:
         current = {
             (_contender_key(experiment.contender), experiment.dataset): _experiment_record(experiment)
             for experiment in experiments
         }
         changes = _compare_runs(plan.baseline, current, [m.name for m in suite.metrics])
-        print(f"\nbaseline: {args.baseline if isinstance(args.baseline, str) else 'the newest run'}", file=out)
-        print(_render_changes(changes, style, _primary(suite.metrics).name), file=out)
+        if tables:
+            print(f"\nbaseline: {args.baseline if isinstance(args.baseline, str) else 'the newest run'}", file=out)
+            print(_render_changes(changes, style, _primary(suite.metrics).name), file=out)
+    if not tables:
+        context = {
+            "suite": suite.name,
+            "command": args.command,
+            "stamp": stamp,
+            "complete": not interrupted and not stopped and finished == total,
+            "cases_finished": finished,
+            "cases_total": total,
+            "interrupted": partial if interrupted else None,
+            "stopped": stopped,
+            "baseline": None if changes is None else [_change_document(c) for c in changes],
+            "refused": plan.lineup.refused,
+        }
+        print(_json_dumps(_results_document(shown, suite.metrics, context), indent=2), file=out)
+    if interrupted:
+        _report_unwritten(unwritten)
+        return EXIT_INTERRUPTED
     failed = plan.gates.check(_rows(shown, suite.metrics), changes)
     for message in failed:
         print(f"gate failed: {message}", file=err)
@@ -7144,6 +7259,11 @@ def _cmd_report(args: argparse.Namespace) -> int:
         _write_html(
             Path(args.output), _render_html(experiments, metrics, title=title), open_it=args.open and _at_terminal()
         )
+    elif args.format == "json":
+        suites = sorted({str(r.get("suite")) for r in records.values() if r.get("suite")})
+        stamps = sorted({str(r.get("stamp")) for r in records.values() if r.get("stamp")})
+        context = {"suite": ", ".join(suites) or None, "command": "report", "stamps": stamps}
+        print(_json_dumps(_results_document(experiments, metrics, context), indent=2))
     else:
         print(_render_report(experiments, metrics, _style_for(sys.stdout)))
     return EXIT_OK

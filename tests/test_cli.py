@@ -208,3 +208,29 @@ def test_the_single_file_needs_no_package_at_all_with_a_json_config(tmp_path: Pa
     done = subprocess.run(command, cwd=project, env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert "│ animals │ fake/echo │" in done.stdout and "yaml" not in done.stderr.lower()
+
+
+def test_format_json_is_one_document_on_stdout_and_report_agrees(toy: Path) -> None:
+    result = agent_evals("compare", "--local", "--format", "json", cwd=toy)
+    assert result.returncode == 0, result.stderr
+    document = json.loads(result.stdout, parse_constant=lambda name: pytest.fail(f"{name} in the document"))
+    assert document["schema"] == "agent-evals/results" and document["version"] == 1
+    assert document["complete"] is True and document["cases_finished"] == document["cases_total"] == 24
+    assert document["refused"] == ["typesafe/jev-latest refused: needs typesafe; this suite produces prompt"]
+    animals = next(d for d in document["datasets"] if d["dataset"] == "animals")
+    assert [row["model"] for row in animals["leaderboard"]] == ["fake/echo", "fake/echo", "fake/parrot"]
+    top = animals["leaderboard"][0]["metrics"]["field_accuracy"]
+    assert top["mean"] == 1.0 and top["cases"] == 4 and top["interval"] == "wilson" and 0.5 < top["low"] < 0.52
+    assert animals["best_value"]["model"] in ("fake/parrot", "fake/echo")
+    assert animals["best_value"]["cost_per_scored_run_usd"] == pytest.approx(0.001)
+    assert len(document["overall"]) == 3 and "leaderboard" not in result.stderr
+    logs = sorted(str(p) for p in (toy / "log" / "agent-evals").glob("*.json"))
+    report = agent_evals("report", "--format", "json", *logs, cwd=toy)
+    assert report.returncode == 0, report.stderr
+    again = json.loads(report.stdout)
+    assert again["datasets"] == document["datasets"] and again["overall"] == document["overall"]
+    assert again["command"] == "report" and again["stamps"] == [document["stamp"]]
+    # with a baseline, each change is in the document too
+    result = agent_evals("compare", "--local", "--format", "json", "--baseline", cwd=toy)
+    changes = json.loads(result.stdout)["baseline"]
+    assert changes and {c["verdict"] for c in changes} <= {"no significant change", "not enough data"}
