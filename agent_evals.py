@@ -6332,6 +6332,79 @@ class _Guarded:
         return getattr(self.raw, name)
 
 
+def _cmd_runs(args: argparse.Namespace) -> int:
+    """The runs under log/agent-evals, newest first: the stamps ``report``, ``diff``,
+    ``--resume`` and ``--baseline`` take, with what each run holds."""
+    if args.folder:
+        folder = Path(args.folder)
+    else:
+        try:
+            folder = _find_suite(args.helper, None)[2].parent / "log" / "agent-evals"
+        except ConfigError:
+            folder = Path("log") / "agent-evals"
+    if not folder.is_dir():
+        raise ConfigError(f"runs: no such folder {_display(folder)}; run agent-evals compare first, or name the folder")
+    by_stamp: dict[str, list[Path]] = {}
+    for path in sorted(folder.iterdir()):
+        if match := _STAMP.search(path.name):
+            by_stamp.setdefault(match[1], []).append(path)
+    rows = [_run_line(stamp, files) for stamp, files in sorted(by_stamp.items(), reverse=True)]
+    if not rows:
+        print(f"no runs in {_display(folder)}", file=sys.stderr)
+        return EXIT_OK
+    headers = ["stamp", "command", "suite", "experiments", "cases", "errors", "cost", "best primary", "state"]
+    right = [False, False, False, True, True, True, True, False, False]
+    print(f"{len(rows)} run{'s' if len(rows) != 1 else ''} in {_display(folder)}, newest first")
+    print(_table(headers, rows, right, _style_for(sys.stdout)))
+    return EXIT_OK
+
+
+def _run_line(stamp: str, files: Sequence[Path]) -> list[str]:
+    """One run's line: from its logs' headers, or from its journals when it never finished."""
+    logs = [p for p in files if p.suffix == ".json"]
+    journals = [p for p in files if p.suffix == ".jsonl"]
+    headers: list[dict[str, Any]] = []
+    unreadable = []
+    for path in logs:
+        try:
+            data = json.loads(path.read_bytes())
+            if not isinstance(data, dict) or not isinstance(data.get("summary"), dict):
+                raise ValueError("not an agent-evals log")
+            headers.append(data)
+        except (OSError, ValueError, RecursionError) as e:
+            unreadable.append(f"{path.name} ({str(e)[:60]})")
+    if not headers:
+        cases = 0
+        for path in journals:
+            with contextlib.suppress(OSError):
+                cases += max(path.read_bytes().count(b"\n") - 1, 0)  # the first line is its header
+        state = "unreadable: " + "; ".join(unreadable) if unreadable else "stopped before its logs: --resume it"
+        return [stamp, "-", "-", str(len(journals)), str(cases), "-", "-", "-", state]
+    primary = next((m.get("name") for m in headers[0].get("metrics") or [] if m.get("primary")), None)
+    best, best_model = None, ""
+    for header in headers:
+        mean = (header["summary"].get("means") or {}).get(primary)
+        if isinstance(mean, int | float) and (best is None or mean > best):
+            contender = header.get("contender") or {}
+            best, best_model = mean, _shown_model(contender.get("model"), contender.get("provider"))
+    cost = sum(float((h["summary"].get("usage") or {}).get("cost_usd") or 0) for h in headers)
+    not_run = sum(len(h.get("not_run") or ()) for h in headers)
+    state = "complete" if not not_run else f"partial: {not_run} not run"
+    if unreadable:
+        state += "; unreadable: " + "; ".join(unreadable)
+    return [
+        stamp,
+        str(headers[0].get("command") or "-"),
+        str(headers[0].get("suite") or "-"),
+        str(len(headers)),
+        str(sum(int(h["summary"].get("cases") or 0) for h in headers)),
+        str(sum(int(h["summary"].get("errors") or 0) for h in headers)),
+        _fmt_cost(cost),
+        "-" if best is None else f"{primary} {_fmt_pct(best)} {best_model}",
+        state,
+    ]
+
+
 def _at_terminal() -> bool:
     return sys.stderr.isatty() and not os.environ.get("CI")
 
@@ -6637,6 +6710,12 @@ def _parser(providers: Sequence[Provider] | None = None) -> _Parser:
     cache.add_argument("action", choices=("stats", "clear"), help="stats: what it holds; clear: empty it")
     cache.add_argument("--helper", metavar="PATH", help="the suite's eval_helper.py or config file")
     cache.add_argument("--debug", action="store_true", help="show tracebacks")
+    runs = sub.add_parser("runs", help="the runs under log/agent-evals, newest first, with what each holds")
+    runs.add_argument(
+        "folder", nargs="?", metavar="FOLDER", help="the log folder (default: the suite's log/agent-evals)"
+    )
+    runs.add_argument("--helper", metavar="PATH", help="the suite's eval_helper.py, config file or evals/ folder")
+    runs.add_argument("--debug", action="store_true", help="show tracebacks")
     completion = sub.add_parser("completion", help="print a shell completion script (bash or zsh)")
     completion.add_argument("shell", choices=tuple(_SHELLS), help="the shell to complete in")
     diff = sub.add_parser("diff", help="compare two runs' logs: each metric's delta and its paired significance")
@@ -7343,6 +7422,7 @@ def _cmd_cache(args: argparse.Namespace) -> int:
 
 _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "report": _cmd_report,
+    "runs": _cmd_runs,
     "rescore": _cmd_rescore,
     "cache": _cmd_cache,
     "completion": lambda args: print(_completion_script(args.shell)) or EXIT_OK,

@@ -378,3 +378,24 @@ def test_progress_draws_throttled_and_clears() -> None:
     silent.draw()
     silent.clear()
     assert not silent.shown
+
+
+def test_runs_lists_every_run_newest_first_with_what_it_holds(make_suite, cli, tmp_path) -> None:
+    project = make_suite(cases=many(3))
+    assert cli("compare", "--local", cwd=project)[0] == 0
+    assert cli("compare", "--local", "--repeat", "2")[0] == 0
+    folder = project / "log" / "agent-evals"
+    # a run killed before its logs: only its journal; and a log that is not one
+    (folder / "ds--fake-echo--default--t.20990101-000000-000.jsonl").write_text('{"journal": 1}\n{"case": "a/001"}\n')
+    (folder / "broken.20000101-000000-000.json").write_text("{not json")
+    code, out, err = cli("runs", cwd=project / "evals" / "datasets")
+    assert code == 0, err
+    lines = [line for line in out.splitlines() if line.startswith("│ 2")]
+    assert len(lines) == 4 and out.startswith("4 runs in ")
+    assert lines[0].startswith("│ 20990101-000000-000 │ -") and "stopped before its logs: --resume it" in lines[0]
+    assert "│ compare │ toy " not in out  # the suite's own name, not the example's
+    assert "│           1 │     6 │      0 │" in lines[1] and "exact 100.0% fake/echo │ complete" in lines[1]
+    assert "│           1 │     3 │      0 │" in lines[2]
+    assert "unreadable: broken.20000101-000000-000.json" in lines[3]
+    code, _, err = cli("runs", str(tmp_path / "nowhere"))
+    assert code == 2 and "runs: no such folder" in err
