@@ -81,6 +81,7 @@ __all__ = [
     "LocalTracker",
     "Logfire",
     "LiteLLM",
+    "LocalServer",
     "OpenRouter",
     "TypeSafe",
     # errors
@@ -933,6 +934,12 @@ class Provider:
     def catalog(self) -> list[str] | None:
         """The model ids it serves, when known offline; None when it cannot tell."""
         return None
+
+    def catalog_entries(self) -> list[tuple[str, float | None, float | None, int | None]] | None:
+        """``agent-evals models``: (id, $ per prompt token, $ per completion token, context
+        length) of each model it serves, None where unknown; None when it cannot tell."""
+        ids = self.catalog()
+        return None if ids is None else [(model_id, None, None, None) for model_id in ids]
 
     def complete(self, model: Model, *, system: str | None = None, user: str, json: bool = True) -> Completion:
         """Ask ``model`` once: the text it answered and what it cost, as a ``Completion``.
@@ -2858,8 +2865,12 @@ class OpenRouter(Provider):
     """
 
     name = "openrouter"
-    env_keys = ("OPENROUTER_API_KEY",)
-    efforts = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
+    title = "OpenRouter"  # as the notes name it
+    env_keys: Sequence[str] = ("OPENROUTER_API_KEY",)
+    base_url_env = "OPENROUTER_BASE_URL"  # where the server is, when not at default_base_url
+    key_env = "OPENROUTER_API_KEY"  # the bearer token; a server that needs none gets no header
+    priced = True  # a model the catalog has no price for is noted (its answers count as $0)
+    efforts: Sequence[str] | None = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
     default_base_url = "https://openrouter.ai/api/v1"
     referer = "https://pypi.org/project/agent-evals/"
     catalog_ttl = 24 * 3600.0  # seconds a cached model list stays fresh
@@ -2867,7 +2878,7 @@ class OpenRouter(Provider):
     def __init__(self) -> None:
         self._http = _BlockingClient()
         self._ahttp = _AsyncClient()
-        self._prices: dict[str, tuple[float | None, float | None]] | None = None
+        self._prices: dict[str, tuple[float | None, float | None, int | None]] | None = None
         self._catalog_loaded = False
         self._lock = threading.Lock()
         self.unpriced: set[str] = set()
@@ -2877,7 +2888,7 @@ class OpenRouter(Provider):
 
     @property
     def base_url(self) -> str:
-        return (os.environ.get("OPENROUTER_BASE_URL") or self.default_base_url).rstrip("/")
+        return (os.environ.get(self.base_url_env) or self.default_base_url).rstrip("/")
 
     def complete(self, model: Model, *, system: str | None = None, user: str, json: bool = True) -> Completion:
         body = self._body(model, system, user, json)
@@ -2896,10 +2907,10 @@ class OpenRouter(Provider):
                     "POST", url, body, headers, self.connect_timeout, self.timeout, limit, model.note_retry
                 )
             except (OSError, ValueError, _TooLarge) as e:
-                raise _transport_failure(e, f"openrouter: {model.id}") from None
+                raise _transport_failure(e, f"{self.name}: {model.id}") from None
             return self._answer(model.id, status, fields, raw)
 
-        data, status = await _aretrying(self, f"openrouter: {model.id}", model, attempt)
+        data, status = await _aretrying(self, f"{self.name}: {model.id}", model, attempt)
         return self._completion(model, data, status)
 
     async def aclose(self) -> None:
@@ -2924,10 +2935,10 @@ class OpenRouter(Provider):
     def _endpoint(self, path: str) -> tuple[str, dict[str, str]]:
         """The URL and headers of a request: built once a run, not once a request."""
         environ = os.environ
-        given = (environ.get("OPENROUTER_BASE_URL"), environ.get("OPENROUTER_API_KEY", ""), self.app_name, path)
+        given = (environ.get(self.base_url_env), environ.get(self.key_env, ""), self.app_name, path)
         if self._endpoints[0] != given:
             headers = {
-                "Authorization": f"Bearer {given[1]}",
+                **({"Authorization": f"Bearer {given[1]}"} if given[1] else {}),
                 "Content-Type": "application/json",
                 "HTTP-Referer": self.referer,
                 "X-OpenRouter-Title": self.app_name,
@@ -2949,10 +2960,10 @@ class OpenRouter(Provider):
                     method, url, body, headers, self.connect_timeout, self.timeout, self._limit, resent
                 )
             except (OSError, ValueError, _TooLarge) as e:
-                raise _transport_failure(e, f"openrouter: {model_id}") from None
+                raise _transport_failure(e, f"{self.name}: {model_id}") from None
             return self._answer(model_id, status, fields, raw)
 
-        return _retrying(self, f"openrouter: {model_id}", model, attempt)
+        return _retrying(self, f"{self.name}: {model_id}", model, attempt)
 
     @property
     def _limit(self) -> int:
@@ -2968,33 +2979,35 @@ class OpenRouter(Provider):
             raise _Retry(f"HTTP {status}: {_error_text(data, raw)}", _retry_after(fields.get("retry-after")))
         if status in _FATAL_STATUSES:
             raise ProviderError(
-                f"openrouter: HTTP {status}: {_error_text(data, raw)} ({_FATAL_STATUSES[status]}; "
-                "check OPENROUTER_API_KEY and the account)",
+                f"{self.name}: HTTP {status}: {_error_text(data, raw)} ({_FATAL_STATUSES[status]}; "
+                f"check {self.key_env} and the account)",
                 stops_run=True,
             )
         if status >= 400:
-            raise ProviderError(f"openrouter: {model_id}: HTTP {status}: {_error_text(data, raw)}")
+            raise ProviderError(f"{self.name}: {model_id}: HTTP {status}: {_error_text(data, raw)}")
         if data is None:
-            raise ProviderError(f"openrouter: {model_id}: HTTP {status}, the body is not JSON: {raw[:200]!r}")
+            raise ProviderError(f"{self.name}: {model_id}: HTTP {status}, the body is not JSON: {raw[:200]!r}")
         return data, status
 
     def _completion(self, model: Model, data: Any, status: int) -> Completion:
         if not isinstance(data, dict):
             raise ProviderError(
-                f"openrouter: {model.id}: HTTP {status}: expected a JSON object, got {type(data).__name__}"
+                f"{self.name}: {model.id}: HTTP {status}: expected a JSON object, got {type(data).__name__}"
             )
         if data.get("error"):
-            raise ProviderError(f"openrouter: {model.id}: HTTP {status}: {_error_text(data, b'')}")
+            raise ProviderError(f"{self.name}: {model.id}: HTTP {status}: {_error_text(data, b'')}")
         choices = data.get("choices")
         if not choices or not isinstance(choices, list):
-            raise ProviderError(f"openrouter: {model.id}: HTTP {status}: the response has no choices")
+            raise ProviderError(f"{self.name}: {model.id}: HTTP {status}: the response has no choices")
         choice = choices[0]
         if not isinstance(choice, dict):
             raise ProviderError(
-                f"openrouter: {model.id}: HTTP {status}: a choice is {type(choice).__name__}, not an object"
+                f"{self.name}: {model.id}: HTTP {status}: a choice is {type(choice).__name__}, not an object"
             )
         if choice.get("finish_reason") == "error" or choice.get("error"):
-            raise ProviderError(f"openrouter: {model.id}: HTTP {status}: {_error_text(choice, b'finish_reason error')}")
+            raise ProviderError(
+                f"{self.name}: {model.id}: HTTP {status}: {_error_text(choice, b'finish_reason error')}"
+            )
         usage: dict[str, Any] = data["usage"] if isinstance(data.get("usage"), dict) else {}
         tokens_in, tokens_out = _count(usage.get("prompt_tokens")), _count(usage.get("completion_tokens"))
         cost = _price(usage.get("cost"))
@@ -3013,10 +3026,11 @@ class OpenRouter(Provider):
 
     def _cost(self, model_id: str, tokens_in: int, tokens_out: int) -> float:
         """Tokens times the catalog's prices, when the response carried no cost."""
-        prompt, completion = (self._load_catalog() or {}).get(model_id, (None, None))
+        prompt, completion, _ = (self._load_catalog() or {}).get(model_id, (None, None, None))
         if prompt is None or completion is None:
-            with self._lock:
-                self.unpriced.add(model_id)
+            if self.priced:
+                with self._lock:
+                    self.unpriced.add(model_id)
             return 0.0
         return tokens_in * prompt + tokens_out * completion
 
@@ -3029,25 +3043,29 @@ class OpenRouter(Provider):
     def _cache_path(self) -> Path | None:
         # named after the server, never after a password in its URL
         return (
-            self.cache_dir / f"openrouter-models.{_safe_name(_URL_PASSWORD.sub('', self.base_url))}.json"
+            self.cache_dir / f"{self.name}-models.{_safe_name(_URL_PASSWORD.sub('', self.base_url))}.json"
             if self.cache_dir
             else None
         )
 
-    def _load_catalog(self) -> dict[str, tuple[float | None, float | None]] | None:
+    def catalog_entries(self) -> list[tuple[str, float | None, float | None, int | None]] | None:
+        models = self._load_catalog()
+        return None if models is None else [(model_id, *entry) for model_id, entry in sorted(models.items())]
+
+    def _load_catalog(self) -> dict[str, tuple[float | None, float | None, int | None]] | None:
         with self._lock:
             if not self._catalog_loaded:
                 self._prices = self._read_catalog()
                 self._catalog_loaded = True
             return self._prices
 
-    def _read_catalog(self) -> dict[str, tuple[float | None, float | None]] | None:
+    def _read_catalog(self) -> dict[str, tuple[float | None, float | None, int | None]] | None:
         # fresh cache -> cache; offline (verify, -n) -> any cache; else fetch, falling back to a stale cache
         path, cached = self._cache_path(), None
         if path and path.is_file():
             try:
                 cached = json.loads(path.read_text(encoding="utf-8"))
-                prices = {k: (v[0], v[1]) for k, v in cached["models"].items()}
+                prices = {k: (v[0], v[1], v[2] if len(v) > 2 else None) for k, v in cached["models"].items()}
             except (OSError, ValueError, KeyError, TypeError, IndexError):
                 cached = None
         if cached is not None:
@@ -3055,7 +3073,7 @@ class OpenRouter(Provider):
             if age < self.catalog_ttl or self.offline:
                 return prices
         if self.offline:
-            self.notes.append("no cached OpenRouter catalog yet; run or compare fetches it")
+            self.notes.append(f"no cached {self.title} catalog yet; run, compare or models --refresh fetches it")
             return None
         try:
             data, _ = self._request("catalog", "GET", "/models", None)
@@ -3064,17 +3082,42 @@ class OpenRouter(Provider):
                 raise
             self.notes.append(f"catalog not fetched ({e}); {'using the cached one' if cached else 'ids not checked'}")
             return prices if cached is not None else None
-        fetched = {
-            str(m["id"]): (_price(m.get("pricing", {}).get("prompt")), _price(m.get("pricing", {}).get("completion")))
-            for m in (data.get("data") if isinstance(data, dict) else None) or []
-            if isinstance(m, dict) and m.get("id")
-        }
+        # OpenAI's shape, which OpenRouter extends with pricing and context_length; a local
+        # server's ids (llama3.2:1b) carry no vendor, so they get the provider's own prefix
+        fetched = {}
+        for m in (data.get("data") if isinstance(data, dict) else None) or []:
+            if isinstance(m, dict) and m.get("id"):
+                pricing: dict[str, Any] = m["pricing"] if isinstance(m.get("pricing"), dict) else {}
+                context = _count(m.get("context_length")) or None
+                entry = (_price(pricing.get("prompt")), _price(pricing.get("completion")), context)
+                fetched[f"{self.prefix or ''}{m['id']}"] = entry
         if path:
             document = {"base_url": _redact(self.base_url), "fetched_at": time.time(), "models": fetched}
             failed: list[str] = []
             if not _write_text(path, _json_dumps(document), failed):
                 self.notes.append(f"the catalog cache was not written: {failed[0]}")
         return fetched
+
+
+class LocalServer(OpenRouter):
+    """``direct: local:``: an OpenAI-compatible server of your own (Ollama, llama.cpp's
+    server, vLLM, LM Studio) at ``LOCAL_BASE_URL`` (default Ollama's
+    ``http://127.0.0.1:11434/v1``), with ``LOCAL_API_KEY`` sent when set. Its model ids are
+    the server's own, vendor-free ones (``llama3.2:1b``); answers cost $0 unless the
+    server reports a cost, and the lineup is checked against the server's ``/models``."""
+
+    name = "local"
+    title = "local server"
+    direct = True
+    prefix = "local/"
+    env_keys = ()
+    efforts = None
+    base_url_env = "LOCAL_BASE_URL"
+    key_env = "LOCAL_API_KEY"
+    default_base_url = "http://127.0.0.1:11434/v1"
+    request_type_description = "a chat completion from an OpenAI-compatible server of your own"
+    priced = False
+    catalog_ttl = 0.0  # a local server's models change as you pull them: asked every run
 
 
 def _count(value: Any) -> int:
@@ -3274,7 +3317,7 @@ class FakeModel(Model):
 
 
 def _builtin_providers() -> list[Provider]:
-    return [TypeSafe(), LiteLLM(), OpenRouter()]
+    return [TypeSafe(), LiteLLM(), LocalServer(), OpenRouter()]
 
 
 # ═══════════════════════════════════════════════════════════════════════════════
@@ -6332,6 +6375,65 @@ class _Guarded:
         return getattr(self.raw, name)
 
 
+def _cmd_models(args: argparse.Namespace) -> int:
+    """The model ids the suite's providers serve, with prices and context length, from each
+    provider's cached catalog (``--refresh`` fetches it): what to write under ``vendors:``."""
+    import fnmatch
+
+    try:
+        suite = _load_suite(args.helper, None)
+    except ConfigError as e:
+        if not str(e).startswith("no suite is configured"):
+            raise
+        providers, cache_dir = _builtin_providers(), Path("log") / "agent-evals" / "cache"
+    else:
+        _load_env(suite, _Lineup([], []))
+        providers, cache_dir = suite.providers, suite.project_root / "log" / "agent-evals" / "cache"
+    if args.provider:
+        known = [p.name for p in providers]
+        providers = [p for p in providers if p.name == args.provider]
+        if not providers:
+            raise ConfigError(
+                f"--provider {args.provider}: unknown{_hint(args.provider, known)}; known: {', '.join(known)}"
+            )
+    pattern = args.pattern.lower() if args.pattern else None
+    rows, notes = [], []
+    for provider in providers:
+        provider.cache_dir, provider.offline = cache_dir, not args.refresh
+        if args.refresh and hasattr(provider, "catalog_ttl"):
+            provider.catalog_ttl = 0.0  # type: ignore[attr-defined]
+        try:
+            entries = provider.catalog_entries()
+        except _SUITE_EXCEPTIONS as e:
+            _reraise_ctrl_c(e)
+            notes.append(f"{provider.name}: its catalog failed: {_describe(e)[0]}")
+            continue
+        notes += list(getattr(provider, "notes", ()))
+        for model_id, prompt, completion, context in entries or ():
+            if pattern is None or pattern in model_id.lower() or fnmatch.fnmatch(model_id.lower(), pattern):
+                rows.append(
+                    [
+                        model_id,
+                        provider.name,
+                        "-" if prompt is None else f"${prompt * 1e6:,.2f}",
+                        "-" if completion is None else f"${completion * 1e6:,.2f}",
+                        "-" if context is None else f"{context:,}",
+                    ]
+                )
+    for note in dict.fromkeys(notes):
+        print(f"note: {_redact(note)}", file=sys.stderr)
+    if not rows:
+        print(
+            f"no models{f' match {args.pattern!r}' if pattern else ''}"
+            f"{'' if args.refresh else '; --refresh fetches the catalogs'}",
+            file=sys.stderr,
+        )
+        return EXIT_OK
+    headers = ["model", "provider", "$/M in", "$/M out", "context"]
+    print(_table(headers, rows, [False, False, True, True, True], _style_for(sys.stdout)))
+    return EXIT_OK
+
+
 def _cmd_runs(args: argparse.Namespace) -> int:
     """The runs under log/agent-evals, newest first: the stamps ``report``, ``diff``,
     ``--resume`` and ``--baseline`` take, with what each run holds."""
@@ -6710,6 +6812,12 @@ def _parser(providers: Sequence[Provider] | None = None) -> _Parser:
     cache.add_argument("action", choices=("stats", "clear"), help="stats: what it holds; clear: empty it")
     cache.add_argument("--helper", metavar="PATH", help="the suite's eval_helper.py or config file")
     cache.add_argument("--debug", action="store_true", help="show tracebacks")
+    models = sub.add_parser("models", help="the model ids the providers serve, with prices and context length")
+    models.add_argument("pattern", nargs="?", metavar="PATTERN", help="only ids containing PATTERN (or a glob: *mini*)")
+    models.add_argument("--refresh", action="store_true", help="fetch the catalogs now (default: the cached ones)")
+    models.add_argument("--provider", metavar="NAME", help="only this provider's models (openrouter, local, ...)")
+    models.add_argument("--helper", metavar="PATH", help="the suite's eval_helper.py, config file or evals/ folder")
+    models.add_argument("--debug", action="store_true", help="show tracebacks")
     runs = sub.add_parser("runs", help="the runs under log/agent-evals, newest first, with what each holds")
     runs.add_argument(
         "folder", nargs="?", metavar="FOLDER", help="the log folder (default: the suite's log/agent-evals)"
@@ -7423,6 +7531,7 @@ def _cmd_cache(args: argparse.Namespace) -> int:
 _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "report": _cmd_report,
     "runs": _cmd_runs,
+    "models": _cmd_models,
     "rescore": _cmd_rescore,
     "cache": _cmd_cache,
     "completion": lambda args: print(_completion_script(args.shell)) or EXIT_OK,

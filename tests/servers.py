@@ -47,7 +47,11 @@ def chat_answer(
 
 CATALOG = [
     {"id": "openai/gpt-4.1-mini", "pricing": {"prompt": "0.0000004", "completion": "0.0000016"}},
-    {"id": "openai/gpt-4o-mini", "pricing": {"prompt": "0.00000015", "completion": "0.0000006"}},
+    {
+        "id": "openai/gpt-4o-mini",
+        "pricing": {"prompt": "0.00000015", "completion": "0.0000006"},
+        "context_length": 128000,
+    },
     {"id": "meta-llama/llama-3.3-70b-instruct", "pricing": {"prompt": "-1", "completion": "n/a"}},
 ]
 

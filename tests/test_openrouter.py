@@ -134,8 +134,9 @@ def test_cost_from_catalog_prices_when_the_response_has_none(ask, env, tmp_path)
     completion = ask(m, user="x")
     assert completion.usage.cost_usd == pytest.approx(1000 * 0.0000004 + 500 * 0.0000016)
     cached = json.loads(next(tmp_path.glob("openrouter-models.*.json")).read_text())
-    assert cached["models"]["openai/gpt-4o-mini"] == [0.00000015, 0.0000006]
-    assert cached["models"]["meta-llama/llama-3.3-70b-instruct"] == [None, None]  # nonsense prices are unknown
+    assert cached["models"]["openai/gpt-4o-mini"] == [0.00000015, 0.0000006, 128000]
+    # nonsense prices are unknown, and so is a context length the catalog does not give
+    assert cached["models"]["meta-llama/llama-3.3-70b-instruct"] == [None, None, None]
     unpriced = ae.Model("meta-llama/llama-3.3-70b-instruct", m.provider)
     assert ask(unpriced, user="x").usage.cost_usd == 0.0
     assert m.provider.unpriced == {"meta-llama/llama-3.3-70b-instruct"}

@@ -87,7 +87,8 @@ def test_a_direct_contender_and_a_vendors_one_with_the_same_id_stay_apart(make_s
     project = make_suite(config=config)
     code, out, err = cli("compare", "-n", "-m", "typesafe/jev-latest", cwd=project)
     assert code == 0, err
-    assert "│ typesafe/jev-latest │ openrouter │" in out and "│ typesafe/jev-latest │ typesafe   │" in out
+    assert "│ typesafe/jev-latest          │ openrouter │" in out
+    assert "│ typesafe/jev-latest (direct) │ typesafe   │" in out
     monkeypatch.setenv("OPENROUTER_API_KEY", "sk-or-test-value-1")
     monkeypatch.setenv("TYPESAFE_API_KEY", "ts-test-value-1")
     monkeypatch.setenv("OPENROUTER_BASE_URL", "http://127.0.0.1:9/api/v1")  # nothing listens: no catalog, refused fast
@@ -337,3 +338,43 @@ def test_completion_offers_the_suites_trackers_models_datasets_and_cases(make_su
     ], done.stderr
     lone = subprocess.run(["bash", str(probe)], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=60)
     assert lone.stdout.splitlines()[:2] == ["none braintrust logfire", ""]  # no suite here: built-in trackers
+
+
+LOCAL_LINEUP = "request_types: [prompt]\ndirect:\n  local:\n    - model: llama3.2:1b\n"
+
+
+def test_a_local_server_with_vendor_free_ids_is_reached_and_its_catalog_checked(make_suite, cli, monkeypatch) -> None:
+    catalog = [{"id": "llama3.2:1b", "object": "model"}, {"id": "qwen2.5:0.5b", "object": "model"}]
+    with OpenAICompatible(catalog=catalog) as server:
+        monkeypatch.setenv("LOCAL_BASE_URL", server.url + "/v1")
+        project = make_suite(config=LOCAL_LINEUP)
+        code, out, err = cli("compare", "--local", cwd=project)
+        assert code == 0, err
+        assert "│ ds      │ local/llama3.2:1b (direct) │" in out and "│ 100.0% │" in out
+        chats = [r for r in server.requests if r.method == "POST"]
+        assert {r.body["model"] for r in chats} == {"llama3.2:1b"}  # the server's own id, no prefix
+        assert all("authorization" not in r.headers for r in server.requests)  # no key set: none sent
+        assert "no price" not in err and "unpriced" not in err
+        (project / "evals" / ".agent-eval.config.yml").write_text(LOCAL_LINEUP.replace("1b", "1bb"))
+        code, _, err = cli("compare", "--local")
+        assert code == 2 and "local/llama3.2:1bb: provider local has no such model" in err
+        code, out, err = cli("models", "--provider", "local", "--refresh")
+        assert code == 0, err
+        assert "│ local/llama3.2:1b  │ local    │      - │       - │       - │" in out and "local/qwen2.5:0.5b" in out
+
+
+def test_models_lists_the_catalog_with_prices_and_context(make_suite, cli, monkeypatch) -> None:
+    with OpenAICompatible() as server:
+        monkeypatch.setenv("OPENROUTER_BASE_URL", server.url + "/api/v1")
+        project = make_suite()
+        code, out, err = cli("models", "mini", "--provider", "openrouter", cwd=project)
+        assert code == 0 and out == "" and "no cached OpenRouter catalog yet" in err and "--refresh" in err
+        code, out, err = cli("models", "mini", "--provider", "openrouter", "--refresh")
+        assert code == 0, err
+        assert "│ openai/gpt-4o-mini  │ openrouter │  $0.15 │   $0.60 │ 128,000 │" in out
+        assert "│ openai/gpt-4.1-mini │ openrouter │  $0.40 │   $1.60 │       - │" in out and "llama" not in out
+        fetched = len(server.requests)
+    code, out, _ = cli("models", "*4o*", "--provider", "openrouter")  # the cached catalog: no server needed
+    assert code == 0 and "openai/gpt-4o-mini" in out and "gpt-4.1" not in out and fetched == 1
+    code, _, err = cli("models", "--provider", "openruter")
+    assert code == 2 and 'did you mean "openrouter"' in err
