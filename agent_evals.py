@@ -6375,138 +6375,6 @@ class _Guarded:
         return getattr(self.raw, name)
 
 
-def _cmd_models(args: argparse.Namespace) -> int:
-    """The model ids the suite's providers serve, with prices and context length, from each
-    provider's cached catalog (``--refresh`` fetches it): what to write under ``vendors:``."""
-    import fnmatch
-
-    try:
-        suite = _load_suite(args.helper, None)
-    except ConfigError as e:
-        if not str(e).startswith("no suite is configured"):
-            raise
-        providers, cache_dir = _builtin_providers(), Path("log") / "agent-evals" / "cache"
-    else:
-        _load_env(suite, _Lineup([], []))
-        providers, cache_dir = suite.providers, suite.project_root / "log" / "agent-evals" / "cache"
-    if args.provider:
-        known = [p.name for p in providers]
-        providers = [p for p in providers if p.name == args.provider]
-        if not providers:
-            raise ConfigError(
-                f"--provider {args.provider}: unknown{_hint(args.provider, known)}; known: {', '.join(known)}"
-            )
-    pattern = args.pattern.lower() if args.pattern else None
-    rows, notes = [], []
-    for provider in providers:
-        provider.cache_dir, provider.offline = cache_dir, not args.refresh
-        if args.refresh and hasattr(provider, "catalog_ttl"):
-            provider.catalog_ttl = 0.0  # type: ignore[attr-defined]
-        try:
-            entries = provider.catalog_entries()
-        except _SUITE_EXCEPTIONS as e:
-            _reraise_ctrl_c(e)
-            notes.append(f"{provider.name}: its catalog failed: {_describe(e)[0]}")
-            continue
-        notes += list(getattr(provider, "notes", ()))
-        for model_id, prompt, completion, context in entries or ():
-            if pattern is None or pattern in model_id.lower() or fnmatch.fnmatch(model_id.lower(), pattern):
-                rows.append(
-                    [
-                        model_id,
-                        provider.name,
-                        "-" if prompt is None else f"${prompt * 1e6:,.2f}",
-                        "-" if completion is None else f"${completion * 1e6:,.2f}",
-                        "-" if context is None else f"{context:,}",
-                    ]
-                )
-    for note in dict.fromkeys(notes):
-        print(f"note: {_redact(note)}", file=sys.stderr)
-    if not rows:
-        print(
-            f"no models{f' match {args.pattern!r}' if pattern else ''}"
-            f"{'' if args.refresh else '; --refresh fetches the catalogs'}",
-            file=sys.stderr,
-        )
-        return EXIT_OK
-    headers = ["model", "provider", "$/M in", "$/M out", "context"]
-    print(_table(headers, rows, [False, False, True, True, True], _style_for(sys.stdout)))
-    return EXIT_OK
-
-
-def _cmd_runs(args: argparse.Namespace) -> int:
-    """The runs under log/agent-evals, newest first: the stamps ``report``, ``diff``,
-    ``--resume`` and ``--baseline`` take, with what each run holds."""
-    if args.folder:
-        folder = Path(args.folder)
-    else:
-        try:
-            folder = _find_suite(args.helper, None)[2].parent / "log" / "agent-evals"
-        except ConfigError:
-            folder = Path("log") / "agent-evals"
-    if not folder.is_dir():
-        raise ConfigError(f"runs: no such folder {_display(folder)}; run agent-evals compare first, or name the folder")
-    by_stamp: dict[str, list[Path]] = {}
-    for path in sorted(folder.iterdir()):
-        if match := _STAMP.search(path.name):
-            by_stamp.setdefault(match[1], []).append(path)
-    rows = [_run_line(stamp, files) for stamp, files in sorted(by_stamp.items(), reverse=True)]
-    if not rows:
-        print(f"no runs in {_display(folder)}", file=sys.stderr)
-        return EXIT_OK
-    headers = ["stamp", "command", "suite", "experiments", "cases", "errors", "cost", "best primary", "state"]
-    right = [False, False, False, True, True, True, True, False, False]
-    print(f"{len(rows)} run{'s' if len(rows) != 1 else ''} in {_display(folder)}, newest first")
-    print(_table(headers, rows, right, _style_for(sys.stdout)))
-    return EXIT_OK
-
-
-def _run_line(stamp: str, files: Sequence[Path]) -> list[str]:
-    """One run's line: from its logs' headers, or from its journals when it never finished."""
-    logs = [p for p in files if p.suffix == ".json"]
-    journals = [p for p in files if p.suffix == ".jsonl"]
-    headers: list[dict[str, Any]] = []
-    unreadable = []
-    for path in logs:
-        try:
-            data = json.loads(path.read_bytes())
-            if not isinstance(data, dict) or not isinstance(data.get("summary"), dict):
-                raise ValueError("not an agent-evals log")
-            headers.append(data)
-        except (OSError, ValueError, RecursionError) as e:
-            unreadable.append(f"{path.name} ({str(e)[:60]})")
-    if not headers:
-        cases = 0
-        for path in journals:
-            with contextlib.suppress(OSError):
-                cases += max(path.read_bytes().count(b"\n") - 1, 0)  # the first line is its header
-        state = "unreadable: " + "; ".join(unreadable) if unreadable else "stopped before its logs: --resume it"
-        return [stamp, "-", "-", str(len(journals)), str(cases), "-", "-", "-", state]
-    primary = next((m.get("name") for m in headers[0].get("metrics") or [] if m.get("primary")), None)
-    best, best_model = None, ""
-    for header in headers:
-        mean = (header["summary"].get("means") or {}).get(primary)
-        if isinstance(mean, int | float) and (best is None or mean > best):
-            contender = header.get("contender") or {}
-            best, best_model = mean, _shown_model(contender.get("model"), contender.get("provider"))
-    cost = sum(float((h["summary"].get("usage") or {}).get("cost_usd") or 0) for h in headers)
-    not_run = sum(len(h.get("not_run") or ()) for h in headers)
-    state = "complete" if not not_run else f"partial: {not_run} not run"
-    if unreadable:
-        state += "; unreadable: " + "; ".join(unreadable)
-    return [
-        stamp,
-        str(headers[0].get("command") or "-"),
-        str(headers[0].get("suite") or "-"),
-        str(len(headers)),
-        str(sum(int(h["summary"].get("cases") or 0) for h in headers)),
-        str(sum(int(h["summary"].get("errors") or 0) for h in headers)),
-        _fmt_cost(cost),
-        "-" if best is None else f"{primary} {_fmt_pct(best)} {best_model}",
-        state,
-    ]
-
-
 def _at_terminal() -> bool:
     return sys.stderr.isatty() and not os.environ.get("CI")
 
@@ -7526,6 +7394,138 @@ def _cmd_cache(args: argparse.Namespace) -> int:
             size = path.stat().st_size + sum(p.stat().st_size for p in path.parent.glob(path.name + "-*"))
             print(f"{_display(path)}: {count} answers, first paid {_fmt_cost(cost)}, {size / 1e6:.1f} MB")
     return EXIT_OK
+
+
+def _cmd_models(args: argparse.Namespace) -> int:
+    """The model ids the suite's providers serve, with prices and context length, from each
+    provider's cached catalog (``--refresh`` fetches it): what to write under ``vendors:``."""
+    import fnmatch
+
+    try:
+        suite = _load_suite(args.helper, None)
+    except ConfigError as e:
+        if not str(e).startswith("no suite is configured"):
+            raise
+        providers, cache_dir = _builtin_providers(), Path("log") / "agent-evals" / "cache"
+    else:
+        _load_env(suite, _Lineup([], []))
+        providers, cache_dir = suite.providers, suite.project_root / "log" / "agent-evals" / "cache"
+    if args.provider:
+        known = [p.name for p in providers]
+        providers = [p for p in providers if p.name == args.provider]
+        if not providers:
+            raise ConfigError(
+                f"--provider {args.provider}: unknown{_hint(args.provider, known)}; known: {', '.join(known)}"
+            )
+    pattern = args.pattern.lower() if args.pattern else None
+    rows, notes = [], []
+    for provider in providers:
+        provider.cache_dir, provider.offline = cache_dir, not args.refresh
+        if args.refresh and hasattr(provider, "catalog_ttl"):
+            provider.catalog_ttl = 0.0  # type: ignore[attr-defined]
+        try:
+            entries = provider.catalog_entries()
+        except _SUITE_EXCEPTIONS as e:
+            _reraise_ctrl_c(e)
+            notes.append(f"{provider.name}: its catalog failed: {_describe(e)[0]}")
+            continue
+        notes += list(getattr(provider, "notes", ()))
+        for model_id, prompt, completion, context in entries or ():
+            if pattern is None or pattern in model_id.lower() or fnmatch.fnmatch(model_id.lower(), pattern):
+                rows.append(
+                    [
+                        model_id,
+                        provider.name,
+                        "-" if prompt is None else f"${prompt * 1e6:,.2f}",
+                        "-" if completion is None else f"${completion * 1e6:,.2f}",
+                        "-" if context is None else f"{context:,}",
+                    ]
+                )
+    for note in dict.fromkeys(notes):
+        print(f"note: {_redact(note)}", file=sys.stderr)
+    if not rows:
+        print(
+            f"no models{f' match {args.pattern!r}' if pattern else ''}"
+            f"{'' if args.refresh else '; --refresh fetches the catalogs'}",
+            file=sys.stderr,
+        )
+        return EXIT_OK
+    headers = ["model", "provider", "$/M in", "$/M out", "context"]
+    print(_table(headers, rows, [False, False, True, True, True], _style_for(sys.stdout)))
+    return EXIT_OK
+
+
+def _cmd_runs(args: argparse.Namespace) -> int:
+    """The runs under log/agent-evals, newest first: the stamps ``report``, ``diff``,
+    ``--resume`` and ``--baseline`` take, with what each run holds."""
+    if args.folder:
+        folder = Path(args.folder)
+    else:
+        try:
+            folder = _find_suite(args.helper, None)[2].parent / "log" / "agent-evals"
+        except ConfigError:
+            folder = Path("log") / "agent-evals"
+    if not folder.is_dir():
+        raise ConfigError(f"runs: no such folder {_display(folder)}; run agent-evals compare first, or name the folder")
+    by_stamp: dict[str, list[Path]] = {}
+    for path in sorted(folder.iterdir()):
+        if match := _STAMP.search(path.name):
+            by_stamp.setdefault(match[1], []).append(path)
+    rows = [_run_line(stamp, files) for stamp, files in sorted(by_stamp.items(), reverse=True)]
+    if not rows:
+        print(f"no runs in {_display(folder)}", file=sys.stderr)
+        return EXIT_OK
+    headers = ["stamp", "command", "suite", "experiments", "cases", "errors", "cost", "best primary", "state"]
+    right = [False, False, False, True, True, True, True, False, False]
+    print(f"{len(rows)} run{'s' if len(rows) != 1 else ''} in {_display(folder)}, newest first")
+    print(_table(headers, rows, right, _style_for(sys.stdout)))
+    return EXIT_OK
+
+
+def _run_line(stamp: str, files: Sequence[Path]) -> list[str]:
+    """One run's line: from its logs' headers, or from its journals when it never finished."""
+    logs = [p for p in files if p.suffix == ".json"]
+    journals = [p for p in files if p.suffix == ".jsonl"]
+    headers: list[dict[str, Any]] = []
+    unreadable = []
+    for path in logs:
+        try:
+            data = json.loads(path.read_bytes())
+            if not isinstance(data, dict) or not isinstance(data.get("summary"), dict):
+                raise ValueError("not an agent-evals log")
+            headers.append(data)
+        except (OSError, ValueError, RecursionError) as e:
+            unreadable.append(f"{path.name} ({str(e)[:60]})")
+    if not headers:
+        cases = 0
+        for path in journals:
+            with contextlib.suppress(OSError):
+                cases += max(path.read_bytes().count(b"\n") - 1, 0)  # the first line is its header
+        state = "unreadable: " + "; ".join(unreadable) if unreadable else "stopped before its logs: --resume it"
+        return [stamp, "-", "-", str(len(journals)), str(cases), "-", "-", "-", state]
+    primary = next((m.get("name") for m in headers[0].get("metrics") or [] if m.get("primary")), None)
+    best, best_model = None, ""
+    for header in headers:
+        mean = (header["summary"].get("means") or {}).get(primary)
+        if isinstance(mean, int | float) and (best is None or mean > best):
+            contender = header.get("contender") or {}
+            best, best_model = mean, _shown_model(contender.get("model"), contender.get("provider"))
+    cost = sum(float((h["summary"].get("usage") or {}).get("cost_usd") or 0) for h in headers)
+    not_run = sum(len(h.get("not_run") or ()) for h in headers)
+    state = "complete" if not not_run else f"partial: {not_run} not run"
+    if unreadable:
+        state += "; unreadable: " + "; ".join(unreadable)
+    return [
+        stamp,
+        str(headers[0].get("command") or "-"),
+        str(headers[0].get("suite") or "-"),
+        str(len(headers)),
+        str(sum(int(h["summary"].get("cases") or 0) for h in headers)),
+        str(sum(int(h["summary"].get("errors") or 0) for h in headers)),
+        _fmt_cost(cost),
+        "-" if best is None else f"{primary} {_fmt_pct(best)} {best_model}",
+        state,
+    ]
 
 
 _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {

@@ -158,7 +158,7 @@ def test_suite_declaring_typesafe_admits_it_and_fails_on_the_missing_key(make_su
         config="request_types: [typesafe]\ndirect:\n  typesafe:\n    - model: jev-latest\n      effort: low\n"
     )
     code, out, err = cli("compare", "-n", cwd=project)
-    assert code == 0 and "typesafe/jev-latest │ typesafe │ low" in out
+    assert code == 0 and "typesafe/jev-latest (direct) │ typesafe │ low" in out
     code, _, err = cli("compare", "--local")
     assert code == 2
     assert "TYPESAFE_API_KEY is not set (needed by typesafe/jev-latest)" in err
