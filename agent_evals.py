@@ -65,6 +65,8 @@ __all__ = [
     "Score",
     "Summary",
     "Usage",
+    "ToolCall",
+    "ToolRun",
     # what a suite subclasses or calls
     "Adapter",
     "Model",
@@ -73,6 +75,7 @@ __all__ = [
     "Scorer",
     "Tracker",
     "configure",
+    "run_tools",
     # built in
     "EchoAdapter",
     "FakeModel",
@@ -184,6 +187,15 @@ _SETTINGS = (
         high=4096,
     ),
     _Setting("repeat", ("--repeat",), "whole", 1, "run every case N times per contender", low=1, high=1000),
+    _Setting(
+        "max_turns",
+        ("--max-turns",),
+        "whole",
+        10,
+        "most model calls an agent's loop makes per case (the adapter sees model.max_turns)",
+        low=1,
+        high=1000,
+    ),
     _Setting(
         "case_timeout",
         ("--case-timeout",),
@@ -690,12 +702,52 @@ class Case:
 
 
 @dataclass(frozen=True, slots=True)
+class ToolCall:
+    """A tool the model asked for: ``arguments`` parsed from the JSON it sent. Arguments
+    that are not a JSON object are kept as sent in ``raw_arguments`` and named in
+    ``error``, never raised: the agent's loop answers the model with that error."""
+
+    id: str
+    name: str
+    arguments: Mapping[str, Any] = field(default_factory=dict)
+    raw_arguments: str = ""
+    error: str | None = None
+
+    @classmethod
+    def parse(cls, data: Any, index: int = 0) -> ToolCall:
+        """One entry of an OpenAI-shape ``tool_calls`` list, whatever it holds."""
+        data = data if isinstance(data, Mapping) else {}
+        function = data.get("function") if isinstance(data.get("function"), Mapping) else {}
+        name, raw = str(function.get("name") or ""), function.get("arguments")
+        call_id = str(data.get("id") or f"call_{index}")
+        if isinstance(raw, Mapping):  # some servers send the object itself
+            return cls(call_id, name, dict(raw), _json_dumps(raw))
+        text = raw if isinstance(raw, str) else "" if raw is None else _json_dumps(raw)
+        try:
+            arguments = json.loads(text) if text.strip() else {}
+        except (ValueError, RecursionError) as e:
+            return cls(call_id, name, {}, text, f"the arguments are not JSON ({str(e)[:80]})")
+        if not isinstance(arguments, dict):
+            return cls(call_id, name, {}, text, f"the arguments are {type(arguments).__name__}, not an object")
+        return cls(call_id, name, arguments, text, None if name else "the call names no tool")
+
+    def to_json(self) -> dict[str, Any]:
+        """The call as the assistant message carries it (OpenAI's shape)."""
+        return {"id": self.id, "type": "function", "function": {"name": self.name, "arguments": self.raw_arguments}}
+
+
+@dataclass(frozen=True, slots=True)
 class Completion:
-    """What a provider returned for one request."""
+    """What a provider returned for one request. For a conversation (``messages=``), the
+    assistant ``message`` as the API shapes it, the ``tool_calls`` it asks for, and why
+    it stopped (``finish_reason``: ``stop``, ``tool_calls``, ``length``, ...)."""
 
     text: str
     usage: Usage = field(default_factory=Usage)
     raw: Any = None
+    message: Mapping[str, Any] | None = None
+    tool_calls: tuple[ToolCall, ...] = ()
+    finish_reason: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "usage", Usage.coerce(self.usage) or Usage())
@@ -710,6 +762,9 @@ class Reply:
     usage: Usage | None = None
     error: str | None = None
     metadata: Mapping[str, Any] = field(default_factory=dict)
+    # an agent's whole conversation (every message, tool call and tool result), when the
+    # adapter ran one: logged with the row, and what a scorer sees for "used the tool"
+    transcript: Sequence[Mapping[str, Any]] | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "usage", Usage.coerce(self.usage))
@@ -784,6 +839,7 @@ class RunResult:
     repeat: int = 0  # which of ``--repeat N`` independent runs of the case, from 0
     cached: int = 0  # completions the response cache answered (no spend)
     saved: float = 0.0  # what those completions cost when first paid for
+    turns: int = 0  # the model calls the case made (an agent's loop makes several)
 
     @property
     def label(self) -> str:
@@ -920,6 +976,9 @@ class Provider:
     env_keys: Sequence[str] = ()
     efforts: Sequence[str] | None = None
     direct: bool = False
+    # takes a conversation: complete(model, messages=[...], tools=[...], tool_choice=..., json=...)
+    # as well as system/user, and answers with the assistant message and its tool calls
+    conversations: bool = False
     # Set by the run from flags and the config's defaults: (see README, "Timeouts and retries")
     timeout: float = _SETTING["timeout"].default  # seconds to wait for an answer; reasoning models think for minutes
     connect_timeout: float = _SETTING["connect_timeout"].default
@@ -952,12 +1011,12 @@ class Provider:
         """
         raise NotImplementedError(f"provider {self.name} does not implement complete()")
 
-    async def acomplete(self, model: Model, *, system: str | None = None, user: str, json: bool = True) -> Completion:
+    async def acomplete(self, model: Model, **request: Any) -> Completion:
         """``complete`` for async adapters. By default it runs on a worker thread, so the
         event loop never blocks; a provider with a native async client overrides it."""
         import asyncio
 
-        return await asyncio.to_thread(self.complete, model, system=system, user=user, json=json)
+        return await asyncio.to_thread(self.complete, model, **request)
 
     async def aclose(self) -> None:
         """Called on the run's event loop as an async experiment ends: close what it opened."""
@@ -1012,6 +1071,8 @@ class Model:
         self.hits = 0  # completions the cache answered
         self.saved = 0.0  # what those cost when they were first paid for
         self.stop = _Stop()  # the run's stop flag: a retry waits on it, and a stopped run waits no more
+        self.max_turns = _SETTING["max_turns"].default  # the most calls an agent's loop makes per case
+        self.transcript: list[dict[str, Any]] | None = None  # a conversation's messages, the answers included
         self._lock = threading.Lock()
 
     @property
@@ -1023,32 +1084,89 @@ class Model:
     def settings(self) -> dict[str, Any]:
         return {"effort": self.effort, "temperature": self.temperature, "max_tokens": self.max_tokens}
 
-    def complete(self, system: str | None = None, user: str = "", json: bool = True) -> Completion:
+    def complete(
+        self,
+        system: str | None = None,
+        user: str = "",
+        json: bool | None = None,
+        *,
+        messages: Sequence[Mapping[str, Any]] | None = None,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        tool_choice: Any = None,
+    ) -> Completion:
         """Ask the contender's model, with its settings, exactly what the adapter built.
 
-        The returned ``Completion`` holds the text and its ``usage`` (tokens, dollars), which
-        is also added to this model's usage for the case. A transport or provider failure
-        raises ``ProviderError``: let it propagate and the case is an error, not a 0. With
-        ``--cache``, an identical earlier request is answered from disk and costs nothing.
-        """
-        key, hit = self._cached(system, user, json)
-        if hit is not None:
-            return hit
-        return self._paid(key, self.provider.complete(self, system=system, user=user, json=json))
+        Either ``system`` and ``user`` text, or a conversation: ``messages`` in OpenAI's
+        chat shape (system, user, assistant and tool roles), with ``tools`` (JSON-schema
+        function definitions) and ``tool_choice``; the completion then carries the
+        assistant ``message`` and its ``tool_calls``. ``json`` asks for a JSON object
+        (default: yes for system/user, no for a conversation).
 
-    async def acomplete(self, system: str | None = None, user: str = "", json: bool = True) -> Completion:
+        The returned ``Completion`` holds the text and its ``usage`` (tokens, dollars), which
+        is also added to this model's usage for the case, over every turn. A transport or
+        provider failure raises ``ProviderError``: let it propagate and the case is an error,
+        not a 0. With ``--cache``, an identical earlier request is answered from disk and
+        costs nothing.
+        """
+        request = self._request(system, user, json, messages, tools, tool_choice)
+        key, hit = self._cached(request)
+        if hit is not None:
+            return self._turn(request, hit)
+        return self._turn(request, self._paid(key, self.provider.complete(self, **request)))
+
+    async def acomplete(
+        self,
+        system: str | None = None,
+        user: str = "",
+        json: bool | None = None,
+        *,
+        messages: Sequence[Mapping[str, Any]] | None = None,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        tool_choice: Any = None,
+    ) -> Completion:
         """``complete`` for async code: on the event loop when the provider has a native
         async client (OpenRouter does), else on a worker thread; the loop never blocks."""
-        key, hit = self._cached(system, user, json)
+        request = self._request(system, user, json, messages, tools, tool_choice)
+        key, hit = self._cached(request)
         if hit is not None:
-            return hit
-        return self._paid(key, await self.provider.acomplete(self, system=system, user=user, json=json))
+            return self._turn(request, hit)
+        return self._turn(request, self._paid(key, await self.provider.acomplete(self, **request)))
 
-    def _cached(self, system: str | None, user: str, json: bool) -> tuple[str, Completion | None]:
+    def _request(
+        self, system: Any, user: Any, json: bool | None, messages: Any, tools: Any, tool_choice: Any
+    ) -> dict[str, Any]:
+        """The provider's keyword arguments: the system/user form every provider takes, or
+        a conversation, which only a provider with ``conversations`` takes."""
+        if messages is None and tools is None and tool_choice is None:
+            return {"system": system, "user": user, "json": True if json is None else json}
+        if not self.provider.conversations:
+            raise ProviderError(
+                f"{self.id}: provider {self.provider.name} takes no messages= or tools= (only system/user text)"
+            )
+        if system is not None or user:
+            raise ProviderError(f"{self.id}: give messages= or system/user, not both")
+        if not isinstance(messages, list | tuple) or not messages or not all(isinstance(m, Mapping) for m in messages):
+            raise ProviderError(f"{self.id}: messages= must be a non-empty list of message objects")
+        request: dict[str, Any] = {"messages": [dict(m) for m in messages], "json": bool(json)}
+        if tools is not None:
+            request["tools"] = [dict(t) for t in tools]
+        if tool_choice is not None:
+            request["tool_choice"] = tool_choice
+        return request
+
+    def _turn(self, request: Mapping[str, Any], completion: Completion) -> Completion:
+        """Note a conversation's transcript so far: what was sent, and the answer."""
+        if "messages" in request:
+            answer = completion.message or {"role": "assistant", "content": completion.text}
+            with self._lock:
+                self.transcript = [*request["messages"], dict(answer)]
+        return completion
+
+    def _cached(self, request: Mapping[str, Any]) -> tuple[str, Completion | None]:
         """The cache key, and the cached completion when there is one (it costs nothing now)."""
         if self.cache is None:
             return "", None
-        key = self.cache.key(self, system, user, json)
+        key = self.cache.key(self, request)
         if (hit := self.cache.get(key)) is None:
             return key, None
         usage = Usage(hit.usage.input_tokens, hit.usage.output_tokens, 0.0)
@@ -1057,7 +1175,7 @@ class Model:
             self.saved += hit.usage.cost_usd
             self.calls += 1
             self.usage = self.usage + usage
-        return key, Completion(hit.text, usage, hit.raw)
+        return key, dataclasses.replace(hit, usage=usage)
 
     def _paid(self, key: str, completion: Any) -> Completion:
         if not isinstance(completion, Completion):
@@ -1080,6 +1198,10 @@ class Model:
 
 class Adapter:
     """Runs one case against a model and returns a ``Reply``. It never scores."""
+
+    # an agent's adapter (messages=, tools=): a contender whose provider cannot take a
+    # conversation is refused by name before anything is spent
+    uses_tools: ClassVar[bool] = False
 
     def prepare(self, dataset: str) -> None:
         """Once per dataset, before its experiments, outside the threads."""
@@ -1159,6 +1281,90 @@ class EchoAdapter(Adapter):
         except ValueError as e:
             return Reply(error=str(e), raw=completion.text, usage=completion.usage)
         return Reply(output=output, raw=completion.text, usage=completion.usage)
+
+
+@dataclass(frozen=True, slots=True)
+class ToolRun:
+    """What ``run_tools`` did: the whole ``transcript`` (every message, tool call and
+    tool result), the final ``answer`` (None when the loop hit ``max_turns`` first),
+    the model calls it made (``turns``), and the tools it called, in order."""
+
+    transcript: list[dict[str, Any]]
+    answer: str | None
+    turns: int
+    calls: list[ToolCall]
+
+    @property
+    def finished(self) -> bool:
+        """The model gave an answer within ``max_turns``."""
+        return self.answer is not None
+
+
+def run_tools(
+    model: Model,
+    messages: Sequence[Mapping[str, Any]],
+    tools: Mapping[str, Callable[..., Any]],
+    *,
+    definitions: Sequence[Mapping[str, Any]] | None = None,
+    max_turns: int | None = None,
+) -> ToolRun:
+    """The standard agent loop: call the model, run the tools it asks for, give it their
+    results, until it answers without a tool call or ``max_turns`` calls are made
+    (default: ``model.max_turns``, which ``--max-turns`` sets).
+
+    ``tools`` maps each name to a callable taking the model's arguments as keywords;
+    ``definitions`` are the JSON-schema function definitions sent to the model (default:
+    built from each callable's signature and docstring). A tool that raises, a tool the
+    model names that does not exist, or arguments that are not a JSON object give the
+    model an ``error: ...`` tool result (an agent's recoverable failure, in the
+    transcript), never an exception. A transport failure does raise: the case is an
+    error, with every turn's spend counted.
+    """
+    definitions = list(definitions) if definitions is not None else [_tool_definition(n, f) for n, f in tools.items()]
+    limit = model.max_turns if max_turns is None else max_turns
+    transcript = [dict(m) for m in messages]
+    calls: list[ToolCall] = []
+    for turn in range(1, limit + 1):
+        completion = model.complete(messages=transcript, tools=definitions)
+        transcript.append(dict(completion.message or {"role": "assistant", "content": completion.text}))
+        if not completion.tool_calls:
+            return ToolRun(transcript, completion.text, turn, calls)
+        for call in completion.tool_calls:
+            calls.append(call)
+            transcript.append({"role": "tool", "tool_call_id": call.id, "content": _run_tool(call, tools)})
+    return ToolRun(transcript, None, limit, calls)
+
+
+def _run_tool(call: ToolCall, tools: Mapping[str, Callable[..., Any]]) -> str:
+    """A tool's result as the model reads it: its text, or ``error: ...``."""
+    if call.error:
+        return f"error: {call.error}"
+    tool = tools.get(call.name)
+    if tool is None:
+        return f"error: no tool named {call.name!r}; the tools are {', '.join(tools)}"
+    try:
+        result = tool(**call.arguments)
+    except _SUITE_EXCEPTIONS as e:
+        _reraise_ctrl_c(e)
+        return f"error: {_describe(e)[0]}"
+    return result if isinstance(result, str) else _json_dumps(_jsonable(result, "tool result"))
+
+
+def _tool_definition(name: str, tool: Callable[..., Any]) -> dict[str, Any]:
+    """A function definition from a callable: its parameters typed from their annotations
+    (int and float: number, bool: boolean, else string), the ones without a default required."""
+    kinds = {"int": "number", "float": "number", "bool": "boolean", int: "number", float: "number", bool: "boolean"}
+    properties: dict[str, Any] = {}
+    required = []
+    for parameter in inspect.signature(tool).parameters.values():
+        if parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):
+            continue
+        properties[parameter.name] = {"type": kinds.get(parameter.annotation, "string")}
+        if parameter.default is parameter.empty:
+            required.append(parameter.name)
+    described = (inspect.getdoc(tool) or name).strip().splitlines()[0]
+    parameters = {"type": "object", "properties": properties, "required": required}
+    return {"type": "function", "function": {"name": name, "description": described, "parameters": parameters}}
 
 
 class Tracker:
@@ -1262,6 +1468,7 @@ class _Defaults:
     max_tokens: int | None = _SETTING["max_tokens"].default
     parallelism: int = _SETTING["parallelism"].default
     repeat: int = _SETTING["repeat"].default
+    max_turns: int = _SETTING["max_turns"].default
     case_timeout: float = _SETTING["case_timeout"].default
     transport: dict[str, float] = field(default_factory=dict)  # timeout, retries, ... as Provider names them
 
@@ -2246,8 +2453,14 @@ def _build_lineup(suite: _Suite, overrides: _Overrides, models: list[str]) -> _L
     for contender, provider in planned:
         unique.setdefault(contender, provider)
     lineup = _Lineup([], [])
+    tools = bool(getattr(suite.adapter, "uses_tools", False))
     for contender, provider in unique.items():
-        if provider.request_type not in config.request_types:
+        if tools and not provider.conversations:
+            lineup.refused.append(
+                f"{contender.model} refused: provider {provider.name} cannot take a conversation or call tools; "
+                f"this suite's adapter uses them (uses_tools = True)"
+            )
+        elif provider.request_type not in config.request_types:
             lineup.refused.append(
                 f"{contender.model} refused: needs {provider.request_type}; "
                 f"this suite produces {', '.join(config.request_types)}"
@@ -2890,20 +3103,22 @@ class OpenRouter(Provider):
     def base_url(self) -> str:
         return (os.environ.get(self.base_url_env) or self.default_base_url).rstrip("/")
 
-    def complete(self, model: Model, *, system: str | None = None, user: str, json: bool = True) -> Completion:
-        body = self._body(model, system, user, json)
+    conversations = True
+
+    def complete(self, model: Model, **request: Any) -> Completion:
+        body = self._body(model, **request)
         data, status = self._request(model.id, "POST", "/chat/completions", body, model)
         return self._completion(model, data, status)
 
-    async def acomplete(self, model: Model, *, system: str | None = None, user: str, json: bool = True) -> Completion:
+    async def acomplete(self, model: Model, **request: Any) -> Completion:
         """``complete`` on the running event loop: no thread per request in flight."""
         url, headers = self._endpoint("/chat/completions")
-        body = self._body(model, system, user, json)
-        request, limit = self._ahttp.request, self._limit
+        body = self._body(model, **request)
+        send, limit = self._ahttp.request, self._limit
 
         async def attempt() -> tuple[Any, int]:
             try:
-                status, fields, raw = await request(
+                status, fields, raw = await send(
                     "POST", url, body, headers, self.connect_timeout, self.timeout, limit, model.note_retry
                 )
             except (OSError, ValueError, _TooLarge) as e:
@@ -2918,10 +3133,25 @@ class OpenRouter(Provider):
 
         self._ahttp.close(asyncio.get_running_loop())
 
-    def _body(self, model: Model, system: str | None, user: str, json: bool) -> bytes:
-        messages = [{"role": "system", "content": system}] if system else []
-        messages.append({"role": "user", "content": user})
+    def _body(
+        self,
+        model: Model,
+        *,
+        system: str | None = None,
+        user: str = "",
+        json: bool = True,
+        messages: Sequence[Mapping[str, Any]] | None = None,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        tool_choice: Any = None,
+    ) -> bytes:
+        if messages is None:
+            messages = [{"role": "system", "content": system}] if system else []
+            messages.append({"role": "user", "content": user})
         body: dict[str, Any] = {"model": model.name, "messages": messages}
+        if tools is not None:
+            body["tools"] = tools
+        if tool_choice is not None:
+            body["tool_choice"] = tool_choice
         if model.temperature is not None:
             body["temperature"] = model.temperature
         if model.max_tokens is not None:
@@ -3018,10 +3248,15 @@ class OpenRouter(Provider):
             cost = self._cost(model.id, tokens_in, tokens_out)
         message: dict[str, Any] = choice["message"] if isinstance(choice.get("message"), dict) else {}
         text = message.get("content")
+        calls: list[Any] = message["tool_calls"] if isinstance(message.get("tool_calls"), list) else []
+        reason = choice.get("finish_reason")
         return Completion(
             text=text if isinstance(text, str) else "" if text is None else _json_dumps(text),
             usage=Usage(tokens_in, tokens_out, cost),
             raw=data,
+            message={"role": "assistant", **message} if message else None,
+            tool_calls=tuple(ToolCall.parse(call, i) for i, call in enumerate(calls)),
+            finish_reason=reason if isinstance(reason, str) else None,
         )
 
     def _cost(self, model_id: str, tokens_in: int, tokens_out: int) -> float:
@@ -3197,8 +3432,10 @@ class LiteLLM(Provider):
         found = self._litellm().validate_environment(model=self.model_name(model_id))
         return list(found.get("missing_keys") or [])
 
-    def complete(self, model: Model, *, system: str | None = None, user: str, json: bool = True) -> Completion:
-        litellm, kwargs = self._litellm(), self._arguments(model, system, user, json)
+    conversations = True
+
+    def complete(self, model: Model, **request: Any) -> Completion:
+        litellm, kwargs = self._litellm(), self._arguments(model, **request)
 
         def attempt() -> Any:
             try:
@@ -3208,9 +3445,9 @@ class LiteLLM(Provider):
 
         return self._completion(litellm, model, _retrying(self, f"litellm: {model.id}", model, attempt))
 
-    async def acomplete(self, model: Model, *, system: str | None = None, user: str, json: bool = True) -> Completion:
+    async def acomplete(self, model: Model, **request: Any) -> Completion:
         """``complete`` for async adapters, over LiteLLM's own async client."""
-        litellm, kwargs = self._litellm(), self._arguments(model, system, user, json)
+        litellm, kwargs = self._litellm(), self._arguments(model, **request)
 
         async def attempt() -> Any:
             try:
@@ -3220,9 +3457,20 @@ class LiteLLM(Provider):
 
         return self._completion(litellm, model, await _aretrying(self, f"litellm: {model.id}", model, attempt))
 
-    def _arguments(self, model: Model, system: str | None, user: str, json: bool) -> dict[str, Any]:
-        messages = [{"role": "system", "content": system}] if system else []
-        messages.append({"role": "user", "content": user})
+    def _arguments(
+        self,
+        model: Model,
+        *,
+        system: str | None = None,
+        user: str = "",
+        json: bool = True,
+        messages: Sequence[Mapping[str, Any]] | None = None,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        tool_choice: Any = None,
+    ) -> dict[str, Any]:
+        if messages is None:
+            messages = [{"role": "system", "content": system}] if system else []
+            messages.append({"role": "user", "content": user})
         # our own retries, and settings a vendor does not take dropped instead of fatal
         kwargs: dict[str, Any] = {"model": model.name, "messages": messages, "timeout": self.timeout}
         kwargs |= {"num_retries": 0, "drop_params": True}
@@ -3230,6 +3478,7 @@ class LiteLLM(Provider):
         kwargs |= {key: value for key, value in settings.items() if value is not None}
         if json:
             kwargs["response_format"] = {"type": "json_object"}
+        kwargs |= {key: value for key, value in (("tools", tools), ("tool_choice", tool_choice)) if value is not None}
         if os.environ.get("LITELLM_API_BASE"):
             kwargs["api_base"] = os.environ["LITELLM_API_BASE"]
         return kwargs
@@ -3258,9 +3507,22 @@ class LiteLLM(Provider):
         if cost is None:
             with self._lock:
                 self.unpriced.add(model.id)
-        text = response.choices[0].message.content or ""
         raw = response.model_dump() if hasattr(response, "model_dump") else response
-        return Completion(text=text, usage=Usage(tokens_in, tokens_out, float(cost or 0.0)), raw=raw)
+        choices = raw.get("choices") if isinstance(raw, dict) else None
+        choice: dict[str, Any] = (
+            choices[0] if isinstance(choices, list) and choices and isinstance(choices[0], dict) else {}
+        )
+        message: dict[str, Any] = choice["message"] if isinstance(choice.get("message"), dict) else {}
+        text = message.get("content") or ""
+        calls: list[Any] = message["tool_calls"] if isinstance(message.get("tool_calls"), list) else []
+        return Completion(
+            text=text if isinstance(text, str) else _json_dumps(text),
+            usage=Usage(tokens_in, tokens_out, float(cost or 0.0)),
+            raw=raw,
+            message={k: v for k, v in message.items() if v is not None} or None,
+            tool_calls=tuple(ToolCall.parse(call, i) for i, call in enumerate(calls)),
+            finish_reason=choice.get("finish_reason") if isinstance(choice.get("finish_reason"), str) else None,
+        )
 
 
 def _approx_tokens(text: str | None) -> int:
@@ -3282,30 +3544,77 @@ _FAKE_MODELS: dict[str, Callable[[str | None, str], str]] = {
 
 
 class FakeProvider(Provider):
-    """Serves ``fake/<name>`` with no network: echo, parrot, mute and broken.
+    """Serves ``fake/<name>`` with no network: echo, parrot, mute, broken and tooluser.
 
     ``echo`` answers the user text, ``parrot`` the first JSON object in it, ``mute``
-    nothing, and ``broken`` raises a transport error. Each completion costs $0.001.
+    nothing, and ``broken`` raises a transport error. In a conversation they answer the
+    last user message. ``tooluser`` is a scripted agent: offered tools, it calls the first
+    one with the first JSON object of the user's message as its arguments, then answers
+    with what the tool returned. Each completion costs $0.001.
     """
 
     name = "fake"
     prefix = "fake/"
     request_type_description = "a chat completion (fake models, no network)"
+    conversations = True
     COST_USD = 0.001
 
     def __init__(self, models: Mapping[str, Callable[[str | None, str], str]] | None = None) -> None:
-        self.models = {**_FAKE_MODELS, **(models or {})}
+        self.models = {**_FAKE_MODELS, "tooluser": _FAKE_MODELS["echo"], **(models or {})}
 
     def catalog(self) -> list[str]:
         return sorted(f"fake/{name}" for name in self.models)
 
-    def complete(self, model: Model, *, system: str | None = None, user: str, json: bool = True) -> Completion:
+    def complete(
+        self,
+        model: Model,
+        *,
+        system: str | None = None,
+        user: str = "",
+        json: bool = True,
+        messages: Sequence[Mapping[str, Any]] | None = None,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        tool_choice: Any = None,
+    ) -> Completion:
         answer = self.models.get(model.name)
         if answer is None:
             raise ProviderError(f"{model.id}: no such fake model; known: {', '.join(self.catalog())}")
-        text = answer(system, user)
-        usage = Usage(_approx_tokens(system) + _approx_tokens(user), _approx_tokens(text), self.COST_USD)
-        return Completion(text=text, usage=usage, raw={"model": model.id, "text": text})
+        if messages is None:
+            text = answer(system, user)
+            usage = Usage(_approx_tokens(system) + _approx_tokens(user), _approx_tokens(text), self.COST_USD)
+            return Completion(text=text, usage=usage, raw={"model": model.id, "text": text})
+        sent = " ".join(str(m.get("content") or "") for m in messages)
+        last = messages[-1]
+        users = [m for m in messages if m.get("role") == "user"]
+        system = next((str(m.get("content")) for m in messages if m.get("role") == "system"), None)
+        if model.name == "tooluser" and tools and last.get("role") == "tool":
+            text, calls = str(last.get("content") or ""), []  # answer with what the tool found
+        elif model.name == "tooluser" and tools:
+            function: Mapping[str, Any] = tools[0]["function"] if isinstance(tools[0].get("function"), Mapping) else {}
+            arguments = _first_json_object(str(users[-1].get("content") if users else ""))
+            turn = sum(m.get("role") == "assistant" for m in messages)
+            calls = [
+                {
+                    "id": f"call_{turn}",
+                    "type": "function",
+                    "function": {"name": str(function.get("name")), "arguments": _json_dumps(arguments or {})},
+                }
+            ]
+            text = ""
+        else:
+            text, calls = answer(system, str(users[-1].get("content") if users else "")), []
+        message: dict[str, Any] = {"role": "assistant", "content": text or None}
+        if calls:
+            message["tool_calls"] = calls
+        usage = Usage(_approx_tokens(sent), _approx_tokens(text) + 8 * len(calls), self.COST_USD)
+        return Completion(
+            text=text,
+            usage=usage,
+            raw={"model": model.id, "message": message},
+            message=message,
+            tool_calls=tuple(ToolCall.parse(call, i) for i, call in enumerate(calls)),
+            finish_reason="tool_calls" if calls else "stop",
+        )
 
 
 class FakeModel(Model):
@@ -3350,6 +3659,7 @@ class Experiment:
         self.cache: _Cache | None = None
         self.keep_raw = True  # --no-raw: its log keeps each reply's output but not its raw text
         self.stop = _Stop()  # the run's, once a session runs it
+        self.max_turns = _SETTING["max_turns"].default  # --max-turns: what an agent's loop may make
         self.order = 0  # its contender's place in the lineup: report and rescore keep compare's order
         self.duration = 0.0
         self.started_at = ""
@@ -3363,7 +3673,7 @@ class Experiment:
     def model(self) -> Model:
         c = self.contender
         model = Model(c.model, self.provider, effort=c.effort, temperature=c.temperature, max_tokens=c.max_tokens)
-        model.cache, model.stop = self.cache, self.stop
+        model.cache, model.stop, model.max_turns = self.cache, self.stop, self.max_turns
         return model
 
 
@@ -3408,7 +3718,7 @@ def _conclude(
     try:
         if failure is not None:
             raise failure
-        reply = _check_reply(suite.adapter, answer)
+        reply = _check_reply(suite.adapter, answer, model)
         score = _score(suite, case, reply, metric_names)
     except _SUITE_EXCEPTIONS as e:
         _reraise_ctrl_c(e)
@@ -3442,6 +3752,7 @@ def _result(
         model.repeat,
         model.hits,
         model.saved,
+        model.calls,
     )
 
 
@@ -3451,9 +3762,12 @@ def _stop_if_fatal(error: BaseException, stop: _Stop) -> None:
         stop.set(_redact(str(error)))
 
 
-def _check_reply(adapter: Any, answer: Any) -> Reply:
+def _check_reply(adapter: Any, answer: Any, model: Model | None = None) -> Reply:
     if not isinstance(answer, Reply):
         raise SuiteError(f"adapter {type(adapter).__name__}.call returned {type(answer).__name__}, not a Reply")
+    if answer.transcript is None and model is not None and model.transcript is not None:
+        # a conversation the adapter did not return: the last one sent, with its answer
+        return dataclasses.replace(answer, transcript=model.transcript)
     return answer
 
 
@@ -4198,6 +4512,8 @@ def _log_row(result: RunResult) -> dict[str, Any]:
         "retries": result.retries,
         "cached": result.cached,
         "saved_usd": result.saved,
+        "turns": result.turns,
+        **({"transcript": list(reply.transcript)} if reply is not None and reply.transcript is not None else {}),
         "duration": round(result.duration, 6),
         **({CLUSTER: cluster} if (cluster := case.metadata.get(CLUSTER)) is not None else {}),
     }
@@ -4876,7 +5192,13 @@ def _result_from_row(row: Mapping[str, Any], case: Case) -> RunResult:
     """A logged row back into a ``RunResult`` (the experiment is attached when it runs)."""
     reply = None
     if row.get("error") is None or row.get("output") is not None or row.get("reply_error"):
-        reply = Reply(output=row.get("output"), raw=row.get("raw"), error=row.get("reply_error"))
+        transcript = row.get("transcript")
+        reply = Reply(
+            output=row.get("output"),
+            raw=row.get("raw"),
+            error=row.get("reply_error"),
+            transcript=transcript if isinstance(transcript, list) else None,
+        )
     score = None
     if row.get("score") is not None:
         score = Score(row["score"], row.get("metrics") or {}, row.get("outcomes") or {}, row.get("diagnostics") or {})
@@ -4893,6 +5215,7 @@ def _result_from_row(row: Mapping[str, Any], case: Case) -> RunResult:
         int(row.get("repeat") or 0),
         int(row.get("cached") or 0),
         float(row.get("saved_usd") or 0.0),
+        int(row.get("turns") or 0),
     )
 
 
@@ -4964,6 +5287,8 @@ _ROW_TYPES: dict[str, tuple[type, ...]] = {
     "duration": (*_NUMBER, type(None)),
     "outcomes": (dict, type(None)),
     "diagnostics": (dict, type(None)),
+    "turns": (int, type(None)),
+    "transcript": (list, type(None)),
 }
 
 
@@ -5224,20 +5549,17 @@ class _Cache:
         return db
 
     @staticmethod
-    def key(model: Model, system: str | None, user: str, json_mode: bool) -> str:
+    def key(model: Model, request: Mapping[str, Any]) -> str:
+        """The request's identity: the contender, its settings and everything sent; a
+        conversation keys on its whole message list, tool definitions and tool choice."""
         import hashlib
 
-        parts = [
-            model.provider.name,
-            model.id,
-            model.effort,
-            model.temperature,
-            model.max_tokens,
-            system,
-            user,
-            json_mode,
-            model.repeat,
-        ]
+        head = [model.provider.name, model.id, model.effort, model.temperature, model.max_tokens]
+        if "messages" in request:
+            sent: list[Any] = ["conversation", request["messages"], request.get("tools"), request.get("tool_choice")]
+            parts = [*head, *sent, request["json"], model.repeat]
+        else:  # the system/user form keeps the keys of caches written before conversations
+            parts = [*head, request["system"], request["user"], request["json"], model.repeat]
         return hashlib.sha256(_json_dumps(parts).encode()).hexdigest()
 
     def get(self, key: str) -> Completion | None:
@@ -5245,11 +5567,29 @@ class _Cache:
         if row is None:
             return None
         try:
-            return Completion(str(row[0]), Usage.coerce(json.loads(row[1])) or Usage(), json.loads(row[2]))
+            raw = json.loads(row[2])
+            usage = Usage.coerce(json.loads(row[1])) or Usage()
+            if isinstance(raw, dict) and raw.get(self.TURN) == 1:  # a conversation's answer, tool calls and all
+                message = raw.get("message") if isinstance(raw.get("message"), dict) else None
+                calls = (message or {}).get("tool_calls") or []
+                return Completion(
+                    str(row[0]),
+                    usage,
+                    raw.get("raw"),
+                    message,
+                    tuple(ToolCall.parse(call, i) for i, call in enumerate(calls)),
+                    raw.get("finish_reason"),
+                )
+            return Completion(str(row[0]), usage, raw)
         except (ValueError, TypeError, AttributeError):
             return None  # an entry that no longer reads is no answer: the model is asked again
 
+    TURN = "agent_evals_turn"  # marks a stored conversation answer: its message and finish reason too
+
     def put(self, key: str, completion: Completion) -> None:
+        raw = completion.raw
+        if completion.message is not None:
+            raw = {self.TURN: 1, "raw": raw, "message": completion.message, "finish_reason": completion.finish_reason}
         with self._db() as db:
             db.execute(
                 "INSERT OR REPLACE INTO completions VALUES (?, ?, ?, ?, ?, ?)",
@@ -5258,7 +5598,7 @@ class _Cache:
                     "",
                     _redact(str(completion.text)),
                     _json_dumps(completion.usage.to_json()),
-                    _redact_json(_json_dumps(completion.raw), completion.raw),
+                    _redact_json(_json_dumps(raw), raw),
                     time.time(),
                 ),
             )
@@ -5701,8 +6041,11 @@ def _clip(text: str, width: int = 70) -> str:
 def _render_breakdown(experiment: Experiment, metrics: Sequence[Metric], style: str) -> str:
     """``run``'s per-case table for one experiment."""
     c = experiment.contender
-    headers = ["case", "score", *(m.name for m in metrics), "time", "cost", "note"]
-    right = [False, True, *(True for _ in metrics), True, True, False]
+    # an agent's cases: how many model calls each made (of --max-turns) and the tools it called
+    agents = any(r.turns > 1 or (r.reply and r.reply.transcript is not None) for r in experiment.results)
+    headers = ["case", "score", *(m.name for m in metrics), *(["turns", "tools"] if agents else []), "time", "cost"]
+    headers.append("note")
+    right = [False, True, *(True for _ in metrics), *([True, False] if agents else []), True, True, False]
     rows = []
     for r in experiment.results:
         if r.error:
@@ -5718,6 +6061,7 @@ def _render_breakdown(experiment: Experiment, metrics: Sequence[Metric], style: 
                 r.label,
                 "-" if r.score is None else _fmt_pct(r.score.value),
                 *("-" if r.score is None else _fmt_pct(r.score.metrics.get(m.name)) for m in metrics),
+                *([str(r.turns), _clip(", ".join(_tools_called(r.reply)) or "-", 30)] if agents else []),
                 _fmt_time(r.duration),
                 _fmt_cost(r.usage.cost_usd),
                 _clip(note),
@@ -5725,6 +6069,16 @@ def _render_breakdown(experiment: Experiment, metrics: Sequence[Metric], style: 
         )
     title = f"{experiment.dataset} · {c.label}"
     return f"{title}\n{_table(headers, rows, right, style)}"
+
+
+def _tools_called(reply: Reply | None) -> list[str]:
+    """The tool names an agent's transcript calls, in order."""
+    names = []
+    for message in (reply.transcript if reply is not None else None) or ():
+        for call in (message.get("tool_calls") if isinstance(message, Mapping) else None) or ():
+            function = call.get("function") if isinstance(call, Mapping) else None
+            names.append(str(function.get("name")) if isinstance(function, Mapping) else "?")
+    return names
 
 
 def _render_cases(cases: Sequence[Case], scorer: Any, style: str) -> str:
@@ -6288,6 +6642,27 @@ def _render_html(
     return "\n".join(out)
 
 
+def _html_transcript(transcript: Sequence[Mapping[str, Any]] | None) -> str:
+    """An agent's conversation, turn by turn, folded under the output: each message's
+    role and text, each tool call with its arguments, each tool result."""
+    if not transcript:
+        return ""
+    items = []
+    for message in transcript:
+        if not isinstance(message, Mapping):
+            continue
+        role = str(message.get("role") or "?")
+        parts = [] if message.get("content") in (None, "") else [str(message.get("content"))]
+        for call in message.get("tool_calls") or ():
+            function = call.get("function") if isinstance(call, Mapping) else None
+            if isinstance(function, Mapping):
+                parts.append(f"→ {function.get('name')}({function.get('arguments')})")
+        label = f"{role} ({message.get('tool_call_id')})" if role == "tool" else role
+        items.append(f"<li><b>{_h(label)}</b><pre>{_h(chr(10).join(parts))}</pre></li>")
+    turns = sum(isinstance(m, Mapping) and m.get("role") == "assistant" for m in transcript)
+    return f"<details><summary>transcript: {turns} turns</summary><ol>{''.join(items)}</ol></details>"
+
+
 def _html_cases(experiment: Experiment, metrics: Sequence[Metric]) -> str:
     head = "".join(
         f"<th scope=col>{_h(h)}</th>"
@@ -6317,10 +6692,13 @@ def _html_cases(experiment: Experiment, metrics: Sequence[Metric]) -> str:
         else:
             note = f"<pre>{_h(dict(r.score.diagnostics) if r.score else {})}</pre>"
         usage = f"{r.usage.input_tokens} in · {r.usage.output_tokens} out · {_fmt_cost(r.usage.cost_usd)}"
+        if r.turns > 1:
+            usage += f" · {r.turns} turns"
+        transcript = _html_transcript(r.reply.transcript if r.reply is not None else None)
         rows.append(
             f'<tr class="case {kind}"><td>{_h(r.label)}</td><td class=n>{_h(score)}</td>{metric_cells}'
             f"<td><pre>{_h(r.case.input)}</pre></td><td><pre>{_h(r.case.expected)}</pre></td>"
-            f"<td><pre>{_h(output)}</pre></td><td>{note}</td><td>{_h(usage)}</td></tr>"
+            f"<td><pre>{_h(output)}</pre>{transcript}</td><td>{note}</td><td>{_h(usage)}</td></tr>"
         )
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
 
@@ -6982,8 +7360,10 @@ def _plan_run(args: argparse.Namespace) -> _Plan:
         for contender, provider in lineup.contenders
     ]
     contenders = [c for c, _ in lineup.contenders]
+    max_turns = args.max_turns or suite.config.defaults.max_turns
     for experiment in experiments:
         experiment.order = contenders.index(experiment.contender)
+        experiment.max_turns = max_turns
     if args.shard:
         experiments = _shard(experiments, args.shard)
     gates = _Gates.parse(args, suite.metrics)

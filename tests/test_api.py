@@ -34,14 +34,17 @@ def test_public_signatures_are_pinned() -> None:
     assert str(inspect.signature(ae.main)) == "(argv: 'Sequence[str] | None' = None) -> 'int'"
     assert list(inspect.signature(ae.Adapter.call).parameters) == ["self", "case", "model"]
     assert list(inspect.signature(ae.Scorer.call).parameters) == ["self", "case", "reply", "context"]
-    assert list(inspect.signature(ae.Model.complete).parameters) == ["self", "system", "user", "json"]
+    # the system/user form stays positional as it was; a conversation is keyword-only
+    complete = inspect.signature(ae.Model.complete).parameters
+    assert list(complete) == ["self", "system", "user", "json", "messages", "tools", "tool_choice"]
+    assert all(complete[name].kind is inspect.Parameter.KEYWORD_ONLY for name in ("messages", "tools", "tool_choice"))
     fields = {
         cls.__name__: [f.name for f in dataclasses.fields(cls)]
         for cls in (ae.Case, ae.Reply, ae.Metric, ae.Score, ae.Contender)
     }
     assert fields == {
         "Case": ["id", "dataset", "variant", "input", "expected", "path", "metadata"],
-        "Reply": ["output", "raw", "usage", "error", "metadata"],
+        "Reply": ["output", "raw", "usage", "error", "metadata", "transcript"],
         "Metric": ["name", "description", "aggregate", "primary"],
         "Score": ["value", "metrics", "outcomes", "diagnostics"],
         "Contender": ["model", "effort", "temperature", "max_tokens", "provider"],
