@@ -100,17 +100,7 @@ def test_run_tools_gives_a_tool_failure_back_to_the_model() -> None:
         typesafe.complete(messages=[{"role": "user", "content": "x"}])
 
 
-AGENT_HELPER = """
-import agent_evals as ae
-
-class Agent(ae.Adapter):
-    uses_tools = True
-
-    def call(self, case, model):
-        tools = {"step": lambda n: f"step {n} done"}
-        run = ae.run_tools(model, [{"role": "user", "content": case.input}], tools, max_turns=5)
-        return ae.Reply(output={"answer": run.answer, "turns": run.turns}, transcript=run.transcript)
-
+SCORER = """
 class Scorer(ae.Scorer):
     def metrics(self):
         return [ae.Metric("answered", "1 when the agent answered.", primary=True)]
@@ -121,6 +111,42 @@ class Scorer(ae.Scorer):
 
 ae.configure(adapter=Agent(), scorer=Scorer())
 """
+AGENT_HELPER = (
+    """
+import agent_evals as ae
+
+class Agent(ae.Adapter):
+    uses_tools = True
+
+    def call(self, case, model):
+        tools = {"step": lambda n: f"step {n} done"}
+        run = ae.run_tools(model, [{"role": "user", "content": case.input}], tools, max_turns=5)
+        return ae.Reply(output={"answer": run.answer, "turns": run.turns}, transcript=run.transcript)
+"""
+    + SCORER
+)
+ASYNC_AGENT = (
+    """
+import agent_evals as ae
+
+TOOLS = [{"type": "function", "function": {"name": "step", "parameters": {"type": "object"}}}]
+
+class Agent(ae.Adapter):
+    uses_tools = True
+
+    async def call(self, case, model):  # its own loop, on the event loop: acomplete
+        messages = [{"role": "user", "content": case.input}]
+        for _ in range(model.max_turns):
+            completion = await model.acomplete(messages=messages, tools=TOOLS)
+            messages.append(dict(completion.message))
+            if not completion.tool_calls:
+                return ae.Reply(output={"answer": completion.text}, transcript=messages)
+            for call in completion.tool_calls:
+                messages.append({"role": "tool", "tool_call_id": call.id, "content": f"step {call.arguments['n']} done"})
+        return ae.Reply(output={"answer": None}, transcript=messages)
+"""
+    + SCORER
+)
 LINEUP = "request_types: [prompt]\ndefaults:\n  retries: 0\nvendors:\n  openai:\n    - model: gpt-4o-mini\n"
 
 
@@ -137,8 +163,9 @@ def final_turn() -> Answer:
     return Answer(body={"choices": [{"finish_reason": "stop", "message": message}], "usage": usage})
 
 
+@pytest.mark.parametrize("helper", [AGENT_HELPER, ASYNC_AGENT], ids=["run_tools", "async"])
 @pytest.mark.parametrize("fail_at", [None, 3])
-def test_tool_calls_over_real_http_and_a_failure_on_turn_3_of_5(make_suite, cli, monkeypatch, fail_at) -> None:
+def test_tool_calls_over_real_http_and_a_failure_on_turn_3_of_5(make_suite, cli, monkeypatch, fail_at, helper) -> None:
     def respond(request):
         turn = sum(m["role"] == "assistant" for m in request.body["messages"]) + 1
         if turn == fail_at:
@@ -148,7 +175,7 @@ def test_tool_calls_over_real_http_and_a_failure_on_turn_3_of_5(make_suite, cli,
     with OpenAICompatible(respond) as server:
         monkeypatch.setenv("OPENROUTER_BASE_URL", server.url + "/api/v1")
         monkeypatch.setenv("OPENROUTER_API_KEY", "sk-or-test-agents")
-        project = make_suite(helper=AGENT_HELPER, config=LINEUP, cases=case_files("ds", "a/001", {"v": 1}))
+        project = make_suite(helper=helper, config=LINEUP, cases=case_files("ds", "a/001", {"v": 1}))
         code, out, err = cli("compare", "--local", cwd=project)
         chats = [r.body for r in server.requests if r.method == "POST"]
     assert code == 0, err

@@ -10,7 +10,7 @@ import pytest
 from servers import Answer, OpenAICompatible, chat_answer
 
 import agent_evals as ae
-from conftest import HELPER, ROOT, needs, read_logs
+from conftest import HELPER, ROOT, case_files, needs, read_logs
 
 CUSTOM = """
 import agent_evals as ae
@@ -378,3 +378,46 @@ def test_models_lists_the_catalog_with_prices_and_context(make_suite, cli, monke
     assert code == 0 and "openai/gpt-4o-mini" in out and "gpt-4.1" not in out and fetched == 1
     code, _, err = cli("models", "--provider", "openruter")
     assert code == 2 and 'did you mean "openrouter"' in err
+
+
+LITELLM_AGENT = """
+import agent_evals as ae
+
+class Agent(ae.Adapter):
+    uses_tools = True
+
+    def call(self, case, model):
+        run = ae.run_tools(model, [{"role": "user", "content": case.input}], {"lookup": lambda key: "found it"})
+        return ae.Reply(output=run.answer, transcript=run.transcript)
+
+class S(ae.Scorer):
+    def call(self, case, reply, context):
+        right = float(reply.output == "found it")
+        return ae.Score(value=right, metrics={"score": right})
+
+ae.configure(adapter=Agent(), scorer=S())
+"""
+
+
+@needs_litellm
+def test_litellm_passes_tools_through_and_reads_the_tool_calls(routed, make_suite, cli) -> None:
+    def respond(request):
+        messages = request.body["messages"]
+        if messages[-1]["role"] == "tool":
+            return chat_answer(messages[-1]["content"])
+        call = {"id": "call_1", "type": "function", "function": {"name": "lookup", "arguments": '{"key": "k"}'}}
+        message = {"role": "assistant", "content": None, "tool_calls": [call]}
+        usage = {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
+        body = {"id": "x", "object": "chat.completion", "model": "gpt-4o-mini", "created": 1, "usage": usage}
+        return Answer(body={**body, "choices": [{"index": 0, "finish_reason": "tool_calls", "message": message}]})
+
+    routed.respond = respond
+    config = "request_types: [prompt]\ndefaults:\n  retry_backoff: 0.01\ndirect:\n  litellm:\n    - model: openai/gpt-4o-mini\n"
+    project = make_suite(helper=LITELLM_AGENT, config=config, cases=case_files("ds", "a/001", {"v": 1}))
+    code, _out, err = cli("compare", "--local", cwd=project)
+    assert code == 0, err
+    chats = [r.body for r in routed.requests if r.method == "POST"]
+    assert chats[0]["tools"][0]["function"]["name"] == "lookup"
+    assert chats[1]["messages"][-1] == {"role": "tool", "tool_call_id": "call_1", "content": "found it"}
+    (row,) = read_logs(project)[0]["rows"]
+    assert row["score"] == 1.0 and row["turns"] == 2, row
