@@ -1529,7 +1529,7 @@ def _find_suite(helper: str | None, config: str | None) -> tuple[Path | None, Pa
             )
         path = path.resolve()
         evals = path.parent
-        if path.suffix in (".yml", ".yaml", ".json"):
+        if path.suffix.lower() in (".yml", ".yaml", ".json"):
             helper_path = evals / HELPER_NAME
             return (helper_path if helper_path.is_file() else None), Path(config or path), evals
         return path, Path(config) if config else _config_in(evals) or evals / CONFIG_NAME, evals
@@ -1600,7 +1600,7 @@ def _read_config_file(path: Path) -> dict[str, Any]:
             f"{where}: not found; the config file names the request types and the lineup "
             f"(request_types: [prompt], vendors: ...)"
         )
-    data = _read_json_config(path, where) if path.suffix == ".json" else _read_yaml_config(path, where)
+    data = _read_json_config(path, where) if path.suffix.lower() == ".json" else _read_yaml_config(path, where)
     if data is None:
         data = {}
     if not isinstance(data, dict):
