@@ -3068,6 +3068,13 @@ class _AsyncClient:
 # ═══════════════════════════════════════════════════════════════════════════════
 
 
+def _chat_messages(system: str | None, user: str, messages: Sequence[Mapping[str, Any]] | None) -> list[Any]:
+    """The chat messages a request sends: the conversation as given, or system and user text."""
+    if messages is not None:
+        return list(messages)
+    return [*([{"role": "system", "content": system}] if system else []), {"role": "user", "content": user}]
+
+
 class OpenRouter(Provider):
     """The default provider: every ``vendors:`` id, over OpenRouter's chat completions API.
 
@@ -3144,10 +3151,7 @@ class OpenRouter(Provider):
         tools: Sequence[Mapping[str, Any]] | None = None,
         tool_choice: Any = None,
     ) -> bytes:
-        if messages is None:
-            messages = [{"role": "system", "content": system}] if system else []
-            messages.append({"role": "user", "content": user})
-        body: dict[str, Any] = {"model": model.name, "messages": messages}
+        body: dict[str, Any] = {"model": model.name, "messages": _chat_messages(system, user, messages)}
         if tools is not None:
             body["tools"] = tools
         if tool_choice is not None:
@@ -3468,10 +3472,8 @@ class LiteLLM(Provider):
         tools: Sequence[Mapping[str, Any]] | None = None,
         tool_choice: Any = None,
     ) -> dict[str, Any]:
-        if messages is None:
-            messages = [{"role": "system", "content": system}] if system else []
-            messages.append({"role": "user", "content": user})
         # our own retries, and settings a vendor does not take dropped instead of fatal
+        messages = _chat_messages(system, user, messages)
         kwargs: dict[str, Any] = {"model": model.name, "messages": messages, "timeout": self.timeout}
         kwargs |= {"num_retries": 0, "drop_params": True}
         settings = {"temperature": model.temperature, "max_tokens": model.max_tokens, "reasoning_effort": model.effort}
