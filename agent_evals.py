@@ -7850,7 +7850,11 @@ def _cmd_runs(args: argparse.Namespace) -> int:
     if not folder.is_dir():
         raise ConfigError(f"runs: no such folder {_display(folder)}; run agent-evals compare first, or name the folder")
     by_stamp: dict[str, list[Path]] = {}
-    for path in sorted(folder.iterdir()):
+    try:
+        listing = sorted(folder.iterdir())
+    except OSError as e:
+        raise ConfigError(f"runs: {_display(folder)} cannot be read ({e.strerror or e})") from None
+    for path in listing:
         if match := _STAMP.search(path.name):
             by_stamp.setdefault(match[1], []).append(path)
     rows = [_run_line(stamp, files) for stamp, files in sorted(by_stamp.items(), reverse=True)]

@@ -399,3 +399,16 @@ def test_runs_lists_every_run_newest_first_with_what_it_holds(make_suite, cli, t
     assert "unreadable: broken.20000101-000000-000.json" in lines[3]
     code, _, err = cli("runs", str(tmp_path / "nowhere"))
     assert code == 2 and "runs: no such folder" in err
+
+
+def test_runs_names_a_folder_it_cannot_read(make_suite, cli, tmp_path, monkeypatch) -> None:
+    # a folder it may not list (as root every folder lists: the refusal is stood in for)
+    folder = tmp_path / "locked"
+    folder.mkdir()
+
+    def refuse(self):
+        raise PermissionError(13, "Permission denied", str(self))
+
+    monkeypatch.setattr(Path, "iterdir", refuse)
+    code, _, err = cli("runs", str(folder), cwd=tmp_path)
+    assert code == 2 and err.strip() == "error: runs: locked cannot be read (Permission denied)"
