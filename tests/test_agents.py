@@ -192,3 +192,23 @@ def test_tool_calls_over_real_http_and_a_failure_on_turn_3_of_5(make_suite, cli,
         assert row["score"] is None and row["turns"] == 2
         assert row["usage"] == {"input_tokens": 20, "output_tokens": 10, "cost_usd": pytest.approx(0.002)}
         assert "│      1 │" in out  # the errors column
+
+
+def test_the_html_report_folds_each_agent_transcript_turn_by_turn(agent: Path, tmp_path: Path) -> None:
+    page = tmp_path / "agent.html"
+    done = run_agent_evals("compare", "--local", "--html", str(page), cwd=agent)
+    assert done.returncode == 0, done.stderr
+    html = page.read_text()
+    assert html.count("<summary>transcript: 2 turns</summary>") == 4  # fake/tooluser: call, then answer
+    assert html.count("<summary>transcript: 1 turns</summary>") == 4  # fake/echo never calls the tool
+    assert "→ multiply({&quot;a&quot;: 17, &quot;b&quot;: 23})" in html and "<b>tool (call_0)</b>" in html
+
+
+def test_a_conversation_that_is_no_list_of_messages_is_refused_by_name() -> None:
+    model = ae.FakeModel("tooluser")
+    with pytest.raises(ae.ProviderError, match="messages= must be a non-empty list of message objects"):
+        model.complete(messages=[])
+    with pytest.raises(ae.ProviderError, match="messages= must be a non-empty list"):
+        model.complete(messages=["hi"])
+    completion = model.complete(messages=[{"role": "user", "content": "hi"}], tool_choice="none")
+    assert completion.text == "hi" and completion.finish_reason == "stop" and model.calls == 1

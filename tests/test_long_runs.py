@@ -412,3 +412,20 @@ def test_runs_names_a_folder_it_cannot_read(make_suite, cli, tmp_path, monkeypat
     monkeypatch.setattr(Path, "iterdir", refuse)
     code, _, err = cli("runs", str(folder), cwd=tmp_path)
     assert code == 2 and err.strip() == "error: runs: locked cannot be read (Permission denied)"
+
+
+def test_runs_outside_a_suite_reads_log_here_and_says_when_there_is_none(cli, tmp_path) -> None:
+    folder = tmp_path / "log" / "agent-evals"
+    folder.mkdir(parents=True)
+    code, out, err = cli("runs", cwd=tmp_path)
+    assert code == 0 and out == "" and err.strip() == "no runs in log/agent-evals"
+    # a log of another shape, and a run with a readable log beside an unreadable one
+    (folder / "x.20250101-000000-000.json").write_text("[1, 2]")
+    header = {"suite": "s", "command": "compare", "summary": {"cases": 2, "errors": 1}, "not_run": ["a/002"]}
+    (folder / "ok.20260101-000000-000.json").write_text(json.dumps(header))
+    (folder / "bad.20260101-000000-000.json").write_text("{")
+    code, out, err = cli("runs")
+    assert code == 0, err
+    lines = [line for line in out.splitlines() if line.startswith("│ 2")]
+    assert "partial: 1 not run; unreadable: bad.20260101-000000-000.json" in lines[0]
+    assert "unreadable: x.20250101-000000-000.json (not an agent-evals log)" in lines[1]

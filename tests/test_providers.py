@@ -421,3 +421,19 @@ def test_litellm_passes_tools_through_and_reads_the_tool_calls(routed, make_suit
     assert chats[1]["messages"][-1] == {"role": "tool", "tool_call_id": "call_1", "content": "found it"}
     (row,) = read_logs(project)[0]["rows"]
     assert row["score"] == 1.0 and row["turns"] == 2, row
+
+
+def test_models_outside_a_suite_uses_the_built_in_providers_and_names_a_failing_catalog(
+    make_suite, cli, tmp_path, monkeypatch
+) -> None:
+    code, out, err = cli("models", "--provider", "typesafe", cwd=tmp_path)  # no suite here
+    assert code == 0 and "│ typesafe/jev-latest │ typesafe │" in out, err
+    helper = CUSTOM.replace(
+        '    def catalog(self):\n        return ["acme/m1", "acme/m2"]',
+        "    def catalog(self):\n        raise OSError('catalog offline')",
+        1,
+    )
+    project = make_suite(helper=helper, config="request_types: [prompt]\nvendors:\n  acme:\n    - model: m1\n")
+    code, out, err = cli("models", "--provider", "upper", cwd=project)  # the first catalog replaced: Upper's
+    assert code == 0 and out == ""
+    assert "note: upper: its catalog failed: OSError: catalog offline" in err and "no models" in err
