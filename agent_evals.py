@@ -3767,6 +3767,14 @@ def _stop_if_fatal(error: BaseException, stop: _Stop) -> None:
 def _check_reply(adapter: Any, answer: Any, model: Model | None = None) -> Reply:
     if not isinstance(answer, Reply):
         raise SuiteError(f"adapter {type(adapter).__name__}.call returned {type(answer).__name__}, not a Reply")
+    transcript = answer.transcript
+    if transcript is not None and (
+        not isinstance(transcript, list | tuple) or not all(isinstance(m, Mapping) for m in transcript)
+    ):
+        raise SuiteError(
+            f"adapter {type(adapter).__name__}.call returned a Reply whose transcript is "
+            f"{type(transcript).__name__}, not a list of messages (dicts with a role)"
+        )
     if answer.transcript is None and model is not None and model.transcript is not None:
         # a conversation the adapter did not return: the last one sent, with its answer
         return dataclasses.replace(answer, transcript=model.transcript)

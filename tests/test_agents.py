@@ -109,7 +109,7 @@ class Scorer(ae.Scorer):
         answered = float(reply.output["answer"] == "done")
         return ae.Score(value=answered, metrics={"answered": answered})
 
-ae.configure(adapter=Agent(), scorer=Scorer())
+ae.configure(adapter=Agent(), scorer=Scorer(), providers=[ae.FakeProvider()])
 """
 AGENT_HELPER = (
     """
@@ -212,3 +212,16 @@ def test_a_conversation_that_is_no_list_of_messages_is_refused_by_name() -> None
         model.complete(messages=["hi"])
     completion = model.complete(messages=[{"role": "user", "content": "hi"}], tool_choice="none")
     assert completion.text == "hi" and completion.finish_reason == "stop" and model.calls == 1
+
+
+def test_a_transcript_that_is_no_list_of_messages_is_that_cases_error(make_suite, cli) -> None:
+    helper = AGENT_HELPER.replace("transcript=run.transcript", "transcript='all of it'")
+    project = make_suite(helper=helper, config="request_types: [prompt]\nvendors:\n  fake:\n    - model: tooluser\n")
+    code, _, err = cli("compare", "--local", cwd=project)
+    assert code == 0, err
+    rows = read_logs(project)[0]["rows"]
+    assert all(
+        row["error"] == "SuiteError: adapter Agent.call returned a Reply whose transcript is str, "
+        "not a list of messages (dicts with a role)"
+        for row in rows
+    )
