@@ -1911,8 +1911,16 @@ def _forget_modules(*, under: Path | None = None, named: str | None = None) -> N
                 if entry.suffix == ".py" or (entry / "__init__.py").is_file():
                     names.add(entry.stem if entry.suffix == ".py" else entry.name)
         names -= set(sys.stdlib_module_names)
+    # the interpreter's own and installed modules are never imported twice, wherever the
+    # project is (a suite in the home folder holds a pyenv, a virtualenv sits in the project)
+    import sysconfig
+
+    homes = {sys.prefix, sys.base_prefix, sys.exec_prefix, *sysconfig.get_paths().values()}
+    interpreter = [Path(home).resolve() for home in homes if home]
     for name, module in list(sys.modules.items()):
         if name == "__main__" or getattr(module, "__dict__", None) is globals():
+            continue
+        if name.partition(".")[0] in sys.stdlib_module_names:
             continue
         if any(name == n or name.startswith(f"{n}.") for n in names):
             del sys.modules[name]
@@ -1921,9 +1929,8 @@ def _forget_modules(*, under: Path | None = None, named: str | None = None) -> N
                 path = Path(file).resolve()
             except (OSError, ValueError):
                 continue
-            # a virtualenv inside the project holds installed packages: never imported twice
             installed = not path.parts or {"site-packages", "dist-packages"} & set(path.parts)
-            if path.is_relative_to(under) and not installed:
+            if path.is_relative_to(under) and not installed and not any(path.is_relative_to(h) for h in interpreter):
                 del sys.modules[name]
 
 

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import shutil
 import sys
+from pathlib import Path
 
 import pytest
 
+import agent_evals as ae
 from conftest import CONFIG, ROOT, write
 
 PLUGIN = """
@@ -259,3 +261,15 @@ def test_the_helper_variable_is_named_and_a_folder_is_a_suite(make_suite, cli, m
         assert code == 0 and "│ ds      │ a/001 │" in out, err
     code, _, err = cli("cases", "--helper", str(tmp_path / "project" / "evals" / "datasets"))
     assert code == 2 and "a folder with neither eval_helper.py nor .agent-eval.config.yml" in err
+
+
+def test_reloading_a_suite_never_forgets_the_interpreters_own_modules(monkeypatch) -> None:
+    # a project folder that holds the interpreter itself (a suite in a home folder with pyenv)
+    import json as json_module
+    import sysconfig
+
+    stdlib = Path(sysconfig.get_paths()["stdlib"])
+    kept = dict(sys.modules)
+    monkeypatch.setattr(sys, "modules", kept)
+    ae._forget_modules(under=stdlib.parent.parent)
+    assert kept["json"] is json_module and "threading" in kept and "agent_evals" in kept
