@@ -7168,7 +7168,7 @@ def _complete(words: Sequence[str]) -> int:
     kind = words[0] if words else ""
     names: list[str] = []
     try:
-        suite = _load_suite(None, None)
+        suite = _quietly_load_suite()
         if kind == "trackers":
             names = ["none", *(name for name in suite.trackers if name != "local")]
         elif kind == "models":
@@ -7190,10 +7190,19 @@ def _complete(words: Sequence[str]) -> int:
 def _suite_providers() -> list[Provider] | None:
     """The providers of the suite found from here (for ``--help``); None when none loads."""
     try:
-        return _load_suite(None, None).providers
+        return _quietly_load_suite().providers
     except _SUITE_EXCEPTIONS as e:
         _reraise_ctrl_c(e)
         return None
+
+
+def _quietly_load_suite() -> _Suite:
+    """The suite found from here, for --help and completion: what its code prints while
+    it loads would land in the help text or among the names the shell offers."""
+    import io
+
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        return _load_suite(None, None)
 
 
 def _traceback_if_debug(args: argparse.Namespace | None) -> None:
