@@ -4068,6 +4068,8 @@ class _ExperimentRun:
     def watch(self, now: float) -> None:
         """Give up on every case in flight past the case timeout: it becomes an error row
         with what it spent so far, and a new thread takes the place of the one it held."""
+        with self.run.lock:
+            self._settle()  # a run stopped meanwhile no longer waits on a case a stuck loop holds
         limit = self.run.case_timeout
         if not limit or self.closed:
             return
@@ -4111,8 +4113,10 @@ class _ExperimentRun:
     def _settle(self) -> None:
         """Hand the experiment to the main thread once no thread takes its cases and none is
         in flight: a case still held by a stuck thread or loop ends first, as its answer or
-        as its timeout (the caller holds the lock)."""
-        if self.active == 0 and not self.inflight and not self.closed and not self.queued:
+        as its timeout, unless the run was stopped (then it is written as abandoned, which
+        --resume asks again). The caller holds the lock."""
+        held = self.inflight and not self.run.stop.event.is_set()
+        if self.active == 0 and not held and not self.closed and not self.queued:
             self.queued = True
             self.run.finished.put(self)
 
@@ -4130,7 +4134,7 @@ class _ExperimentRun:
         now = time.monotonic()
         abandoned = []
         for i, (began, model, _, place) in list(self.inflight.items()):
-            error = f"{_ABANDONED}: still in flight after {now - began:.1f} s when the run was interrupted"
+            error = f"{_ABANDONED}: still in flight after {now - began:.1f} s when the run stopped"
             abandoned.append((i, _log_line(_result(experiment, self._case(place), model, now - began, error=error))))
         with run.lock:
             if self.closed:
