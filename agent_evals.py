@@ -7907,6 +7907,15 @@ def _run_line(stamp: str, files: Sequence[Path]) -> list[str]:
             data = json.loads(path.read_bytes())
             if not isinstance(data, dict) or not isinstance(data.get("summary"), dict):
                 raise ValueError("not an agent-evals log")
+            _check_record({**data, "rows": []})  # the header's fields, of the shapes a log has
+            summary = data["summary"]
+            for key, kinds in (("means", (dict, type(None))), ("usage", (dict, type(None))), ("cases", (int,))):
+                if not isinstance(summary.get(key), kinds) or isinstance(summary.get(key), bool):
+                    raise ValueError(f"summary.{key} is {_shown(summary.get(key))}")
+            if not isinstance(summary.get("errors", 0), int) or not isinstance(data.get("not_run") or [], list):
+                raise ValueError("summary.errors or not_run is of the wrong shape")
+            if not isinstance((summary.get("usage") or {}).get("cost_usd", 0), int | float):
+                raise ValueError("summary.usage.cost_usd is not a number")
             headers.append(data)
         except (OSError, ValueError, RecursionError) as e:
             unreadable.append(f"{path.name} ({str(e)[:60]})")

@@ -421,7 +421,14 @@ def test_runs_outside_a_suite_reads_log_here_and_says_when_there_is_none(cli, tm
     assert code == 0 and out == "" and err.strip() == "no runs in log/agent-evals"
     # a log of another shape, and a run with a readable log beside an unreadable one
     (folder / "x.20250101-000000-000.json").write_text("[1, 2]")
-    header = {"suite": "s", "command": "compare", "summary": {"cases": 2, "errors": 1}, "not_run": ["a/002"]}
+    header = {
+        "suite": "s",
+        "command": "compare",
+        "dataset": "ds",
+        "contender": {"model": "fake/echo"},
+        "summary": {"cases": 2, "errors": 1},
+        "not_run": ["a/002"],
+    }
     (folder / "ok.20260101-000000-000.json").write_text(json.dumps(header))
     (folder / "bad.20260101-000000-000.json").write_text("{")
     code, out, err = cli("runs")
@@ -429,3 +436,8 @@ def test_runs_outside_a_suite_reads_log_here_and_says_when_there_is_none(cli, tm
     lines = [line for line in out.splitlines() if line.startswith("│ 2")]
     assert "partial: 1 not run; unreadable: bad.20260101-000000-000.json" in lines[0]
     assert "unreadable: x.20250101-000000-000.json (not an agent-evals log)" in lines[1]
+    # a header whose fields have other shapes is unreadable too, never a traceback
+    for summary in ({"cases": "2"}, {"cases": 2, "means": [1]}, {"cases": 2, "usage": {"cost_usd": "x"}}):
+        (folder / "odd.20270101-000000-000.json").write_text(json.dumps({**header, "summary": summary}))
+        code, out, err = cli("runs")
+        assert code == 0 and "unreadable: odd.20270101-000000-000.json" in out, err
