@@ -7718,18 +7718,17 @@ def _cmd_report(args: argparse.Namespace) -> int:
     experiments = sorted(
         (_logged_experiment(r) for r in records.values()), key=lambda experiment: (experiment.dataset, experiment.order)
     )
+    suites = sorted({str(r.get("suite")) for r in records.values() if r.get("suite")})
     if args.output:
-        suites = sorted({str(r.get("suite")) for r in records.values() if r.get("suite")})
         title = f"agent-evals: {', '.join(suites) or 'report'}"
         _write_html(
             Path(args.output), _render_html(experiments, metrics, title=title), open_it=args.open and _at_terminal()
         )
-    elif args.format == "json":
-        suites = sorted({str(r.get("suite")) for r in records.values() if r.get("suite")})
+    if args.format == "json":  # with -o too: the page is written, and the document printed
         stamps = sorted({str(r.get("stamp")) for r in records.values() if r.get("stamp")})
         context = {"suite": ", ".join(suites) or None, "command": "report", "stamps": stamps}
         print(_json_dumps(_results_document(experiments, metrics, context), indent=2))
-    else:
+    elif not args.output:
         print(_render_report(experiments, metrics, _style_for(sys.stdout)))
     return EXIT_OK
 

@@ -225,7 +225,9 @@ def test_format_json_is_one_document_on_stdout_and_report_agrees(toy: Path) -> N
     assert animals["best_value"]["cost_per_scored_run_usd"] == pytest.approx(0.001)
     assert len(document["overall"]) == 3 and "leaderboard" not in result.stderr
     logs = sorted(str(p) for p in (toy / "log" / "agent-evals").glob("*.json"))
-    report = agent_evals("report", "--format", "json", *logs, cwd=toy)
+    page = toy / "report.html"
+    report = agent_evals("report", "--format", "json", "-o", str(page), *logs, cwd=toy)
+    assert page.is_file()  # -o writes the page, and the document is printed all the same
     assert report.returncode == 0, report.stderr
     again = json.loads(report.stdout)
     assert again["datasets"] == document["datasets"] and again["overall"] == document["overall"]
