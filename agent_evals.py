@@ -7873,6 +7873,8 @@ def _cmd_runs(args: argparse.Namespace) -> int:
         try:
             folder = _find_suite(args.helper, None)[2].parent / "log" / "agent-evals"
         except ConfigError:
+            if args.helper:  # a suite named by flag that is not there is an error, not a fallback
+                raise
             folder = Path("log") / "agent-evals"
     if not folder.is_dir():
         raise ConfigError(f"runs: no such folder {_display(folder)}; run agent-evals compare first, or name the folder")

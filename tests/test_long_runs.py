@@ -399,6 +399,8 @@ def test_runs_lists_every_run_newest_first_with_what_it_holds(make_suite, cli, t
     assert "unreadable: broken.20000101-000000-000.json" in lines[3]
     code, _, err = cli("runs", str(tmp_path / "nowhere"))
     assert code == 2 and "runs: no such folder" in err
+    code, _, err = cli("runs", "--helper", str(tmp_path / "nowhere"))
+    assert code == 2 and err.startswith("error: --helper ") and "no such file" in err
 
 
 def test_runs_names_a_folder_it_cannot_read(make_suite, cli, tmp_path, monkeypatch) -> None:
