@@ -1620,7 +1620,7 @@ def _read_json_config(path: Path, where: str) -> Any:
         return dict(pairs)
 
     try:
-        return json.loads(path.read_bytes().decode("utf-8"), object_pairs_hook=unique)
+        return json.loads(path.read_bytes().decode("utf-8-sig"), object_pairs_hook=unique)  # a BOM is no error
     except OSError as e:
         raise ConfigError(f"{where}: cannot be read ({e.strerror or e})") from None
     except UnicodeDecodeError as e:

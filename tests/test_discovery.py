@@ -212,7 +212,8 @@ JSON_CONFIG = '{"request_types": ["prompt"], "defaults": {"repeat": 1}, "vendors
 
 
 def test_a_json_config_is_found_and_read_like_the_yaml_one(make_suite, cli) -> None:
-    project = make_suite(config=None, extra={"evals/.agent-eval.config.json": JSON_CONFIG})
+    # written by an editor that starts the file with a byte-order mark
+    project = make_suite(config=None, extra={"evals/.agent-eval.config.json": "\ufeff" + JSON_CONFIG})
     code, out, err = cli("compare", "--local", cwd=project / "evals")
     assert code == 0, err
     assert "│ ds      │ fake/echo │" in out
