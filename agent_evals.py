@@ -731,9 +731,11 @@ class ToolCall:
             return cls(call_id, name, {}, text, f"the arguments are {type(arguments).__name__}, not an object")
         return cls(call_id, name, arguments, text, None if name else "the call names no tool")
 
-    def to_json(self) -> dict[str, Any]:
-        """The call as the assistant message carries it (OpenAI's shape)."""
-        return {"id": self.id, "type": "function", "function": {"name": self.name, "arguments": self.raw_arguments}}
+    @classmethod
+    def of(cls, message: Mapping[str, Any] | None) -> tuple[ToolCall, ...]:
+        """The calls an assistant message (OpenAI's shape) asks for; none when it has no list."""
+        calls = (message or {}).get("tool_calls")
+        return tuple(cls.parse(call, i) for i, call in enumerate(calls)) if isinstance(calls, list) else ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -3259,14 +3261,13 @@ class OpenRouter(Provider):
             cost = self._cost(model.id, tokens_in, tokens_out)
         message: dict[str, Any] = choice["message"] if isinstance(choice.get("message"), dict) else {}
         text = message.get("content")
-        calls: list[Any] = message["tool_calls"] if isinstance(message.get("tool_calls"), list) else []
         reason = choice.get("finish_reason")
         return Completion(
             text=text if isinstance(text, str) else "" if text is None else _json_dumps(text),
             usage=Usage(tokens_in, tokens_out, cost),
             raw=data,
             message={"role": "assistant", **message} if message else None,
-            tool_calls=tuple(ToolCall.parse(call, i) for i, call in enumerate(calls)),
+            tool_calls=ToolCall.of(message),
             finish_reason=reason if isinstance(reason, str) else None,
         )
 
@@ -3523,13 +3524,12 @@ class LiteLLM(Provider):
         )
         message: dict[str, Any] = choice["message"] if isinstance(choice.get("message"), dict) else {}
         text = message.get("content") or ""
-        calls: list[Any] = message["tool_calls"] if isinstance(message.get("tool_calls"), list) else []
         return Completion(
             text=text if isinstance(text, str) else _json_dumps(text),
             usage=Usage(tokens_in, tokens_out, float(cost or 0.0)),
             raw=raw,
             message={k: v for k, v in message.items() if v is not None} or None,
-            tool_calls=tuple(ToolCall.parse(call, i) for i, call in enumerate(calls)),
+            tool_calls=ToolCall.of(message),
             finish_reason=choice.get("finish_reason") if isinstance(choice.get("finish_reason"), str) else None,
         )
 
@@ -3621,7 +3621,7 @@ class FakeProvider(Provider):
             usage=usage,
             raw={"model": model.id, "message": message},
             message=message,
-            tool_calls=tuple(ToolCall.parse(call, i) for i, call in enumerate(calls)),
+            tool_calls=ToolCall.of(message),
             finish_reason="tool_calls" if calls else "stop",
         )
 
@@ -5592,13 +5592,12 @@ class _Cache:
             usage = Usage.coerce(json.loads(row[1])) or Usage()
             if isinstance(raw, dict) and raw.get(self.TURN) == 1:  # a conversation's answer, tool calls and all
                 message = raw.get("message") if isinstance(raw.get("message"), dict) else None
-                calls = (message or {}).get("tool_calls") or []
                 return Completion(
                     str(row[0]),
                     usage,
                     raw.get("raw"),
                     message,
-                    tuple(ToolCall.parse(call, i) for i, call in enumerate(calls)),
+                    ToolCall.of(message),
                     raw.get("finish_reason"),
                 )
             return Completion(str(row[0]), usage, raw)
@@ -5954,7 +5953,7 @@ def _overall(rows: Sequence[_Row], metrics: Sequence[Metric], primary: Metric) -
         )
         for contender, group in groups.items()
     ]
-    out.sort(key=lambda r: (-(m if (m := r.mean(primary.name)) is not None else -1.0), r.cost))
+    out.sort(key=lambda r: _rank_key(r, primary))
     return out
 
 
