@@ -6440,7 +6440,7 @@ def _junit_xml(experiments: Sequence[Experiment]) -> str:
         root.set(key, str(value))
     text = ET.tostring(root, encoding="unicode")
     # characters XML 1.0 cannot hold at all (a model's or a server's control bytes): shown as escapes
-    text = re.sub("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]", lambda m: f"\\experiment{ord(m[0]):02x}", text)
+    text = re.sub("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]", lambda m: f"\\x{ord(m[0]):02x}", text)
     return "<?xml version='1.0' encoding='utf-8'?>\n" + text + "\n"
 
 

@@ -337,3 +337,14 @@ def test_a_baseline_with_no_earlier_run_says_so_in_its_own_words(make_suite, cli
     assert code == 2 and err.strip() == "error: --baseline nowhere.json: no such file or folder"
     code, _, err = cli("compare", "--local", "--resume")
     assert code == 2 and "nothing to resume" in err
+
+
+def test_junit_escapes_what_xml_cannot_hold_as_backslash_x() -> None:
+    import agent_evals as ae
+
+    case = ae.Case("a/001", "ds", "a", "in")
+    experiment = ae.Experiment(ae.Contender("fake/echo"), ae.FakeProvider(), "ds", [case], 1)
+    experiment.results = [ae.RunResult(experiment, case, error="ProviderError: bad\x01byte\x1f")]
+    text = ae._junit_xml([experiment])
+    assert "bad\\x01byte\\x1f" in text and "\x01" not in text and "\\experiment" not in text
+    assert ET.fromstring(text.split("\n", 1)[1]).find(".//error").get("message").startswith("ProviderError: bad")
