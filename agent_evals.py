@@ -278,13 +278,6 @@ class ProviderError(EvalError):
         self.stops_run = stops_run
 
 
-class _CaseTimeout(Exception):
-    """A case outlived ``--case-timeout``: that case's error; the run goes on."""
-
-    def __init__(self, seconds: float | None) -> None:
-        super().__init__(f"timed out after {seconds or 0:g} s (--case-timeout); the adapter never returned")
-
-
 class SuiteError(EvalError):
     """The suite's own code (helper, adapter, scorer) failed where it must not."""
 
@@ -364,11 +357,10 @@ def _suite_fault(error: BaseException) -> bool:
     """Whether ``error``, raised by suite code, is that code's own failure: any exception at
     all, SystemExit, GeneratorExit and BaseException subclasses included, and a
     KeyboardInterrupt the code raised itself. Only the user's Ctrl-C (which reaches the
-    main thread alone) and asyncio's own cancellation go on as what they are."""
+    main thread alone) goes on as what it is."""
     if isinstance(error, KeyboardInterrupt):
         return not _CTRL_C.is_set() or threading.current_thread() is not threading.main_thread()
-    asyncio = sys.modules.get("asyncio")
-    return not (asyncio is not None and isinstance(error, asyncio.CancelledError))
+    return True
 
 
 _DECODER = json.JSONDecoder()
@@ -1014,14 +1006,10 @@ class Provider:
         raise NotImplementedError(f"provider {self.name} does not implement complete()")
 
     async def acomplete(self, model: Model, **request: Any) -> Completion:
-        """``complete`` for async adapters. By default it runs on a worker thread, so the
-        event loop never blocks; a provider with a native async client overrides it."""
+        """``complete`` for async code: on a thread of its own, so the event loop never blocks."""
         import asyncio
 
         return await asyncio.to_thread(self.complete, model, **request)
-
-    async def aclose(self) -> None:
-        """Called on the run's event loop as an async experiment ends: close what it opened."""
 
     def missing_keys(self, model_id: str) -> list[str]:
         """The environment variables ``model_id`` needs that are not set."""
@@ -1126,8 +1114,8 @@ class Model:
         tools: Sequence[Mapping[str, Any]] | None = None,
         tool_choice: Any = None,
     ) -> Completion:
-        """``complete`` for async code: on the event loop when the provider has a native
-        async client (OpenRouter does), else on a worker thread; the loop never blocks."""
+        """``complete`` for async code: the provider's request runs on a thread of its own,
+        so the event loop never blocks."""
         request = self._request(system, user, json, messages, tools, tool_choice)
         key, hit = self._cached(request)
         if hit is not None:
@@ -1262,19 +1250,12 @@ class Scorer:
 
 
 class EchoAdapter(Adapter):
-    """Sends the case input as the user message and parses the first JSON object back.
-
-    Used as it is (``call`` not overridden) with a provider that has an async client,
-    the run sends the same request from an event loop instead of a thread per case.
-    """
+    """Sends the case input as the user message and parses the first JSON object back."""
 
     system: str | None = None
 
     def call(self, case: Case, model: Model) -> Reply:
         return self._reply(model.complete(system=self.system, user=case.input, json=True))
-
-    async def _acall(self, case: Case, model: Model) -> Reply:
-        return self._reply(await model.acomplete(system=self.system, user=case.input, json=True))
 
     @staticmethod
     def _reply(completion: Completion) -> Reply:
@@ -2129,10 +2110,10 @@ class _CaseFolder:
 
 class _Cases(Sequence[Case]):
     """The cases of one dataset in order, each read from disk the first time it is
-    asked for: a run starts asking models at once; on threads, a read-ahead thread reads
-    the cases in order while the first answers are awaited, and a worker that overtakes
-    it reads its case itself (an event loop reads each case as it takes it). Reading twice (two threads, one case) gives equal results, so no
-    lock is needed. ``problems()`` says what was wrong with the files read so far."""
+    asked for: a run starts asking models at once; a read-ahead thread reads the cases in
+    order while the first answers are awaited, and a worker that overtakes it reads its
+    case itself. Reading twice (two threads, one case) gives equal results, so no lock is
+    needed. ``problems()`` says what was wrong with the files read so far."""
 
     def __init__(self, found: Sequence[_CaseFolder]) -> None:
         self.found = list(found)
@@ -2535,7 +2516,7 @@ def _catalog_problems(lineup: _Lineup) -> list[str]:
 
 
 # ═══════════════════════════════════════════════════════════════════════════════
-# HTTP/1.1 transport: keep-alive connections, on threads and on an event loop, with retries
+# HTTP/1.1 transport: keep-alive connections for worker threads, with retries
 # ═══════════════════════════════════════════════════════════════════════════════
 
 
@@ -2628,26 +2609,6 @@ def _retrying(provider: Provider, label: str, model: Model | None, attempt: Call
             tries = tries or _Tries(provider, label, model)
             delay = tries.wait_after(e)
         if stop.wait(delay):
-            raise tries.stopped(stop)
-
-
-async def _aretrying(provider: Provider, label: str, model: Model | None, attempt: Callable[[], Any]) -> Any:
-    """``_retrying`` on an event loop: ``attempt`` is awaited, and the waits sleep on the
-    loop, looking at the stop flag every tenth of a second."""
-    import asyncio
-
-    tries = None
-    stop = model.stop if model is not None else _Stop()
-    while True:
-        try:
-            return await attempt()
-        except _Retry as e:
-            tries = tries or _Tries(provider, label, model)
-            delay = tries.wait_after(e)
-        until = time.monotonic() + delay
-        while not stop.event.is_set() and (left := until - time.monotonic()) > 0:
-            await asyncio.sleep(min(left, 0.1))
-        if stop.event.is_set():
             raise tries.stopped(stop)
 
 
@@ -2780,30 +2741,6 @@ def _tls_context() -> Any:
     return _TLS[1]
 
 
-class _HTTPConnection:
-    """What both kinds of connection send: the request line and headers, encoded once per
-    connection (the same all run long), then each request's length and body."""
-
-    def __init__(self, host: str, port: int) -> None:
-        self.host = host if port in (80, 443) else f"{host}:{port}"
-        self.head: tuple[Any, ...] = ()  # (method, path, headers, their encoding) last sent
-        self.buffer = bytearray()  # what has arrived and is not yet part of an answered response
-
-    def request(self, method: str, path: str, body: bytes | None, headers: Mapping[str, str]) -> bytes:
-        if self.head[:3] != (method, path, headers):
-            lines = [f"{method} {path} HTTP/1.1", f"Host: {self.host}", *(f"{k}: {v}" for k, v in headers.items())]
-            self.head = (method, path, headers, "\r\n".join(lines).encode("latin-1"))
-        body = body or b""
-        return b"%s\r\nContent-Length: %d\r\n\r\n%s" % (self.head[3], len(body), body)
-
-    def take(
-        self, response: tuple[int, dict[str, str], bytes | bytearray, bool, int]
-    ) -> tuple[int, dict[str, str], bytes, bool]:
-        status, fields, body, keep, end = response
-        del self.buffer[:end]
-        return status, fields, bytes(body), keep
-
-
 class _TooLarge(Exception):
     """A response body past the provider's ``max_response_mb``: that case's error, not retried."""
 
@@ -2813,13 +2750,16 @@ class _TooLarge(Exception):
         )
 
 
-class _BlockingConnection(_HTTPConnection):
-    """One blocking keep-alive HTTP/1.1 connection, for a worker thread."""
+class _Connection:
+    """One blocking keep-alive HTTP/1.1 connection, for a worker thread. The request line
+    and headers are encoded once per connection (the same all run long)."""
 
     def __init__(self, scheme: str, host: str, port: int, connect: float, read: float) -> None:
         import socket
 
-        super().__init__(host, port)
+        self.host = host if port in (80, 443) else f"{host}:{port}"
+        self.head: tuple[Any, ...] = ()  # (method, path, headers, their encoding) last sent
+        self.buffer = bytearray()  # what has arrived and is not yet part of an answered response
         sock = socket.create_connection((host, port), timeout=connect)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.read = read
@@ -2848,6 +2788,13 @@ class _BlockingConnection(_HTTPConnection):
     def close(self) -> None:
         self.sock.close()
 
+    def request(self, method: str, path: str, body: bytes | None, headers: Mapping[str, str]) -> bytes:
+        if self.head[:3] != (method, path, headers):
+            lines = [f"{method} {path} HTTP/1.1", f"Host: {self.host}", *(f"{k}: {v}" for k, v in headers.items())]
+            self.head = (method, path, headers, "\r\n".join(lines).encode())  # UTF-8: a title "évals ✓" never fails
+        body = body or b""
+        return b"%s\r\nContent-Length: %d\r\n\r\n%s" % (self.head[3], len(body), body)
+
     def exchange(
         self, method: str, path: str, body: bytes | None, headers: Mapping[str, str], limit: int
     ) -> tuple[int, dict[str, str], bytes, bool]:
@@ -2875,23 +2822,20 @@ class _BlockingConnection(_HTTPConnection):
         finally:
             if deadline is not None and self.sock.fileno() != -1:
                 self._bound(self.read)
-        return self.take(response)
+        status, fields, payload, keep, end = response
+        del self.buffer[:end]
+        return status, fields, bytes(payload), keep
 
 
-def _send_again(conn: _BlockingConnection | _AsyncConnection, error: BaseException, first_reuse: bool) -> bool:
-    """Close ``conn`` after ``error``; True when the server had closed that idle keep-alive
-    connection meanwhile (not a failure of the request): then it is sent again, once."""
-    conn.close()
-    return first_reuse and isinstance(error, ConnectionResetError | BrokenPipeError | ConnectionAbortedError)
-
-
-class _BlockingClient:
-    """Keep-alive HTTP/1.1 over the standard library's sockets: one connection per
-    worker thread and origin, reopened when it drops. Lean on purpose: at hundreds of
-    requests in flight, the client's own CPU per request is the harness's overhead."""
+class _Client:
+    """Keep-alive HTTP/1.1 over the standard library's sockets: idle connections are kept
+    per origin and each request takes one (or opens one), so no more are open than
+    requests were ever in flight at once, whichever threads send them. Lean on purpose:
+    at hundreds of requests in flight, the client's own CPU per request is the harness's
+    overhead."""
 
     def __init__(self) -> None:
-        self._local = threading.local()
+        self._idle: dict[tuple[str, str, int], list[_Connection]] = {}
 
     def request(
         self,
@@ -2907,153 +2851,21 @@ class _BlockingClient:
         """One request's (status, headers, body). ``resent`` is called when it is sent again
         on a fresh connection (the server closed the idle one): spend that must be seen."""
         scheme, host, port, path = _origin(url)
-        connections = self._local.__dict__.setdefault("connections", {})
-        key = (scheme, host, port)
+        if (idle := self._idle.get(key := (scheme, host, port))) is None:
+            idle = self._idle.setdefault(key, [])
         for attempt in (1, 2):
-            conn = connections.pop(key, None)
-            reused = conn is not None
-            if conn is None:
-                conn = _BlockingConnection(scheme, host, port, connect, read)
+            try:  # list.pop and list.append are atomic: no lock
+                conn, reused = idle.pop(), True
+            except IndexError:
+                conn, reused = _Connection(scheme, host, port, connect, read), False
             try:
                 status, fields, payload, keep = conn.exchange(method, path, body, headers, limit)
             except BaseException as e:
-                if _send_again(conn, e, reused and attempt == 1):
-                    if resent is not None:
-                        resent()
-                    continue
-                raise
-            if keep:
-                connections[key] = conn
-            else:
                 conn.close()
-            return status, fields, payload
-        raise AssertionError("unreachable")  # pragma: no cover
-
-
-class _AsyncConnection(_HTTPConnection):
-    """One keep-alive HTTP/1.1 connection on an event loop: an asyncio protocol (by duck
-    typing, so that importing this module imports no asyncio) that answers one request
-    at a time through a future."""
-
-    def __init__(self, loop: Any, host: str, port: int) -> None:
-        super().__init__(host, port)
-        self.loop = loop
-        self.transport: Any = None
-        self.waiter: Any = None  # the future of the request in flight
-        self.closed = False
-        self.limit = 1 << 62
-
-    # -- the protocol side: called by the loop
-    def connection_made(self, transport: Any) -> None:
-        self.transport = transport
-
-    def data_received(self, data: bytes) -> None:
-        self.buffer += data
-        if len(self.buffer) > self.limit + 262144 and self.waiter is not None and not self.waiter.done():
-            self.waiter.set_exception(_TooLarge(self.limit))
-            self.close()
-            return
-        self._answer()
-
-    def eof_received(self) -> bool:
-        self.closed = True
-        self._answer()
-        return False  # the transport closes itself
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self.closed = True
-        self._answer()
-
-    def pause_writing(self) -> None:  # a request is far smaller than any write buffer
-        pass
-
-    def resume_writing(self) -> None:
-        pass
-
-    def _answer(self) -> None:
-        waiter = self.waiter
-        if waiter is None or waiter.done():
-            return
-        try:
-            response = _response(self.buffer, self.closed)
-        except Exception as e:  # broken HTTP, as the blocking connection would raise it
-            waiter.set_exception(e)
-            return
-        if response is not None:
-            waiter.set_result(self.take(response))
-
-    def _time_out(self) -> None:
-        if self.waiter is not None and not self.waiter.done():
-            self.waiter.set_exception(TimeoutError("timed out"))
-
-    # -- the client side
-    async def exchange(
-        self, method: str, path: str, body: bytes | None, headers: Mapping[str, str], read: float, limit: int
-    ) -> tuple[int, dict[str, str], bytes, bool]:
-        if self.closed:
-            raise ConnectionResetError("the server closed the connection")
-        self.limit = limit
-        self.waiter = waiter = self.loop.create_future()
-        timer = self.loop.call_later(read, self._time_out)
-        try:
-            self.transport.write(self.request(method, path, body, headers))
-            return await waiter
-        finally:
-            timer.cancel()
-            self.waiter = None
-
-    def close(self) -> None:
-        self.closed = True
-        if self.transport is not None:
-            self.transport.abort()
-
-
-class _AsyncClient:
-    """``_BlockingClient`` for event loops: each loop keeps its own idle keep-alive connections per
-    origin, so a connection serves one request at a time and at most as many are open
-    as requests were ever in flight at once."""
-
-    def __init__(self) -> None:
-        self._idle: dict[tuple[Any, str, str, int], list[_AsyncConnection]] = {}
-
-    async def request(
-        self,
-        method: str,
-        url: str,
-        body: bytes | None,
-        headers: Mapping[str, str],
-        connect: float,
-        read: float,
-        limit: int = 1 << 62,
-        resent: Callable[[], None] | None = None,
-    ) -> tuple[int, dict[str, str], bytes]:
-        import asyncio
-
-        scheme, host, port, path = _origin(url)
-        loop = asyncio.get_running_loop()
-        key = (loop, scheme, host, port)
-        if (idle := self._idle.get(key)) is None:
-            for stale in [k for k in self._idle if k[0].is_closed()]:
-                del self._idle[stale]  # a finished loop's connections died with it
-            idle = self._idle[key] = []
-        for attempt in (1, 2):
-            reused = bool(idle)
-            if reused:
-                conn = idle.pop()
-            else:
-                secure = _tls_context() if scheme == "https" else None
-                opening = loop.create_connection(
-                    lambda: _AsyncConnection(loop, host, port),  # type: ignore[type-var]  # a protocol by duck typing
-                    host,
-                    port,
-                    ssl=secure,
-                    server_hostname=host if secure else None,
-                )
-                _, conn = await asyncio.wait_for(opening, connect)
-            try:
-                status, fields, payload, keep = await conn.exchange(method, path, body, headers, read, limit)
-            except BaseException as e:
-                if _send_again(conn, e, reused and attempt == 1):
+                # the server had closed that idle keep-alive connection meanwhile (not a
+                # failure of the request): it is sent again, once
+                stale = isinstance(e, ConnectionResetError | BrokenPipeError | ConnectionAbortedError)
+                if reused and attempt == 1 and stale:
                     if resent is not None:
                         resent()
                     continue
@@ -3064,12 +2876,6 @@ class _AsyncClient:
                 conn.close()
             return status, fields, payload
         raise AssertionError("unreachable")  # pragma: no cover
-
-    def close(self, loop: Any) -> None:
-        """Close the idle connections of ``loop`` (the run's loop, as it ends)."""
-        for key in [k for k in self._idle if k[0] is loop]:
-            for conn in self._idle.pop(key):
-                conn.close()
 
 
 # ═══════════════════════════════════════════════════════════════════════════════
@@ -3105,8 +2911,7 @@ class OpenRouter(Provider):
     catalog_ttl = 24 * 3600.0  # seconds a cached model list stays fresh
 
     def __init__(self) -> None:
-        self._http = _BlockingClient()
-        self._ahttp = _AsyncClient()
+        self._http = _Client()
         self._prices: dict[str, tuple[float | None, float | None, int | None]] | None = None
         self._catalog_loaded = False
         self._lock = threading.Lock()
@@ -3125,29 +2930,6 @@ class OpenRouter(Provider):
         body = self._body(model, **request)
         data, status = self._request(model.id, "POST", "/chat/completions", body, model)
         return self._completion(model, data, status)
-
-    async def acomplete(self, model: Model, **request: Any) -> Completion:
-        """``complete`` on the running event loop: no thread per request in flight."""
-        url, headers = self._endpoint("/chat/completions")
-        body = self._body(model, **request)
-        send, limit = self._ahttp.request, self._limit
-
-        async def attempt() -> tuple[Any, int]:
-            try:
-                status, fields, raw = await send(
-                    "POST", url, body, headers, self.connect_timeout, self.timeout, limit, model.note_retry
-                )
-            except (OSError, ValueError, _TooLarge) as e:
-                raise _transport_failure(e, f"{self.name}: {model.id}") from None
-            return self._answer(model.id, status, fields, raw)
-
-        data, status = await _aretrying(self, f"{self.name}: {model.id}", model, attempt)
-        return self._completion(model, data, status)
-
-    async def aclose(self) -> None:
-        import asyncio
-
-        self._ahttp.close(asyncio.get_running_loop())
 
     def _body(
         self,
@@ -3457,18 +3239,6 @@ class LiteLLM(Provider):
 
         return self._completion(litellm, model, _retrying(self, f"litellm: {model.id}", model, attempt))
 
-    async def acomplete(self, model: Model, **request: Any) -> Completion:
-        """``complete`` for async adapters, over LiteLLM's own async client."""
-        litellm, kwargs = self._litellm(), self._arguments(model, **request)
-
-        async def attempt() -> Any:
-            try:
-                return await litellm.acompletion(**kwargs)
-            except Exception as e:
-                raise self._failure(litellm, model, e) from None
-
-        return self._completion(litellm, model, await _aretrying(self, f"litellm: {model.id}", model, attempt))
-
     def _arguments(
         self,
         model: Model,
@@ -3698,6 +3468,8 @@ def _run_case(
     case = experiment.cases[place]
     try:
         answer, failure = suite.adapter.call(case, model), None
+        if inspect.isawaitable(answer):
+            answer = _awaited(answer)
     except _SUITE_EXCEPTIONS as e:
         _reraise_ctrl_c(e)
         answer, failure = None, e
@@ -3811,39 +3583,28 @@ def _check_score(scorer: Any, case: Case, score: Any, metric_names: frozenset[st
             raise SuiteError(f"scorer {name} gave {case.key} {metric}={value!r}, outside 0..1")
 
 
-def _async_call(adapter: Any, provider: Provider) -> Callable[[Case, Model], Any] | None:
-    """How the run awaits the adapter on an event loop, or None to run it on threads:
-    an ``async def call``, or an EchoAdapter used as it is when the provider has an
-    async client (the same request either way; no thread per case in flight)."""
-    if inspect.iscoroutinefunction(adapter.call):
-        return adapter.call
-    native = type(provider).acomplete is not Provider.acomplete
-    if native and isinstance(adapter, EchoAdapter) and type(adapter).call is EchoAdapter.call:
-        return adapter._acall
-    return None
+_THREAD = threading.local()  # a worker thread's own event loop, made for its first async case
+
+
+def _awaited(answer: Any) -> Any:
+    """What an ``async def call`` answers, awaited on an event loop its worker thread owns:
+    a suite that blocks that loop holds one worker, never the run."""
+    if (loop := getattr(_THREAD, "loop", None)) is None:
+        import asyncio
+
+        loop = _THREAD.loop = asyncio.new_event_loop()
+    return loop.run_until_complete(answer)
 
 
 class _Owner:
-    """A thread that runs cases: a worker, or an event loop's. When a case it runs outlives
-    ``--case-timeout`` the owner is orphaned (it takes no further case and its late answer
-    is dropped) and a new one takes its place, so a hung suite never holds a run."""
+    """A worker thread that runs cases. When a case it runs outlives ``--case-timeout`` it
+    is orphaned (it takes no further case and its late answer is dropped) and a new one
+    takes its place, so a hung suite never holds a run."""
 
-    __slots__ = ("beat", "expired", "loop", "orphaned")
+    __slots__ = ("orphaned",)
 
-    def __init__(self, loop: bool = False) -> None:
-        self.loop = loop  # an event loop's thread: stuck only when its heartbeat stops
+    def __init__(self) -> None:
         self.orphaned = False
-        self.expired = False  # a case it ran was given up on as timed out
-        self.beat = time.monotonic()
-
-    def stuck(self, now: float, limit: float) -> bool:
-        """A worker is stuck in the case that timed out on it. An event loop is stuck when
-        its heartbeat has stopped for a second after one of its cases timed out, or for
-        longer than the case timeout whatever it holds (suite code blocking the loop)."""
-        if not self.loop:
-            return self.expired
-        silent = now - self.beat
-        return silent > 1.0 and (self.expired or silent > limit)
 
 
 class _ExperimentRun:
@@ -3878,8 +3639,6 @@ class _ExperimentRun:
         self.active = min(experiment.parallelism, len(self.todo))
         self.workers = self.active
         self.spawned = 0  # worker threads started, replacements included
-        self.call: Any = None  # what an event loop awaits per case, when the run is async
-        self.loop_owner: _Owner | None = None  # the event loop's thread taking cases, if async
         self.queued = False  # handed to the main thread to be finished
         self.started = time.perf_counter()
         # unit -> (when it started, its model, the owner running it, the case's place)
@@ -3897,15 +3656,8 @@ class _ExperimentRun:
         if not self.active:
             with self.run.lock:
                 self._settle()
-        elif (call := _async_call(self.run.suite.adapter, self.experiment.provider)) is not None:
-            self.call = call
-            # one event loop, ``parallelism`` cases in flight on it
-            self.active = 1
-            self._spawn(_Owner(loop=True))
         else:
-            # the case files are read ahead on a thread of their own while the workers wait
-            # on the network (an event loop reads each as it takes it: a thread beside it
-            # would hold the GIL whenever the loop is in a system call)
+            # the case files are read ahead on a thread of their own while the workers wait on the network
             if isinstance(self.experiment.cases, _Cases):
                 self.experiment.cases.read_ahead()
             # every thread waits at the gate until all have started: a start() waits for its
@@ -3918,14 +3670,9 @@ class _ExperimentRun:
     def _spawn(self, owner: _Owner, gate: threading.Event | None = None) -> None:
         """Start a thread for ``owner``. A system that refuses one more thread (-p and -j
         past its limit) stops the run with that said; the threads already running finish."""
-        if owner.loop:
-            self.loop_owner = owner
-            target, args, name = self._work_async, (owner,), "cases-async"
-        else:
-            self.spawned += 1
-            target, args, name = self._work, (owner, gate), f"case-{self.spawned}"  # type: ignore[assignment]
+        self.spawned += 1
         try:
-            threading.Thread(target=target, args=args, name=name, daemon=True).start()
+            threading.Thread(target=self._work, args=(owner, gate), name=f"case-{self.spawned}", daemon=True).start()
         except RuntimeError as e:  # "can't start new thread"
             self.run.stop.set(f"the system refused another thread ({e}); lower -p or -j")
             self._done(owner)
@@ -3959,6 +3706,8 @@ class _ExperimentRun:
                     return  # closed, or the case timed out and another thread took this one's place
                 run.journal_write(self.journal, f"{line}\n")
         finally:  # whatever happens, the experiment learns that this thread is done
+            if (loop := _THREAD.__dict__.pop("loop", None)) is not None:
+                loop.close()
             self._done(owner)
 
     def _failed(self, i: int, place: int, model: Model, started: float, error: BaseException) -> RunResult:
@@ -3973,82 +3722,6 @@ class _ExperimentRun:
         if isinstance(cases, _Cases):
             return cases.peek(place)
         return cases[place]
-
-    def _work_async(self, owner: _Owner) -> None:
-        """An async adapter's cases, ``workers`` at a time on one event loop. A worker sends
-        its next request as soon as the adapter has answered; the answer is scored and
-        kept on the loop's next turn, and the rows a turn kept go to the journal in one
-        write. At many cases in flight, a request never waits behind the bookkeeping of
-        the answers that arrived with it."""
-        import asyncio
-
-        suite, experiment = self.run.suite, self.experiment
-        limit = self.run.case_timeout or None
-        loop: Any = None
-        rows: list[str] = []
-        waiting = [0]  # answers not yet scored
-
-        def conclude(i: int, case: Case, model: Model, started: float, answer: Any, failure: Any, ended: float) -> None:
-            waiting[0] -= 1
-            try:
-                result = _conclude(
-                    suite, experiment, case, self.run.metric_names, model, started, answer, failure, ended
-                )
-            except BaseException as e:
-                result = self._failed(i, i // self.repeat, model, started, e)
-            if (line := self._store(i, result)) is not None:
-                if not rows:
-                    loop.call_soon(journal)
-                rows.append(line)
-
-        def journal() -> None:
-            self.run.journal_write(self.journal, "".join(f"{line}\n" for line in rows))
-            rows.clear()
-
-        def beat() -> None:  # the watchdog sees a loop that suite code blocks
-            owner.beat = time.monotonic()
-            loop.call_later(0.25, beat)
-
-        async def worker() -> None:
-            while (i := self._next(owner)) is not None:
-                place, model, started = self._begin(i, owner)
-                failure: BaseException | None = None
-                answer = bound = None
-                case = experiment.cases[place]
-                try:
-                    async with asyncio.timeout(limit) as bound:
-                        answer = await self.call(case, model)
-                except _SUITE_EXCEPTIONS as e:
-                    _reraise_ctrl_c(e)  # and asyncio's own cancellation
-                    failure = _CaseTimeout(limit) if bound is not None and bound.expired() else e
-                    _stop_if_fatal(e, model.stop)  # now, not when it is scored: no next case is sent
-                waiting[0] += 1
-                loop.call_soon(conclude, i, case, model, started, answer, failure, time.perf_counter())
-
-        async def all_workers() -> None:
-            nonlocal loop
-            loop = asyncio.get_running_loop()
-            beat()
-            # a provider with no async client runs ``complete`` on the loop's executor: as
-            # many threads as cases in flight (made as needed), not its default handful
-            from concurrent.futures import ThreadPoolExecutor
-
-            loop.set_default_executor(ThreadPoolExecutor(self.workers, thread_name_prefix="cases-blocking"))
-            try:
-                await asyncio.gather(*(worker() for _ in range(self.workers)))
-                while waiting[0] or rows:  # the last answers are scored and journaled
-                    await asyncio.sleep(0)
-            finally:
-                await self.experiment.provider.aclose()
-
-        try:
-            asyncio.run(all_workers())
-        except BaseException as e:  # the loop itself died: every case it had in flight is an error
-            for i, flight in list(self.inflight.items()):
-                if flight[2] is owner:
-                    self._store(i, self._failed(i, flight[3], flight[1], time.perf_counter(), e))
-        if not owner.orphaned:
-            self._done(owner)
 
     def _store(self, i: int, result: RunResult) -> str | None:
         """Store and record a finished case; its log row, or None when it is no longer
@@ -4069,11 +3742,10 @@ class _ExperimentRun:
         """Give up on every case in flight past the case timeout: it becomes an error row
         with what it spent so far, and a new thread takes the place of the one it held."""
         with self.run.lock:
-            self._settle()  # a run stopped meanwhile no longer waits on a case a stuck loop holds
+            self._settle()  # a run stopped meanwhile no longer waits on a case a stuck thread holds
         limit = self.run.case_timeout
         if not limit or self.closed:
             return
-        suspects = [self.loop_owner] if self.loop_owner is not None else []
         for i, (began, model, owner, place) in list(self.inflight.items()):
             if now - began <= limit:
                 continue
@@ -4084,24 +3756,17 @@ class _ExperimentRun:
                 if flight is None or flight[2] is not owner or self.closed:
                     continue
                 del self.inflight[i]
-                owner.expired = True
-                suspects.append(owner)
+                replace, owner.orphaned = not owner.orphaned, True
                 self._settle()
-                if self.results[i] is not None:
-                    continue
-                self.results[i], self.lines[i] = result, line
-                self.run.progress.add(result)
-                self._record()
-            self.run.journal_write(self.journal, f"{line}\n")
-        # checked on every tick, not only as a case expires: a loop blocked just after its
-        # last case timed out (its heartbeat still fresh then) is replaced a moment later
-        for owner in suspects:
-            with self.run.lock:
-                replace = not owner.orphaned and not self.closed and owner.stuck(now, limit)
-                if replace:
-                    owner.orphaned = True
+                if self.results[i] is None:
+                    self.results[i], self.lines[i] = result, line
+                    self.run.progress.add(result)
+                    self._record()
+                else:
+                    line = ""
+            self.run.journal_write(self.journal, f"{line}\n" if line else "")
             if replace:
-                self._spawn(_Owner(loop=owner.loop))
+                self._spawn(_Owner())
 
     def _done(self, owner: _Owner) -> None:
         with self.run.lock:

@@ -157,32 +157,17 @@ def read_logs(project: Path) -> list[dict]:
     return [json.loads(p.read_text()) for p in sorted((project / "log" / "agent-evals").glob("*.json"))]
 
 
-@pytest.fixture(params=["threads", "event loop"])
-def asks(request) -> Callable[..., list]:
-    """``asks(model, [kwargs, ...])``: completions one after another through either of the
-    provider's transports, the blocking client of sync adapters or the event loop's of
-    async ones (all on one loop, which then closes its connections). Exceptions propagate."""
-    if request.param == "threads":
-        return lambda model, calls: [model.complete(**kwargs) for kwargs in calls]
-
-    def on_a_loop(model, calls):
-        import asyncio
-
-        async def run() -> list:
-            try:
-                return [await model.acomplete(**kwargs) for kwargs in calls]
-            finally:
-                await model.provider.aclose()
-
-        return asyncio.run(run())
-
-    return on_a_loop
+@pytest.fixture
+def asks() -> Callable[..., list]:
+    """``asks(model, [kwargs, ...])``: completions one after another, over the provider's
+    one HTTP client. Exceptions propagate."""
+    return lambda model, calls: [model.complete(**kwargs) for kwargs in calls]
 
 
 @pytest.fixture
-def ask(asks) -> Callable[..., object]:
-    """``ask(model, **kwargs)``: one completion through either transport."""
-    return lambda model, **kwargs: asks(model, [kwargs])[0]
+def ask() -> Callable[..., object]:
+    """``ask(model, **kwargs)``: one completion."""
+    return lambda model, **kwargs: model.complete(**kwargs)
 
 
 def needs(module: str) -> pytest.MarkDecorator:

@@ -246,7 +246,7 @@ ae.configure(""",
 ).replace("adapter=ae.EchoAdapter()", "adapter=AsyncEcho()")
 
 
-def test_an_async_adapter_asks_on_the_event_loop_over_at_most_p_connections(env, make_suite, cli) -> None:
+def test_an_async_adapter_asks_over_at_most_p_connections(env, make_suite, cli) -> None:
     def respond(request):
         if "a/007" in request.body["messages"][-1]["content"]:
             return Answer(500, {"error": {"message": "always down"}})
@@ -587,23 +587,23 @@ WHERE = ROUTED.replace(
     'return ae.Score(value=right, metrics={"exact": right}, diagnostics={"thread": threading.current_thread().name})',
 ).replace("import agent_evals as ae", "import threading\n\nimport agent_evals as ae")
 
-OVERRIDDEN = WHERE.replace(
+ASYNC_WHERE = WHERE.replace(
     "ae.configure(",
     """class Mine(ae.EchoAdapter):
-    def call(self, case, model):
-        return super().call(case, model)
+    async def call(self, case, model):
+        return self._reply(await model.acomplete(user=case.input))
 
 ae.configure(""",
 ).replace("adapter=ae.EchoAdapter()", "adapter=Mine()")
 
 
-@pytest.mark.parametrize(("helper", "thread"), [(WHERE, "cases-async"), (OVERRIDDEN, "case-")])
-def test_an_echo_adapter_as_it_is_asks_from_the_event_loop(env, make_suite, cli, helper, thread) -> None:
-    # the same request either way; a call of the suite's own keeps to threads
+@pytest.mark.parametrize("helper", [WHERE, ASYNC_WHERE], ids=["sync", "async"])
+def test_sync_and_async_adapters_run_on_the_worker_threads(env, make_suite, cli, helper) -> None:
+    # one runner: an async def call is awaited on its worker thread's own event loop
     project = make_suite(helper=helper, config=ONE_MODEL)
     code, _, err = cli("compare", "--local", "-p", "2", cwd=project)
     assert code == 0, err
     (log,) = read_logs(project)
     assert [row["score"] for row in log["rows"]] == [1.0] * 4
-    assert all(row["diagnostics"]["thread"].startswith(thread) for row in log["rows"])
+    assert all(row["diagnostics"]["thread"].startswith("case-") for row in log["rows"])
     assert len({json.dumps(c.body, sort_keys=True) for c in env.chats()}) == 4 and env.connections <= 2 + 1
