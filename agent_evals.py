@@ -1020,12 +1020,6 @@ class Provider:
 
     def model_name(self, model_id: str) -> str:
         """The id as the API spells it: without the provider's own prefix."""
-        names = self.__dict__.setdefault("_names", {})  # asked once a request: remembered
-        if (name := names.get(model_id)) is None:
-            name = names[model_id] = self._strip_prefix(model_id)
-        return name
-
-    def _strip_prefix(self, model_id: str) -> str:
         for prefix in (self.prefix, f"{self.name}/" if self.direct else None):
             if prefix and model_id.startswith(prefix):
                 return model_id[len(prefix) :]
@@ -1721,53 +1715,48 @@ def _as_list(value: Any, where: str, key: str, kind: type | tuple[type, ...] = s
     return items
 
 
-def _check_efforts(values: list[str], where: str, key: str) -> list[str]:
-    for value in values:
-        if value not in EFFORTS:
-            raise ConfigError(
-                f"{where}: {key}: unknown effort {value!r}{_hint(value, EFFORTS)}; known: {', '.join(EFFORTS)}"
-            )
-    return values
-
-
-def _check_temperatures(values: list[Any], where: str, key: str) -> list[float | None]:
-    out: list[float | None] = []
-    for value in values:
-        if value is None:
-            out.append(None)
-            continue
-        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 2:
-            raise ConfigError(f"{where}: {key}: temperature must be a number from 0 to 2, got {value!r}")
-        out.append(float(value))
-    return out
-
-
 def _check_setting(setting: _Setting, value: Any, where: str, key: str) -> Any:
-    """A setting's value as the config file gives it (for ``defaults.`` or a lineup entry)."""
+    """A setting's value, checked the same way whether the config file (``defaults.`` or a
+    lineup entry) or a flag (``_flag_type``) gives it."""
+    try:
+        return _setting_value(setting, value)
+    except ValueError as e:
+        raise ConfigError(f"{where}: {key}: {e}") from None
+
+
+def _setting_value(setting: _Setting, value: Any) -> Any:
+    """``value`` checked against its setting's kind and bounds; ValueError says what is wrong."""
     if setting.kind == "efforts":
-        return _check_efforts(_as_list(value, where, key), where, key)
+        values = value if isinstance(value, list) else [value]
+        for item in values:
+            if not isinstance(item, str):
+                raise ValueError(f"expected str or a list of them, got {item!r}")
+            if item not in EFFORTS:
+                raise ValueError(f"unknown effort {item!r}{_hint(item, EFFORTS)}; known: {', '.join(EFFORTS)}")
+        return values
     if setting.kind == "temperatures":
-        return _check_temperatures(_as_list(value, where, key, object), where, key)
+        values = value if isinstance(value, list) else [value]
+        if not all(t is None or (_is_number(t) and 0 <= t <= 2) for t in values):
+            bad = next(t for t in values if not (t is None or (_is_number(t) and 0 <= t <= 2)))
+            raise ValueError(f"temperature must be a number from 0 to 2, got {bad!r}")
+        return [None if t is None else float(t) for t in values]
     if setting.kind == "whole":
-        return _check_whole(value, where, key, setting.low, setting.high)
-    return _check_number(value, where, key)
-
-
-def _check_whole(value: Any, where: str, key: str, low: int, high: int | None) -> int:
-    # a float that is a whole number (2.0, as YAML may write it) is taken as one
-    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
-        value = int(value)
-    if isinstance(value, bool) or not isinstance(value, int) or value < low or (high and value > high):
-        span = f"from {low} to {high:,}" if high else f"from {low} up"
-        raise ConfigError(f"{where}: {key}: expected a whole number {span}, got {_shown(value)}")
-    return value
-
-
-def _check_number(value: Any, where: str, key: str) -> float:
-    # NaN and infinities are refused too
-    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < math.inf:
-        raise ConfigError(f"{where}: {key}: expected a number from 0 up (finite), got {_shown(value)}")
+        # a float that is a whole number (2.0, as YAML may write it) is taken as one
+        if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
+            value = int(value)
+        low, high = setting.low, setting.high
+        if isinstance(value, bool) or not isinstance(value, int) or value < low or (high and value > high):
+            span = f"from {low} to {high:,}" if high else f"from {low} up"
+            raise ValueError(f"expected a whole number {span}, got {_shown(value)}")
+        return value
+    if not (_is_number(value) and 0 <= value < math.inf):  # NaN and infinities are refused too
+        what = "seconds (a number from 0 up, finite)" if setting.kind == "seconds" else "a number from 0 up (finite)"
+        raise ValueError(f"expected {what}, got {_shown(value)}")
     return float(value)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def _shown(value: Any) -> str:
@@ -2402,7 +2391,6 @@ class _Overrides:
     efforts: list[str] | None = None
     temperatures: list[float] | None = None
     max_tokens: int | None = None
-    parallelism: int | None = None
 
 
 @dataclass(eq=False)  # internal records are never compared: no __eq__ to build at import
@@ -3466,46 +3454,18 @@ def _run_case(
 ) -> RunResult:
     """Read, run and score one case. An exception is an error; a ``Reply.error`` is a 0."""
     case = experiment.cases[place]
-    try:
-        answer, failure = suite.adapter.call(case, model), None
-        if inspect.isawaitable(answer):
-            answer = _awaited(answer)
-    except _SUITE_EXCEPTIONS as e:
-        _reraise_ctrl_c(e)
-        answer, failure = None, e
-    return _conclude(suite, experiment, case, metric_names, model, started, answer, failure)
-
-
-def _case_model(experiment: Experiment, repeat: int) -> Model:
-    model = experiment.model
-    model.repeat = repeat
-    return model
-
-
-def _conclude(
-    suite: _Suite,
-    experiment: Experiment,
-    case: Case,
-    metric_names: frozenset[str],
-    model: Model,
-    started: float,
-    answer: Any,
-    failure: BaseException | None,
-    ended: float | None = None,
-) -> RunResult:
-    """Score what the adapter answered, or record why it could not answer. The case's
-    duration runs from ``started`` to ``ended`` (the adapter's answer; default: now)."""
     reply = score = error = trace = None
     try:
-        if failure is not None:
-            raise failure
+        answer = suite.adapter.call(case, model)
+        if inspect.isawaitable(answer):
+            answer = _awaited(answer)
         reply = _check_reply(suite.adapter, answer, model)
         score = _score(suite, case, reply, metric_names)
     except _SUITE_EXCEPTIONS as e:
         _reraise_ctrl_c(e)
         error, trace = _describe(e)
         _stop_if_fatal(e, model.stop)
-    return _result(experiment, case, model, (ended or time.perf_counter()) - started, reply, score, error, trace)
+    return _result(experiment, case, model, time.perf_counter() - started, reply, score, error, trace)
 
 
 def _result(
@@ -3686,7 +3646,8 @@ class _ExperimentRun:
 
     def _begin(self, i: int, owner: _Owner) -> tuple[int, Model, float]:
         """The case's place, its model and its start; the case is in flight from here."""
-        model = _case_model(self.experiment, i % self.repeat)
+        model = self.experiment.model
+        model.repeat = i % self.repeat
         self.inflight[i] = (time.monotonic(), model, owner, i // self.repeat)
         return i // self.repeat, model, time.perf_counter()
 
@@ -6525,62 +6486,34 @@ class _Parser(argparse.ArgumentParser):
         raise _UsageError(f"{message} (see {self.prog} --help)")
 
 
-def _effort_list(value: str) -> list[str]:
-    items = _split([value])
-    for item in items:
-        if item not in EFFORTS:
-            raise argparse.ArgumentTypeError(
-                f"unknown effort {item!r}{_hint(item, EFFORTS)}; known: {', '.join(EFFORTS)}"
-            )
-    return items
+def _flag_type(setting: _Setting) -> Callable[[str], Any]:
+    """The argparse type of a setting's flag: the text as a number or a comma list, then
+    the one check the config file's values go through too."""
 
+    listed = setting.kind in ("efforts", "temperatures")
 
-def _temperature_list(value: str) -> list[float]:
-    out = []
-    for item in _split([value]):
-        try:
-            number = float(item)
-        except ValueError:
-            number = -1.0
-        if not 0.0 <= number <= 2.0:
-            raise argparse.ArgumentTypeError(f"temperature must be a number from 0 to 2, got {item!r}")
-        out.append(number)
-    return out
-
-
-def _whole(low: int, high: int | None = None) -> Callable[[str], int]:
-    def parse(value: str) -> int:
-        try:
-            number = int(value) if len(value) < 20 else low - 1
-        except ValueError:
-            number = low - 1
-        if number < low or (high is not None and number > high):
-            span = f"from {low} to {high:,}" if high else f"from {low} up"
-            raise argparse.ArgumentTypeError(f"expected a whole number {span}, got {_shown(value)}")
-        return number
+    def parse(text: str) -> Any:
+        items = _split([text]) if listed else [text]
+        values = [item if setting.kind == "efforts" else _flag_number(item) for item in items]
+        for item, value in zip(items, values, strict=True):
+            try:
+                _setting_value(setting, [value] if listed else value)
+            except ValueError as e:  # named as typed: "got '0'"
+                problem, got, _ = str(e).partition(", got ")
+                raise argparse.ArgumentTypeError(f"{problem}, got {item!r}" if got else problem) from None
+        return _setting_value(setting, values if listed else values[0])
 
     return parse
 
 
-def _seconds(value: str) -> float:
-    try:
-        number = float(value)
-    except ValueError:
-        number = -1.0
-    if not 0 <= number < math.inf:
-        raise argparse.ArgumentTypeError(f"expected seconds (a number from 0 up), got {value!r}")
-    return number
-
-
-def _flag_type(setting: _Setting) -> Callable[[str], Any]:
-    """The argparse type of a setting's flag: the same bounds the config file checks."""
-    if setting.kind == "efforts":
-        return _effort_list
-    if setting.kind == "temperatures":
-        return _temperature_list
-    if setting.kind == "whole":
-        return _whole(setting.low, setting.high)
-    return _seconds
+def _flag_number(text: str) -> Any:
+    """A flag's number: an int, a float, or the text itself (which the check then refuses)."""
+    for kind in (int, float):
+        try:
+            return kind(text) if len(text) < 30 else text
+        except ValueError:
+            pass
+    return text
 
 
 def _flag_help(setting: _Setting) -> str:
@@ -7038,7 +6971,7 @@ def _plan_run(args: argparse.Namespace) -> _Plan:
     selected = _select_cases(found, _split(args.dataset), _split(args.case))
     # each dataset's cases are read as the run reaches them, while the others wait on the network
     by_dataset = {d: _Cases([f for f in selected if f.dataset == d]) for d in sorted({f.dataset for f in selected})}
-    overrides = _Overrides(args.effort, args.temperature, args.max_tokens, args.parallelism)
+    overrides = _Overrides(args.effort, args.temperature, args.max_tokens)
     lineup = _build_lineup(suite, overrides, _split(args.models))
     for refusal in lineup.refused:
         _warn(refusal)

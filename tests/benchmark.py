@@ -10,10 +10,10 @@ keep-alive, each answer sent a fixed latency after its request arrived, optional
 injected 429s and 500s); it is lean so that its own CPU, on the same cores, does not
 stand in for the harness's. A generated suite of N cases (an adapter parsing JSON, an
 exact-match scorer, the local log) runs through ``python -m agent_evals compare --local
--j 1 -p C`` against it. The adapter (``--adapter``): ``echo`` (the default) is
-EchoAdapter as it is, which the run drives from one event loop over the provider's
-asyncio transport; ``threads`` is the same with a ``call`` of its own, which keeps the
-cases on C threads; ``async`` does the same work in ``async def call``. Printed for each
+-j 1 -p C`` against it, on the one runner: C worker threads over the blocking client.
+The adapter (``--adapter``): ``echo`` (the default) is EchoAdapter as it is;
+``threads`` is the same with a ``call`` of its own; ``async`` does the same work in
+``async def call``, awaited on each worker's own event loop. Printed for each
 run, then the best and the median: wall time, the ideal N×L/C, their ratio, the
 experiment's own time, the CLI's CPU per case (user and system), its peak RSS, the TCP
 connections it opened, and the requests the server answered against the retries the
@@ -445,8 +445,8 @@ def main() -> None:
         "--adapter",
         choices=sorted(ADAPTERS),
         default="echo",
-        help="the suite's adapter: EchoAdapter as it is (an event loop), the same with a call of its own "
-        "(threads), or the same work as async def (an event loop)",
+        help="the suite's adapter: EchoAdapter as it is, the same with a call of its own "
+        "(threads), or the same work as async def (on each worker's own event loop)",
     )
     parser.add_argument("--runs", type=int, default=3, help="runs of each scenario; the best and the median are shown")
     parser.add_argument(

@@ -186,10 +186,11 @@ def test_configure_merges_lists_and_rejects_unknown_settings() -> None:
         ae.configure(adaptor=1)
 
 
-# The module's shape (issue #15): one file a newcomer reads top to bottom.
-# lines; past it, the trackers and providers that need a pip extra (Braintrust, Logfire,
-# LiteLLM: about 350 lines) are the first to move out of the one file
-CEILING = 8_000
+# The module's shape (issue #15): one file a newcomer reads top to bottom. The ceiling is
+# its size after one runner path (issue #21: 7,978 -> about 7,600 lines) plus 300, so that
+# later features pay for their lines; past it, the trackers and providers that need a pip
+# extra (Braintrust, Logfire, LiteLLM: about 350 lines) are the first to move out of the one file
+CEILING = 7_900
 SOURCE = (ROOT / "agent_evals.py").read_text(encoding="utf-8")
 
 

@@ -66,7 +66,7 @@ MALFORMED = [
         {CFG: BASE + "defaults:\n  timeout: -5\n"},
         ["cases"],
         2,
-        "defaults.timeout: expected a number from 0 up (finite), got -5",
+        "defaults.timeout: expected seconds (a number from 0 up, finite), got -5",
     ),
     (
         {CFG: BASE + "defaults:\n  retries: yes\n"},
