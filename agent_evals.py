@@ -130,6 +130,7 @@ _EXIT_CODES = (
 )
 
 CONFIG_NAME = ".agent-eval.config.yml"
+LOG_DIR = Path("log", "agent-evals")  # under the project root: logs, journals, the cache
 CONFIG_JSON = ".agent-eval.config.json"  # the same keys as JSON: read with the standard library alone
 HELPER_NAME = "eval_helper.py"
 DEFAULT_CASES = "datasets/*/cases/**/input.txt"
@@ -5314,6 +5315,7 @@ class _Row:
     lost: Usage  # what the runs that ended in an error spent
     strict: Mapping[str, Mapping[str, float]] = field(default_factory=dict)  # as ``values``, errors counted as 0
     saved: float = 0.0  # what the answers the cache gave cost when first paid for
+    reasons: tuple[tuple[int, str], ...] = ()  # (count, masked message) of its errors, most common first
 
     def mean(self, metric: str) -> float | None:
         values = self.values.get(metric) or {}
@@ -5340,6 +5342,7 @@ class _Row:
 
 
 def _rows(experiments: Sequence[Experiment], metrics: Sequence[Metric]) -> list[_Row]:
+    """One row per experiment: datasets in their first order, each ranked (``_rank_key``)."""
     out = []
     for experiment in experiments:
         errored = [r for r in experiment.results if r.error is not None]
@@ -5355,9 +5358,29 @@ def _rows(experiments: Sequence[Experiment], metrics: Sequence[Metric]) -> list[
                 sum((r.usage for r in errored), Usage()),
                 {m.name: _case_values(experiment.results, m.name, errors_as=0.0) for m in metrics} if errored else {},
                 sum(r.saved for r in experiment.results),
+                _reasons(r.error or "" for r in errored),
             )
         )
-    return out
+    datasets = list(dict.fromkeys(r.dataset for r in out))
+    primary = _primary(metrics)
+    return sorted(out, key=lambda r: (datasets.index(r.dataset), *_rank_key(r, primary)))
+
+
+def _reasons(errors: Iterable[str], *, counted: Iterable[tuple[int, str]] = ()) -> tuple[tuple[int, str], ...]:
+    """Error messages grouped and counted, masked, most common first (then by text).
+
+    >>> _reasons(["HTTP 500: busy", "timed out", "HTTP 500: busy"])
+    ((2, 'HTTP 500: busy'), (1, 'timed out'))
+    """
+    import collections
+
+    counts: collections.Counter[str] = collections.Counter()
+    for error in errors:
+        text = " ".join(_redact(error).split())
+        counts[text if len(text) <= 200 else text[:199] + "…"] += 1
+    for count, text in counted:
+        counts[text] += count
+    return tuple(sorted(((n, text) for text, n in counts.items()), key=lambda item: (-item[0], item[1])))
 
 
 def _fmt_estimate(row: _Row, metric: str, style: str = "box") -> str:
@@ -5381,7 +5404,7 @@ def _fmt_interval(low: float, high: float, style: str = "box", signed: bool = Fa
     return f" [{low * 100:.1f}{'–' if style == 'box' else '-'}{high * 100:.1f}]"
 
 
-def _row_cells(row: _Row, metrics: Sequence[Metric], style: str = "box") -> list[str]:
+def _row_cells(row: _Row, metrics: Sequence[Metric], style: str = "box", ranked: bool = False) -> list[str]:
     c = row.contender
     primary = _primary(metrics)
     return [
@@ -5390,6 +5413,7 @@ def _row_cells(row: _Row, metrics: Sequence[Metric], style: str = "box") -> list
         _fmt_temp(c.temperature),
         *(_fmt_estimate(row, m.name, style) if m is primary else _fmt_pct(row.mean(m.name)) for m in metrics),
         str(row.errors),
+        *([_fmt_pct(row.strict_mean(primary.name))] if ranked else []),
         _fmt_time(row.duration),
         str(row.usage.input_tokens),
         str(row.usage.output_tokens),
@@ -5401,27 +5425,20 @@ def _primary(metrics: Sequence[Metric]) -> Metric:
     return next((m for m in metrics if m.primary), metrics[0])
 
 
-def _leaderboard_columns(lead: str, metrics: Sequence[Metric]) -> tuple[list[str], list[bool]]:
-    """Every leaderboard's headers after a first column ``lead``, and which are numbers."""
-    headers = [
-        lead,
-        "model",
-        "effort",
-        "temp",
-        *(m.name for m in metrics),
-        "errors",
-        "time",
-        "tok_in",
-        "tok_out",
-        "cost",
-    ]
-    return headers, [lead == "#", False, False, True, *(True for _ in metrics), True, True, True, True, True]
+def _leaderboard_columns(lead: str, metrics: Sequence[Metric], ranked: bool = False) -> tuple[list[str], list[bool]]:
+    """Every leaderboard's headers after a first column ``lead``, and which are numbers;
+    ``ranked`` (some row has errors): the primary metric with errors counted as wrong."""
+    ranking = ["ranked"] if ranked else []
+    headers = [lead, "model", "effort", "temp", *(m.name for m in metrics), "errors", *ranking]
+    headers += ["time", "tok_in", "tok_out", "cost"]
+    return headers, [lead == "#", False, False, True, *(True for _ in headers[4:])]
 
 
 def _metric_table(lead: str, leads: Sequence[str], rows: Sequence[_Row], metrics: Sequence[Metric], style: str) -> str:
     """The columns every leaderboard shares, after a first column ``lead``."""
-    headers, right = _leaderboard_columns(lead, metrics)
-    cells = [[first, *_row_cells(r, metrics, style)] for first, r in zip(leads, rows, strict=True)]
+    ranked = any(r.errors for r in rows)
+    headers, right = _leaderboard_columns(lead, metrics, ranked)
+    cells = [[first, *_row_cells(r, metrics, style, ranked)] for first, r in zip(leads, rows, strict=True)]
     return _table(headers, cells, right, style)
 
 
@@ -5441,12 +5458,14 @@ def _best_value(rows: Sequence[_Row], primary: Metric) -> _Row | None:
     | 30% raise, rest 100%  | 100%              | 70%             | no                     |
     """
     name = primary.name
-    scored = [r for r in rows if r.strict_mean(name) is not None]
+    # a contender that answered nothing is no value at any price
+    scored = [r for r in rows if r.strict_mean(name) is not None and r.runs > r.errors]
     if not scored:
         return None
     top = max(r.strict_mean(name) or 0.0 for r in scored)
     near = [r for r in scored if (r.strict_mean(name) or 0.0) >= top - BEST_VALUE_MARGIN - 1e-12]
-    return min(near, key=lambda r: (r.cost_per_answer, -(r.strict_mean(name) or 0.0)))
+    # ties never depend on the order rows arrive in: fewer errors, then the label
+    return min(near, key=lambda r: (r.cost_per_answer, -(r.strict_mean(name) or 0.0), r.errors, r.contender.label))
 
 
 def _best_value_lines(rows: Sequence[_Row], primary: Metric, style: str = "box") -> list[str]:
@@ -5459,12 +5478,17 @@ def _best_value_lines(rows: Sequence[_Row], primary: Metric, style: str = "box")
         group = [r for r in rows if r.dataset == dataset]
         best = _best_value(group, primary)
         if best is None:
-            lines.append(f"best value [{dataset}]: none ({name} was not scored)")
+            answered = any(r.runs > r.errors for r in group)
+            lines.append(
+                f"best value [{dataset}]: none ({name} was not scored)"
+                if answered
+                else f"no best value [{dataset}]: no contender answered (see the errors)"
+            )
             continue
         estimate = best.estimate(name)
         shown = _fmt_estimate(best, name, style) if estimate else _fmt_pct(best.mean(name))
         line = f"best value [{dataset}] ({_short_label(best, group)}): {shown} at {_fmt_cost(best.cost)}"
-        top = max((r for r in group if r.strict_mean(name) is not None), key=lambda r: r.strict_mean(name) or 0.0)
+        top = min(group, key=lambda r: _rank_key(r, primary))
         if top is not best and (top.strict_mean(name) or 0.0) > (best.strict_mean(name) or 0.0):
             paired = _paired(best.values[name], top.values[name])
             if paired is not None:
@@ -5525,7 +5549,19 @@ def _error_lines(rows: Sequence[_Row]) -> list[str]:
     ]
 
 
-def _glossary(metrics: Sequence[Metric], intervals: bool = False) -> str:
+def _reason_lines(rows: Sequence[_Row], most: int = 3) -> list[str]:
+    """Why cases failed: each experiment's most common error messages, counted (STDERR)."""
+    lines = []
+    for r in rows:
+        for count, text in r.reasons[:most]:
+            lines.append(f"errors [{r.dataset}] {_short_label(r, rows)}: {count} × {text}")
+        if len(r.reasons) > most:
+            others = sum(n for n, _ in r.reasons[most:])
+            lines.append(f"errors [{r.dataset}] {_short_label(r, rows)}: {others} × other reasons (the log has each)")
+    return lines
+
+
+def _glossary(metrics: Sequence[Metric], intervals: bool = False, ranked: bool = False) -> str:
     primary = _primary(metrics)
     entries = [
         ("dataset", "the folder under datasets/"),
@@ -5537,6 +5573,7 @@ def _glossary(metrics: Sequence[Metric], intervals: bool = False) -> str:
             for m in metrics
         ),
         ("errors", "cases that raised (network, provider or suite code): not scored, left out of the means"),
+        *([("ranked", f"{primary.name} with every error counted as wrong: what the tables rank by")] if ranked else []),
         ("time", "wall-clock time of the experiment"),
         ("tok_in", "input tokens spent"),
         ("tok_out", "output tokens spent"),
@@ -5545,6 +5582,9 @@ def _glossary(metrics: Sequence[Metric], intervals: bool = False) -> str:
     width = max(len(name) for name, _ in entries)
     lines = ["glossary:", *(f"  {name.ljust(width)}  {text}" for name, text in entries)]
     lines.append("  metrics are means over scored cases; a metric of None (does not apply) is skipped")
+    lines.append(
+        f"  rank: by {primary.name} with errors counted as wrong, then fewer errors, then cost (errors never win)"
+    )
     lines.append(
         "  best value: the cheapest per scored run of those within 2 points of the top, errors counted as wrong"
     )
@@ -5576,6 +5616,7 @@ def _overall(rows: Sequence[_Row], metrics: Sequence[Metric], primary: Metric) -
                 for m in metrics
             },
             sum(r.saved for r in group),
+            _reasons((), counted=(reason for r in group for reason in r.reasons)),
         )
         for contender, group in groups.items()
     ]
@@ -5600,9 +5641,9 @@ def _render_report(experiments: Sequence[Experiment], metrics: Sequence[Metric],
             *_error_lines(rows),
             *_power_lines(rows, primary),
             "",
-            _glossary(metrics, spread),
+            _glossary(metrics, spread, any(r.errors for r in rows)),
             "",
-            f"leaderboard: all datasets, case-weighted, ranked by {primary.name} then cost",
+            f"leaderboard: all datasets, case-weighted, ranked by {primary.name} (errors counted as wrong) then cost",
             _leaderboard_table(overall, metrics, style),
         ]
     )
@@ -5623,11 +5664,13 @@ def _results_document(
     for dataset in dict.fromkeys(row.dataset for row in rows):
         group = sorted((r for r in rows if r.dataset == dataset), key=lambda r: _rank_key(r, primary))
         best = _best_value(group, primary)
+        answered = any(r.runs > r.errors for r in group)
         datasets.append(
             {
                 "dataset": dataset,
                 "leaderboard": [_row_document(r, metrics) for r in group],
                 "best_value": None if best is None else _row_document(best, metrics),
+                **({} if best or answered else {"no_best_value": "no contender answered"}),
             }
         )
     return {
@@ -5640,14 +5683,24 @@ def _results_document(
             f"the cheapest per scored run of those within {BEST_VALUE_MARGIN * 100:g} points of the top, "
             "errors counted as wrong"
         ),
+        "rank_rule": f"{primary.name} with errors counted as wrong, then fewer errors, then cost, then the label",
         "datasets": datasets,
         "overall": [_row_document(r, metrics) for r in _overall(rows, metrics, primary)],
     }
 
 
-def _rank_key(row: _Row, primary: Metric) -> tuple[float, float]:
-    mean = row.mean(primary.name)
-    return (-(mean if mean is not None else -1.0), row.cost)
+def _rank_key(row: _Row, primary: Metric) -> tuple[float, int, float, str]:
+    """Every ranking's order: the primary metric with errors counted as wrong (a contender
+    never climbs by failing), then fewer errors, then cost, then the label (never the
+    order rows arrived in).
+
+    | contender              | mean over answers | errors | ranked by |
+    | ---------------------- | ----------------- | ------ | --------- |
+    | answers all, 100%      | 100%              | 0      | 100%      |
+    | 20% raise, rest 100%   | 100%              | 20%    | 80%       |
+    """
+    strict = row.strict_mean(primary.name)
+    return (-(strict if strict is not None else -1.0), row.errors, row.cost, row.contender.label)
 
 
 def _row_document(row: _Row, metrics: Sequence[Metric]) -> dict[str, Any]:
@@ -5669,6 +5722,7 @@ def _row_document(row: _Row, metrics: Sequence[Metric]) -> dict[str, Any]:
         "contender": row.contender.to_json(),
         "runs": row.runs,
         "errors": row.errors,
+        "error_reasons": [{"count": n, "reason": text} for n, text in row.reasons],
         "metrics": scores,
         "duration_s": round(row.duration, 6),
         "tokens_in": row.usage.input_tokens,
@@ -6091,12 +6145,16 @@ details{border:1px solid var(--line);border-radius:6px;margin:.4rem 0;padding:.3
 pre{white-space:pre-wrap;word-break:break-word;margin:0;max-height:12rem;overflow:auto;font-size:12px}
 .filters{margin:.5rem 0}.filters button{margin-right:.4rem}
 body.only-errors tr.case:not(.error),body.only-wrong tr.case:not(.wrong){display:none}
+.scroll{overflow-x:auto;max-width:100%}table.sortable th{cursor:pointer}.legend{font-size:12px}
+table.grid td.err{color:var(--bad)}table.grid td.wrong{color:var(--muted)}table.grid a{color:inherit}
+table.only-differ tr.g:not(.differ),table.only-errors tr.g:not(.has-error){display:none}
+tr:target td{outline:2px solid var(--accent)}@media (max-width:600px){body{padding:.5rem}}
 """
 
 _HTML_SCRIPT = """
-document.querySelectorAll("table.sortable th button").forEach(function (button, _) {
-  button.addEventListener("click", function () {
-    var th = button.parentElement, table = th.closest("table"), index = Array.prototype.indexOf.call(th.parentElement.children, th);
+document.querySelectorAll("table.sortable th").forEach(function (th) {
+  th.addEventListener("click", function () {
+    var table = th.closest("table"), index = Array.prototype.indexOf.call(th.parentElement.children, th);
     var body = table.tBodies[0], rows = Array.prototype.slice.call(body.rows);
     var down = th.getAttribute("aria-sort") !== "descending";
     table.querySelectorAll("th").forEach(function (h) { h.removeAttribute("aria-sort"); });
@@ -6106,12 +6164,25 @@ document.querySelectorAll("table.sortable th button").forEach(function (button, 
     rows.forEach(function (row) { body.appendChild(row); });
   });
 });
-document.querySelectorAll(".filters button").forEach(function (button) {
+document.querySelectorAll(".filters button[data-filter]").forEach(function (button) {
   button.addEventListener("click", function () {
     document.body.classList.remove("only-errors", "only-wrong");
     if (button.dataset.filter) { document.body.classList.add(button.dataset.filter); }
   });
 });
+document.querySelectorAll(".filters button[data-grid]").forEach(function (button) {
+  button.addEventListener("click", function () {
+    var table = button.parentElement.nextElementSibling.querySelector("table");
+    table.classList.remove("only-differ", "only-errors");
+    if (button.dataset.grid) { table.classList.add(button.dataset.grid); }
+  });
+});
+function reveal() {
+  var row = location.hash && document.getElementById(location.hash.slice(1));
+  for (var node = row; node; node = node.parentElement) { if (node.tagName === "DETAILS") { node.open = true; } }
+  if (row) { row.scrollIntoView({block: "center"}); }
+}
+window.addEventListener("hashchange", reveal); reveal();
 """
 
 
@@ -6136,23 +6207,26 @@ def _pareto(points: Sequence[tuple[float, float]]) -> list[tuple[float, float]]:
 
 
 def _scatter(rows: Sequence[_Row], primary: Metric, best: _Row | None) -> str:
-    """Score against cost as inline SVG: a log cost axis when costs span decades,
-    the Pareto frontier drawn, the best value ringed."""
-    points = [(r, r.cost, r.mean(primary.name)) for r in rows if r.mean(primary.name) is not None]
+    """Score (errors counted as wrong, as the tables rank) against cost as inline SVG: a
+    log cost axis when costs span decades, the Pareto frontier drawn, the best value
+    ringed. Each dot carries its rank in the table; tied contenders share one dot that
+    lists them all."""
+    points = [(i, r, r.cost, s) for i, r in enumerate(rows, 1) if (s := r.strict_mean(primary.name)) is not None]
     if not points:
         return '<p class="muted">Nothing was scored.</p>'
-    width, height, left, bottom, pad, right = 720, 300, 56, 36, 14, 60
-    costs = [c for _, c, _ in points]
-    positive = [c for c in costs if c > 0]
-    log = bool(positive) and min(positive) > 0 and max(positive) / min(positive) >= 10
-    low, high = (min(positive), max(positive)) if log else (0.0, max(costs) or 1.0)
+    width, height, left, bottom, pad, right = 720, 300, 64, 40, 24, 60
+    positive = [c for _, _, c, _ in points if c > 0]
+    free = not positive  # every answer cost $0: no cost axis to draw
+    log = bool(positive) and max(positive) / min(positive) >= 10
+    low, high = (min(positive), max(positive)) if log else (0.0, max(positive, default=1.0))
 
     def x(cost: float) -> float:
+        if free:
+            return (width + left - right) / 2
         if log:
-            cost = max(cost, low)
             span = math.log10(high) - math.log10(low) or 1.0
-            return left + (math.log10(cost) - math.log10(low)) / span * (width - left - right)
-        return left + cost / (high or 1.0) * (width - left - right)
+            return left + (math.log10(max(cost, low)) - math.log10(low)) / span * (width - left - right)
+        return left + cost / high * (width - left - right)
 
     def y(score: float) -> float:
         return pad + (1 - score) * (height - pad - bottom)
@@ -6161,29 +6235,45 @@ def _scatter(rows: Sequence[_Row], primary: Metric, best: _Row | None) -> str:
         f'<svg class="plot" viewBox="0 0 {width} {height}" role="img" aria-label="{_h(primary.name)} against cost">',
         f'<line class="axis" x1="{left}" y1="{y(0):.1f}" x2="{width - right}" y2="{y(0):.1f}"/>',
         f'<line class="axis" x1="{left}" y1="{pad}" x2="{left}" y2="{y(0):.1f}"/>',
+        f'<text transform="translate(14 {y(0.5):.0f}) rotate(-90)" text-anchor="middle">'
+        f"{_h(primary.name)}, errors as wrong</text>",
     ]
-    for tick in (0.0, 0.5, 1.0):
+    for tick in (0.0, 0.25, 0.5, 0.75, 1.0):
         parts.append(f'<text x="{left - 6}" y="{y(tick) + 4:.1f}" text-anchor="end">{tick:.0%}</text>')
-    for tick in (low, high):
-        parts.append(f'<text x="{x(tick):.1f}" y="{height - 12}" text-anchor="middle">{_fmt_cost(tick)}</text>')
-    scale = "cost, log scale" if log else "cost"
-    parts.append(f'<text x="{(width + left) / 2:.0f}" y="{height - 1}" text-anchor="middle">{scale}</text>')
-    frontier = _pareto([(c, s or 0.0) for _, c, s in points])
-    path = " ".join(f"{x(c):.1f},{y(s):.1f}" for c, s in frontier)
+    if free:
+        ticks: list[float] = []
+        scale = "cost: no contender reported any ($0 each)"
+    elif log:
+        decades = range(math.ceil(math.log10(low)), math.floor(math.log10(high)) + 1)
+        ticks = sorted({low, high, *(10.0**k for k in decades)})
+        scale = "cost, log scale"
+    else:
+        ticks, scale = [high * k / 4 for k in range(5)], "cost"
+    drawn: list[float] = []
+    for tick in ticks:  # a tick too near one already drawn would print over it
+        if all(abs(x(tick) - d) > 56 for d in drawn):
+            drawn.append(x(tick))
+            parts.append(f'<text x="{x(tick):.1f}" y="{height - 22}" text-anchor="middle">{_fmt_cost(tick)}</text>')
+    parts.append(f'<text x="{(width + left) / 2:.0f}" y="{height - 4}" text-anchor="middle">{scale}</text>')
+    frontier = _pareto([(c, score) for _, _, c, score in points])
+    path = " ".join(f"{x(c):.1f},{y(score):.1f}" for c, score in frontier)
     parts.append(f'<polyline class="frontier" points="{path}"><title>Pareto frontier</title></polyline>')
-    for row, cost, score in points:
-        label = f"{row.contender.label}: {_fmt_pct(score)} at {_fmt_cost(cost)}"
-        css = ' class="best"' if row is best else ""
-        radius = 7 if row is best else 5
-        parts.append(
-            f'<circle{css} cx="{x(cost):.1f}" cy="{y(score or 0):.1f}" r="{radius}"><title>{_h(label)}</title></circle>'
-        )
-        if row is best:
-            parts.append(
-                f'<text x="{x(cost) - 10:.1f}" y="{y(score or 0) + 22:.1f}" text-anchor="end">best value</text>'
-            )
+    spots: dict[tuple[int, int], list[tuple[int, _Row, float, float]]] = {}
+    for point in points:  # dots closer than a few pixels are one spot, listed together
+        spots.setdefault((round(x(point[2]) / 4), round(y(point[3]) / 4)), []).append(point)
+    for members in spots.values():
+        _, _, cost, score = members[0]
+        cx, cy = x(cost), y(score)
+        ringed = any(row is best for _, row, _, _ in members)
+        names = "; ".join(f"#{i} {row.contender.label}: {_fmt_pct(sc)} at {_fmt_cost(c)}" for i, row, c, sc in members)
+        css, radius = (' class="best"', 7) if ringed else ("", 5)
+        parts.append(f'<circle{css} cx="{cx:.1f}" cy="{cy:.1f}" r="{radius}"><title>{_h(names)}</title></circle>')
+        label = ",".join(str(i) for i, *_ in members) + (" best value" if ringed else "")
+        anchor, dx = ("start", 10) if cx < (width + left - right) / 2 else ("end", -10)
+        parts.append(f'<text x="{cx + dx:.1f}" y="{cy - 8:.1f}" text-anchor="{anchor}">{_h(label)}</text>')
     parts.append("</svg>")
-    return "".join(parts)
+    legend = " · ".join(f"{i} {_h(row.contender.label)}" for i, row, _, _ in points)
+    return "".join(parts) + f'<p class="muted legend">{legend}</p>'
 
 
 def _html_table(
@@ -6202,7 +6292,8 @@ def _html_table(
         css = f' class="{classes[i]}"' if i < len(classes) and classes[i] else ""
         cells = "".join(_html_cell(text, value, n) for (text, value), n in zip(row, numeric, strict=True))
         body.append(f"<tr{css}>{cells}</tr>")
-    return f'<table class="sortable"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
+    table = f'<table class="sortable"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
+    return f"<div class=scroll>{table}</div>"
 
 
 def _html_cell(text: str, value: Any, numeric: bool) -> str:
@@ -6215,7 +6306,8 @@ def _html_cell(text: str, value: Any, numeric: bool) -> str:
 def _html_rows(
     rows: Sequence[_Row], metrics: Sequence[Metric], lead: str
 ) -> tuple[list[str], list[list[tuple[str, Any]]], list[bool]]:
-    headers, numeric = _leaderboard_columns(lead, metrics)
+    ranked = any(r.errors for r in rows)
+    headers, numeric = _leaderboard_columns(lead, metrics, ranked)
     primary = _primary(metrics)
     cells = []
     for i, r in enumerate(rows, 1):
@@ -6234,6 +6326,11 @@ def _html_rows(
                     for m in metrics
                 ),
                 (str(r.errors), r.errors),
+                *(
+                    [(_fmt_pct(strict := r.strict_mean(primary.name)), -1 if strict is None else strict)]
+                    if ranked
+                    else []
+                ),
                 (_fmt_time(r.duration), r.duration),
                 (str(r.usage.input_tokens), r.usage.input_tokens),
                 (str(r.usage.output_tokens), r.usage.output_tokens),
@@ -6259,14 +6356,21 @@ def _render_html(
     ]
     if refused:
         out.append("<p><strong>Refused</strong> (not scored): " + "; ".join(_h(r) for r in refused) + "</p>")
+    places = {id(e): i for i, e in enumerate(experiments)}  # a case's anchor: #c<experiment>-<run>
     for dataset in dict.fromkeys(r.dataset for r in rows):
         group = [r for r in rows if r.dataset == dataset]
         best = _best_value(group, primary)
-        headers, cells, numeric = _html_rows(group, metrics, "dataset")
+        headers, cells, numeric = _html_rows(group, metrics, "#")
         out.append(f"<section><h2>{_h(dataset)}</h2>")
         out.append(_html_table(headers, cells, numeric, ["best" if r is best else "" for r in group]))
-        out.extend(f"<p>{_h(line)}</p>" for line in _best_value_lines(group, primary) + _error_lines(group))
+        lines = _best_value_lines(group, primary) + _error_lines(group) + _reason_lines(group)
+        out.extend(f"<p>{_h(line)}</p>" for line in lines)
         out.append(_scatter(group, primary, best))
+        ranked = sorted(
+            (e for e in experiments if e.dataset == dataset),
+            key=lambda e: next(i for i, r in enumerate(group) if r.contender == e.contender),
+        )
+        out.append(_html_grid(ranked, places))
         out.append("</section>")
     overall = _overall(rows, metrics, primary)
     headers, cells, numeric = _html_rows(overall, metrics, "#")
@@ -6282,9 +6386,11 @@ def _render_html(
         out.append(
             f"<details><summary>{_h(experiment.dataset)} · {_h(experiment.contender.label)} — {len(experiment.results)} runs, {wrong} wrong, {errors} errors</summary>"
         )
-        out.append(_html_cases(experiment, metrics))
+        out.append(_html_cases(experiment, metrics, places[id(experiment)]))
         out.append("</details>")
-    out.append(f"</section>{_html_glossary(metrics)}<script>{_HTML_SCRIPT}</script></body></html>")
+    out.append(
+        f"</section>{_html_glossary(metrics, any(r.errors for r in rows))}<script>{_HTML_SCRIPT}</script></body></html>"
+    )
     return "\n".join(out)
 
 
@@ -6309,7 +6415,45 @@ def _html_transcript(transcript: Sequence[Mapping[str, Any]] | None) -> str:
     return f"<details><summary>transcript: {turns} turns</summary><ol>{''.join(items)}</ol></details>"
 
 
-def _html_cases(experiment: Experiment, metrics: Sequence[Metric]) -> str:
+def _html_grid(experiments: Sequence[Experiment], places: Mapping[int, int]) -> str:
+    """Cases × contenders: a row a case (and repeat), a column a contender, each cell its
+    score or ``error``, linked to the case's full row; filters keep the rows where the
+    contenders differ, or where one raised."""
+    cells: dict[str, dict[int, str]] = {}
+    marks: dict[str, set[str]] = {}
+    for column, experiment in enumerate(experiments):
+        place = places[id(experiment)]
+        for k, r in enumerate(experiment.results):
+            shown = "error" if r.error else "-" if r.score is None else _fmt_pct(r.score.value)
+            kind = "err" if r.error else "wrong" if r.score is not None and r.score.value < 1 else "right"
+            tip = f' title="{_h(r.error)}"' if r.error else ""
+            cells.setdefault(r.label, {})[column] = (
+                f'<td class="n {kind}"{tip}><a href="#c{place}-{k}">{shown}</a></td>'
+            )
+            marks.setdefault(r.label, set()).add(shown)
+    head = "".join(f"<th scope=col>{_h(e.contender.label)}</th>" for e in experiments)
+    body = []
+    for label, row in cells.items():
+        css = " ".join(
+            ["g", *(["differ"] if len(marks[label]) > 1 else []), *(["has-error"] if "error" in marks[label] else [])]
+        )
+        tds = "".join(row.get(column, "<td class=n>·</td>") for column in range(len(experiments)))
+        body.append(f'<tr class="{css}"><td>{_h(label)}</td>{tds}</tr>')
+    filters = (
+        '<div class="filters grid-filters" role=group aria-label="Show cases"><button type=button data-grid="">all cases'
+        '</button><button type=button data-grid="only-differ">where they differ</button>'
+        '<button type=button data-grid="only-errors">errors only</button></div>'
+    )
+    table = (
+        f"<table class=grid><thead><tr><th scope=col>case</th>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+    )
+    # folded when large: a page of 12,000 runs still opens in well under a second
+    opened = " open" if len(cells) <= 200 else ""
+    summary = f"Case by case: {len(cells)} cases × {len(experiments)} contenders"
+    return f"<details{opened}><summary>{summary}</summary>{filters}<div class=scroll>{table}</div></details>"
+
+
+def _html_cases(experiment: Experiment, metrics: Sequence[Metric], place: int = 0) -> str:
     head = "".join(
         f"<th scope=col>{_h(h)}</th>"
         for h in [
@@ -6324,7 +6468,7 @@ def _html_cases(experiment: Experiment, metrics: Sequence[Metric]) -> str:
         ]
     )
     rows = []
-    for r in experiment.results:
+    for k, r in enumerate(experiment.results):
         kind = "error" if r.error else "wrong" if r.score is not None and r.score.value < 1 else "right"
         score = "-" if r.score is None else _fmt_pct(r.score.value)
         metric_cells = "".join(
@@ -6342,15 +6486,15 @@ def _html_cases(experiment: Experiment, metrics: Sequence[Metric]) -> str:
             usage += f" · {r.turns} turns"
         transcript = _html_transcript(r.reply.transcript if r.reply is not None else None)
         rows.append(
-            f'<tr class="case {kind}"><td>{_h(r.label)}</td><td class=n>{_h(score)}</td>{metric_cells}'
+            f'<tr class="case {kind}" id="c{place}-{k}"><td>{_h(r.label)}</td><td class=n>{_h(score)}</td>{metric_cells}'
             f"<td><pre>{_h(r.case.input)}</pre></td><td><pre>{_h(r.case.expected)}</pre></td>"
             f"<td><pre>{_h(output)}</pre>{transcript}</td><td>{note}</td><td>{_h(usage)}</td></tr>"
         )
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+    return f"<div class=scroll><table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table></div>"
 
 
-def _html_glossary(metrics: Sequence[Metric]) -> str:
-    lines = _glossary(metrics, True).splitlines()[1:]
+def _html_glossary(metrics: Sequence[Metric], ranked: bool = False) -> str:
+    lines = _glossary(metrics, True, ranked).splitlines()[1:]
     return "<section><h2>Glossary</h2><pre>" + _h("\n".join(line.strip() for line in lines)) + "</pre></section>"
 
 
@@ -6546,17 +6690,21 @@ def _parser(providers: Sequence[Provider] | None = None) -> _Parser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"agent-evals {__version__}")
-    common = _Parser(add_help=False)
-    common.add_argument(
-        "--helper", metavar="PATH", help="the suite's eval_helper.py or config file (or AGENT_EVALS_HELPER)"
+    debug = _Parser(add_help=False)
+    debug.add_argument("--debug", action="store_true", help="show tracebacks")
+    suite = _Parser(add_help=False, parents=[debug])  # the commands that read a suite
+    suite.add_argument(
+        "--helper",
+        metavar="PATH",
+        help="the suite's eval_helper.py, config file or evals/ folder (or AGENT_EVALS_HELPER)",
     )
+    common = _Parser(add_help=False, parents=[suite])
     common.add_argument("-C", "--config", metavar="FILE", help=f"the lineup file instead of evals/{CONFIG_NAME}")
     common.add_argument(
         "-d", "--dataset", action="append", metavar="NAME", help="only these datasets (repeat or comma-separate)"
     )
     common.add_argument("-c", "--case", action="append", metavar="ID", help="only this variant or variant/NNN case")
     common.add_argument("-v", "--verbose", action="store_true", help="notes on STDERR: the suite, the tracker and why")
-    common.add_argument("--debug", action="store_true", help="show tracebacks")
     running = _Parser(add_help=False)
     chosen = running.add_argument_group("what runs")
     chosen.add_argument(
@@ -6649,48 +6797,47 @@ def _parser(providers: Sequence[Provider] | None = None) -> _Parser:
         "experiments) or more cases raise than before",
     )
     reserved = running.add_argument_group("reserved")
-    reserved.add_argument(
-        "-l", dest="reserved_l", action="store_true", help="reserved for logging; not yet implemented"
-    )
-    reserved.add_argument(
-        "-L", dest="reserved_L", action="store_true", help="reserved for logging; not yet implemented"
-    )
+    for flag in ("-l", "-L"):
+        reserved.add_argument(
+            flag, dest="reserved", action="store_true", help="reserved for logging; not yet implemented"
+        )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.add_parser("cases", parents=[common], help="list the cases; calls nothing")
     sub.add_parser("verify", parents=[common], help="offline checks: inputs, expected.json, adapter, scorer")
     sub.add_parser("run", parents=[common, running], help="run models over every dataset, with the per-case breakdown")
     sub.add_parser("compare", parents=[common, running], help="everything the lineup lists; leaderboard only")
-    report = sub.add_parser("report", help="the tables compare prints, from logs: merges the logs of every shard")
+    report = sub.add_parser(
+        "report", parents=[debug], help="the tables compare prints, from logs: merges the logs of every shard"
+    )
     report.add_argument("logs", nargs="+", metavar="LOG", help="a log or journal of each run (its whole run is read)")
     report.add_argument("-o", "--output", metavar="FILE", help="write the report as one self-contained HTML file")
     report.add_argument("--open", action="store_true", help="open the HTML report in a browser (on a terminal)")
     report.add_argument(
         "--format", choices=("table", "json"), default="table", help="table, or one JSON document for scripts"
     )
-    report.add_argument("--debug", action="store_true", help="show tracebacks")
     rescore = sub.add_parser(
         "rescore", parents=[common], help="the current scorer over the replies logs kept; calls no model"
     )
     rescore.add_argument("logs", nargs="+", metavar="LOG", help="a log or journal of each run to rescore")
-    cache = sub.add_parser("cache", help="the response cache: stats or clear")
+    cache = sub.add_parser("cache", parents=[suite], help="the response cache: stats or clear")
     cache.add_argument("action", choices=("stats", "clear"), help="stats: what it holds; clear: empty it")
-    cache.add_argument("--helper", metavar="PATH", help="the suite's eval_helper.py or config file")
-    cache.add_argument("--debug", action="store_true", help="show tracebacks")
-    models = sub.add_parser("models", help="the model ids the providers serve, with prices and context length")
+    models = sub.add_parser(
+        "models", parents=[suite], help="the model ids the providers serve, with prices and context length"
+    )
     models.add_argument("pattern", nargs="?", metavar="PATTERN", help="only ids containing PATTERN (or a glob: *mini*)")
     models.add_argument("--refresh", action="store_true", help="fetch the catalogs now (default: the cached ones)")
     models.add_argument("--provider", metavar="NAME", help="only this provider's models (openrouter, local, ...)")
-    models.add_argument("--helper", metavar="PATH", help="the suite's eval_helper.py, config file or evals/ folder")
-    models.add_argument("--debug", action="store_true", help="show tracebacks")
-    runs = sub.add_parser("runs", help="the runs under log/agent-evals, newest first, with what each holds")
+    runs = sub.add_parser(
+        "runs", parents=[suite], help="the runs under log/agent-evals, newest first, with what each holds"
+    )
     runs.add_argument(
         "folder", nargs="?", metavar="FOLDER", help="the log folder (default: the suite's log/agent-evals)"
     )
-    runs.add_argument("--helper", metavar="PATH", help="the suite's eval_helper.py, config file or evals/ folder")
-    runs.add_argument("--debug", action="store_true", help="show tracebacks")
     completion = sub.add_parser("completion", help="print a shell completion script (bash or zsh)")
     completion.add_argument("shell", choices=tuple(_SHELLS), help="the shell to complete in")
-    diff = sub.add_parser("diff", help="compare two runs' logs: each metric's delta and its paired significance")
+    diff = sub.add_parser(
+        "diff", parents=[debug], help="compare two runs' logs: each metric's delta and its paired significance"
+    )
     diff.add_argument("old", metavar="OLD", help="a log or journal of the earlier run (its whole run is read)")
     diff.add_argument("new", metavar="NEW", help="a log or journal of the later run")
     diff.add_argument(
@@ -6698,7 +6845,6 @@ def _parser(providers: Sequence[Provider] | None = None) -> _Parser:
         action="store_true",
         help="exit 1 when the primary metric regressed significantly or more cases raise than before",
     )
-    diff.add_argument("--debug", action="store_true", help="show tracebacks")
     return parser
 
 
@@ -6964,7 +7110,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 def _plan_run(args: argparse.Namespace) -> _Plan:
     """The suite, the cases, the lineup and its experiments, the gates, and providers set up."""
-    if args.reserved_l or args.reserved_L:
+    if args.reserved:
         raise ConfigError("-l and -L are reserved for logging and not yet implemented")
     suite = _open_suite(args)
     found, twice = _find_cases(suite)
@@ -7002,7 +7148,7 @@ def _plan_run(args: argparse.Namespace) -> _Plan:
         raise ConfigError(unknown[0])
     keys = {f.key for f in selected}
     twice = [(key, problem) for key, problem in twice if key in keys]
-    log_dir = suite.project_root / "log" / "agent-evals"
+    log_dir = suite.project_root / LOG_DIR
     return _Plan(suite, lineup, experiments, by_dataset, twice, gates, notes, log_dir)
 
 
@@ -7132,6 +7278,8 @@ def _report(args: argparse.Namespace, plan: _Plan, session: _Session, interrupte
         print(f"partial: {partial}", file=out)
     if tables and shown:
         print(_render_report(shown, suite.metrics, style), file=out)
+        for line in _reason_lines(_rows(shown, suite.metrics)):
+            print(line, file=err)
     for line in _cache_lines(shown):
         print(line, file=out if tables else err)
     changes = None
@@ -7268,7 +7416,7 @@ def _setup_providers(suite: _Suite, args: argparse.Namespace, *, offline: bool) 
         for key, value in settings.items():
             setattr(provider, key, value)
         provider.offline = offline
-        provider.cache_dir = suite.project_root / "log" / "agent-evals" / "cache"
+        provider.cache_dir = suite.project_root / LOG_DIR / "cache"
         provider.app_name = getattr(args, "project", None) or suite.config.project or suite.name
 
 
@@ -7327,6 +7475,8 @@ def _cmd_report(args: argparse.Namespace) -> int:
         print(_json_dumps(_results_document(experiments, metrics, context), indent=2))
     elif not args.output:
         print(_render_report(experiments, metrics, _style_for(sys.stdout)))
+        for line in _reason_lines(_rows(experiments, metrics)):
+            print(line, file=sys.stderr)
     return EXIT_OK
 
 
@@ -7360,7 +7510,7 @@ def _cmd_rescore(args: argparse.Namespace) -> int:
             )
         experiments.append(experiment)
     experiments.sort(key=lambda experiment: (experiment.dataset, experiment.order))
-    log_dir = suite.project_root / "log" / "agent-evals"
+    log_dir = suite.project_root / LOG_DIR
     _check_writable(log_dir)
     stamp = _stamp()
     sources = sorted({m[1] for p in args.logs if (m := _STAMP.search(Path(p).name))})
@@ -7384,7 +7534,7 @@ def _cmd_rescore(args: argparse.Namespace) -> int:
 
 def _cmd_cache(args: argparse.Namespace) -> int:
     _, _, evals = _find_suite(args.helper, None)
-    path = evals.parent / "log" / "agent-evals" / "cache" / "completions.sqlite3"
+    path = evals.parent / LOG_DIR / "cache" / "completions.sqlite3"
     if not path.is_file():
         print(f"{_display(path)}: no cache yet (run with --cache, or cache: true in the config)")
         return EXIT_OK
@@ -7412,10 +7562,10 @@ def _cmd_models(args: argparse.Namespace) -> int:
     except ConfigError as e:
         if not str(e).startswith("no suite is configured"):
             raise
-        providers, cache_dir = _builtin_providers(), Path("log") / "agent-evals" / "cache"
+        providers, cache_dir = _builtin_providers(), LOG_DIR / "cache"
     else:
         _load_env(suite, _Lineup([], []))
-        providers, cache_dir = suite.providers, suite.project_root / "log" / "agent-evals" / "cache"
+        providers, cache_dir = suite.providers, suite.project_root / LOG_DIR / "cache"
     if args.provider:
         known = [p.name for p in providers]
         providers = [p for p in providers if p.name == args.provider]
@@ -7468,11 +7618,11 @@ def _cmd_runs(args: argparse.Namespace) -> int:
         folder = Path(args.folder)
     else:
         try:
-            folder = _find_suite(args.helper, None)[2].parent / "log" / "agent-evals"
+            folder = _find_suite(args.helper, None)[2].parent / LOG_DIR
         except ConfigError:
             if args.helper:  # a suite named by flag that is not there is an error, not a fallback
                 raise
-            folder = Path("log") / "agent-evals"
+            folder = LOG_DIR
     if not folder.is_dir():
         raise ConfigError(f"runs: no such folder {_display(folder)}; run agent-evals compare first, or name the folder")
     by_stamp: dict[str, list[Path]] = {}

@@ -120,7 +120,8 @@ def test_the_report_in_headless_chromium(make_suite, cli, tmp_path) -> None:
         header = table.find_elements(By.CSS_SELECTOR, "th button")[4]  # the primary metric
         header.click()
         after = models()
-        assert sorted(after) == sorted(before) and after != before and after[0] == "fake/echo"
+        assert before[0] == "fake/echo"  # ranked as it arrives: errors counted as wrong
+        assert sorted(after) == sorted(before) and after[0] == "fake/echo"
         header.click()
         assert models()[0] != "fake/echo"
         driver.execute_script("document.querySelectorAll('details').forEach(function (d) { d.open = true; })")
@@ -154,3 +155,125 @@ def test_the_report_in_headless_chromium(make_suite, cli, tmp_path) -> None:
         driver.quit()
     if os.environ.get("AGENT_EVALS_KEEP_SCREENSHOT"):
         Path(os.environ["AGENT_EVALS_KEEP_SCREENSHOT"]).write_bytes(png)
+
+
+def tie_page() -> str:
+    """Three contenders tied at 100% and $0, one that raised on two cases, one wrong once:
+    every cost $0, as a local server reports."""
+    contenders = {"a/tie": [1, 1, 1, 1], "b/tie": [1, 1, 1, 1], "c/tie": [1, 1, 1, 1]}
+    contenders |= {"d/flaky": [1, None, None, 1], "e/wrong": [1, 0, 1, 1]}
+    experiments = []
+    for model, answers in contenders.items():
+        x = ae.Experiment(Contender(model), ae.FakeProvider(), "ds", [], 1)
+        for i, value in enumerate(answers):
+            case = ae.Case(f"a/{i:03d}", "ds", "a", input=f"q{i}", expected={"v": i})
+            if value is None:
+                x.results.append(ae.RunResult(x, case, error="ProviderError: HTTP 500: upstream busy"))
+            else:
+                score = ae.Score(float(value), {"acc": float(value)})
+                x.results.append(ae.RunResult(x, case, ae.Reply(output={"v": i}), score, 0.1, usage=Usage(5, 5, 0.0)))
+        experiments.append(x)
+    return ae._render_html(experiments, METRICS, title="ties")
+
+
+def test_ties_and_free_contenders_are_each_identifiable() -> None:
+    page = tie_page()
+    plot = page.split("<svg", 1)[1].split("</svg>", 1)[0]
+    assert plot.count("<circle") == 3  # the three ties share one dot; flaky and wrong have their own
+    assert ">1,2,3 best value</text>" in plot  # the shared dot lists every contender on it
+    assert "#1 a/tie effort=default: 100.0% at $0.0000; #2 b/tie" in plot
+    assert "no contender reported any" in plot and "$1.0000" not in plot  # no invented cost axis
+    assert "acc, errors as wrong" in plot and plot.count('text-anchor="end">') >= 5  # a y title, five ticks
+
+
+def test_a_log_cost_axis_has_a_tick_per_decade() -> None:
+    rows = [row("a", 0.5, 0.0001), row("b", 0.8, 0.01), row("c", 0.9, 1.0)]
+    svg = ae._scatter(rows, METRICS[0], None)
+    assert "cost, log scale" in svg
+    assert all(f">{cost}</text>" in svg for cost in ("$0.0001", "$0.0010", "$0.0100", "$0.1000", "$1.0000"))
+
+
+def chrome(tmp_path: Path, width: int, height: int = 1600):
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        f"--user-data-dir={tmp_path / f'profile-{width}'}",
+        f"--window-size={width},{height}",
+    ):
+        options.add_argument(flag)
+    return webdriver.Chrome(service=Service(DRIVER), options=options)
+
+
+@pytest.mark.skipif(not (CHROMIUM and DRIVER), reason="Debian's chromium and chromium-driver (.ci/run installs them)")
+def test_the_grid_ties_and_a_narrow_screen_in_headless_chromium(tmp_path) -> None:
+    from selenium.webdriver.common.by import By
+
+    (tmp_path / "ties.html").write_text(tie_page(), encoding="utf-8")
+    driver = chrome(tmp_path, 1280)
+    try:
+        driver.get((tmp_path / "ties.html").as_uri())
+        table = driver.find_element(By.CSS_SELECTOR, "section table.sortable")
+
+        def models() -> list[str]:
+            return [
+                r.find_elements(By.TAG_NAME, "td")[1].text for r in table.find_elements(By.CSS_SELECTOR, "tbody tr")
+            ]
+
+        assert models() == ["a/tie", "b/tie", "c/tie", "e/wrong", "d/flaky"]  # ranked: errors as wrong
+        cost = table.find_elements(By.TAG_NAME, "th")[-1]
+        driver.execute_script("arguments[0].click()", cost)  # the cell itself, not its label
+        assert cost.get_attribute("aria-sort") == "descending"
+        grid = driver.find_element(By.CSS_SELECTOR, "table.grid")
+
+        def shown() -> list[str]:
+            return [
+                r.find_element(By.TAG_NAME, "td").text
+                for r in grid.find_elements(By.CSS_SELECTOR, "tbody tr")
+                if r.is_displayed()
+            ]
+
+        assert shown() == ["a/000", "a/001", "a/002", "a/003"]
+        assert [
+            c.text for c in grid.find_elements(By.CSS_SELECTOR, "tbody tr")[1].find_elements(By.TAG_NAME, "td")
+        ] == ["a/001", "100.0%", "100.0%", "100.0%", "0.0%", "error"]
+        driver.find_element(By.CSS_SELECTOR, "button[data-grid=only-differ]").click()
+        assert shown() == ["a/001", "a/002"]
+        driver.find_element(By.CSS_SELECTOR, "button[data-grid=only-errors]").click()
+        assert shown() == ["a/001", "a/002"]
+        driver.find_element(By.CSS_SELECTOR, "button[data-grid='']").click()
+        assert shown() == ["a/000", "a/001", "a/002", "a/003"]
+        # one click from a cell to the case's whole row, its folded list opened
+        error_cell = grid.find_elements(By.CSS_SELECTOR, "tbody tr")[1].find_elements(By.TAG_NAME, "a")[-1]
+        target = error_cell.get_attribute("href").split("#")[1]
+        error_cell.click()
+        row = driver.find_element(By.ID, target)
+        assert row.is_displayed() and "upstream busy" in row.text
+        (tmp_path / "wide.png").write_bytes(driver.get_screenshot_as_png())
+    finally:
+        driver.quit()
+    narrow = chrome(tmp_path, 400, 900)
+    try:
+        narrow.get((tmp_path / "ties.html").as_uri())
+        overflow = narrow.execute_script("return document.documentElement.scrollWidth - window.innerWidth")
+        assert overflow <= 0  # every table scrolls in its own box; the page never runs off the side
+        png = narrow.get_screenshot_as_png()
+        (tmp_path / "narrow.png").write_bytes(png)
+        assert png_has_content(png)
+    finally:
+        narrow.quit()
+    if os.environ.get("AGENT_EVALS_KEEP_SCREENSHOT"):
+        for name in ("wide.png", "narrow.png"):
+            Path(os.environ["AGENT_EVALS_KEEP_SCREENSHOT"]).with_suffix(f".{name}").write_bytes(
+                (tmp_path / name).read_bytes()
+            )

@@ -62,13 +62,15 @@ def test_formats() -> None:
 def test_results_table_golden() -> None:
     rows = [row("ds", "fake/echo", 1.0, 0.004), row("ds", "fake/broken", None, 0.0, errors=4, temp=0.2)]
     assert ae._results_table(rows, METRICS, "box") == (
-        "┌─────────┬─────────────┬─────────┬──────┬────────┬────────┬────────┬───────┬────────┬─────────┬─────────┐\n"
-        "│ dataset │ model       │ effort  │ temp │    acc │ strict │ errors │  time │ tok_in │ tok_out │    cost │\n"
-        "├─────────┼─────────────┼─────────┼──────┼────────┼────────┼────────┼───────┼────────┼─────────┼─────────┤\n"
-        "│ ds      │ fake/echo   │ default │    - │ 100.0% │      - │      0 │ 1.50s │    100 │      20 │ $0.0040 │\n"
-        "│ ds      │ fake/broken │ default │  0.2 │      - │      - │      4 │ 1.50s │    100 │      20 │ $0.0000 │\n"
-        "└─────────┴─────────────┴─────────┴──────┴────────┴────────┴────────┴───────┴────────┴─────────┴─────────┘"
+        "┌─────────┬─────────────┬─────────┬──────┬────────┬────────┬────────┬────────┬───────┬────────┬─────────┬─────────┐\n"
+        "│ dataset │ model       │ effort  │ temp │    acc │ strict │ errors │ ranked │  time │ tok_in │ tok_out │    cost │\n"
+        "├─────────┼─────────────┼─────────┼──────┼────────┼────────┼────────┼────────┼───────┼────────┼─────────┼─────────┤\n"
+        "│ ds      │ fake/echo   │ default │    - │ 100.0% │      - │      0 │ 100.0% │ 1.50s │    100 │      20 │ $0.0040 │\n"
+        "│ ds      │ fake/broken │ default │  0.2 │      - │      - │      4 │      - │ 1.50s │    100 │      20 │ $0.0000 │\n"
+        "└─────────┴─────────────┴─────────┴──────┴────────┴────────┴────────┴────────┴───────┴────────┴─────────┴─────────┘"
     )
+    # no row with errors: no ranked column (it would repeat the primary metric)
+    assert "ranked" not in ae._results_table(rows[:1], METRICS, "box")
 
 
 def test_best_value_is_the_cheapest_within_two_points() -> None:
@@ -113,9 +115,9 @@ def test_overall_is_case_weighted_and_ranked_by_primary_then_cost() -> None:
     ]
     table = ae._leaderboard_table(overall, METRICS, "ascii")
     assert table.splitlines()[3:5] == [
-        "| 1 | b     | default |    - |              62.5% |      - |      0 | 3.00s |    200 |      40 | $0.1000 |",
+        "| 1 | b     | default |    - |              62.5% |      - |      0 |  62.5% | 3.00s |    200 |      40 | $0.1000 |",
         # the interval as it is: 62.5% is not its middle
-        "| 2 | a     | default |    - | 62.5% [22.7-100.0] |      - |      0 | 3.00s |    200 |      40 | $0.2000 |",
+        "| 2 | a     | default |    - | 62.5% [22.7-100.0] |      - |      0 |  62.5% | 3.00s |    200 |      40 | $0.2000 |",
     ]
 
 
@@ -126,7 +128,8 @@ def test_glossary_lists_every_column() -> None:
     assert "  acc      (primary) Mean accuracy." in lines
     assert "  strict   declared by the scorer" in lines
     assert lines[-1].startswith("  best value: the cheapest per scored run of those within 2 points of the top")
-    names = [line.split()[0] for line in lines[1:-2]]
+    assert lines[-2].startswith("  rank: by acc with errors counted as wrong, then fewer errors, then cost")
+    names = [line.split()[0] for line in lines[1:-3]]
     assert names == [
         "dataset",
         "model",
@@ -140,6 +143,9 @@ def test_glossary_lists_every_column() -> None:
         "tok_out",
         "cost",
     ]
+    assert "  ranked   acc with every error counted as wrong: what the tables rank by" in ae._glossary(
+        METRICS, ranked=True
+    )
 
 
 def test_contender_label() -> None:
