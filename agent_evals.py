@@ -3431,6 +3431,7 @@ class Experiment:
         self.order = 0  # its contender's place in the lineup: report and rescore keep compare's order
         self.duration = 0.0
         self.started_at = ""
+        self.began = 0.0  # time.monotonic() when it started: the progress line's pace
         # a direct contender's provider is in its name: it never shares a file with a vendors: id
         via = f"--direct-{contender.provider}" if contender.provider else ""
         self.name = _safe_name(
@@ -3611,6 +3612,7 @@ class _ExperimentRun:
 
     def start(self) -> None:
         self.experiment.started_at = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+        self.experiment.began = time.monotonic()
         for tracker in self.run.trackers:
             with self.run.lock:
                 self.run.call(tracker, "start", self.experiment)
@@ -3986,14 +3988,38 @@ def _drain(run: _Session, running: list[_ExperimentRun], deadline: float) -> Non
         print("abandoning the cases still in flight", file=run.progress.err)
 
 
-def _progress_line(done: int, total: int, errors: int, elapsed: float, cost: float) -> str:
-    """The progress line's text (pure, for tests).
+def _progress_line(
+    done: int, total: int, errors: int, elapsed: float, cost: float, eta: float | None = None, width: int = 100
+) -> str:
+    """The progress line (pure, for tests): a bar that takes what ``width`` leaves, then
+    the counts; at a narrow width the least needed parts go first (the bar, the elapsed
+    time, the errors), never the count, the ETA or the spend.
 
-    >>> _progress_line(50, 200, 2, 30.0, 0.25)
-    '50/200 cases · 2 errors · 0:30 elapsed · ETA 1:30 · $0.2500'
+    >>> _progress_line(50, 200, 2, 30.0, 0.25, 90.0, 72)
+    '[####-------------] 50/200 cases · 2 errors · 0:30 · ETA 1:30 · $0.2500'
+    >>> _progress_line(50, 200, 2, 30.0, 0.25, 90.0, 40)
+    '50/200 cases · ETA 1:30 · $0.2500'
     """
-    eta = f"ETA {_clock(elapsed / done * (total - done))}" if done else "ETA -"
-    return f"{done}/{total} cases · {errors} error{'s' if errors != 1 else ''} · {_clock(elapsed)} elapsed · {eta} · {_fmt_cost(cost)}"
+    if eta is None and done:
+        eta = elapsed / done * (total - done)
+    parts = [
+        f"{done}/{total} cases",
+        f"{errors} error{'s' if errors != 1 else ''}",
+        _clock(elapsed),
+        f"ETA {_clock(eta) if eta is not None else '-'}",
+        _fmt_cost(cost),
+    ]
+    for drop in (None, 2, 1):  # the elapsed time, then the errors, go when the line is too long
+        if drop is not None:
+            parts[drop] = ""
+        text = " · ".join(p for p in parts if p)
+        room = width - 1 - len(text) - 3
+        if room >= 10:
+            filled = round(room * done / total) if total else room
+            return f"[{'#' * filled}{'-' * (room - filled)}] {text}"
+        if len(text) < width:
+            return text
+    return text[: width - 1]
 
 
 def _clock(seconds: float) -> str:
@@ -4004,7 +4030,9 @@ def _clock(seconds: float) -> str:
 
 class _Progress:
     """One throttled, self-overwriting STDERR line while a run goes; drawn only on a
-    terminal (``stream`` None elsewhere) and erased at the end."""
+    terminal (``stream`` None elsewhere) and erased at the end. Its ETA is the latest of
+    each running experiment's own (its cases left at its own pace) and the run's as a
+    whole: a slow experiment that outlasts fast ones is not hidden by their pace."""
 
     def __init__(self, stream: Any, total: int, err: Any = None) -> None:
         self.stream, self.total, self.err = stream, total, err or sys.stderr
@@ -4013,19 +4041,35 @@ class _Progress:
         self.started = time.monotonic()
         self.last = 0.0
         self.shown = False
+        self.pace: dict[int, list[float]] = {}  # id(experiment) -> [done, total, first seen]
 
     def add(self, result: RunResult) -> None:
         self.done += 1
         self.errors += result.error is not None
         self.cost += result.usage.cost_usd
+        experiment = result.experiment
+        if experiment is not None:
+            pace = self.pace.get(id(experiment))
+            if pace is None:
+                size = len(experiment.cases) * experiment.repeat
+                pace = self.pace[id(experiment)] = [0, size, getattr(experiment, "began", 0.0) or time.monotonic()]
+            pace[0] += 1
+
+    def eta(self, now: float) -> float | None:
+        if not self.done:
+            return None
+        whole = (now - self.started) / self.done * (self.total - self.done)
+        own = [(total - done) * (now - began) / done for done, total, began in self.pace.values() if done < total]
+        return max([whole, *own])
 
     def draw(self) -> None:
         now = time.monotonic()
         if self.stream is None or now - self.last < 0.1:
             return
         self.last = now
-        line = _progress_line(self.done, self.total, self.errors, now - self.started, self.cost)
-        self.stream.write(f"\r{line[: _terminal_width() - 1]}\x1b[K")
+        width = _terminal_width()
+        line = _progress_line(self.done, self.total, self.errors, now - self.started, self.cost, self.eta(now), width)
+        self.stream.write(f"\r{line[: width - 1]}\x1b[K")
         self.stream.flush()
         self.shown = True
 
@@ -4034,6 +4078,15 @@ class _Progress:
             self.stream.write("\r\x1b[K")
             self.stream.flush()
             self.shown = False
+
+
+def _width_of(stream: Any) -> int:
+    """The terminal's width when ``stream`` is one (tables fit it), else 0: a file or a
+    pipe gets every column."""
+    try:
+        return _terminal_width() if stream.isatty() else 0
+    except (AttributeError, ValueError):
+        return 0
 
 
 def _terminal_width() -> int:
@@ -5434,16 +5487,31 @@ def _leaderboard_columns(lead: str, metrics: Sequence[Metric], ranked: bool = Fa
     return headers, [lead == "#", False, False, True, *(True for _ in headers[4:])]
 
 
-def _metric_table(lead: str, leads: Sequence[str], rows: Sequence[_Row], metrics: Sequence[Metric], style: str) -> str:
-    """The columns every leaderboard shares, after a first column ``lead``."""
+def _metric_table(
+    lead: str, leads: Sequence[str], rows: Sequence[_Row], metrics: Sequence[Metric], style: str, width: int = 0
+) -> str:
+    """The columns every leaderboard shares, after a first column ``lead``. Given a
+    terminal's ``width``, secondary columns go until the table fits, and a line says which."""
     ranked = any(r.errors for r in rows)
     headers, right = _leaderboard_columns(lead, metrics, ranked)
     cells = [[first, *_row_cells(r, metrics, style, ranked)] for first, r in zip(leads, rows, strict=True)]
-    return _table(headers, cells, right, style)
+    table = _table(headers, cells, right, style)
+    secondary = [m.name for m in reversed(metrics) if not m.primary]
+    dropped: list[str] = []
+    for name in ("tok_in", "tok_out", "time", *secondary, "temp", "effort"):
+        if not width or len(table.split("\n", 1)[0]) <= width or name not in headers:
+            continue
+        keep = [i for i, h in enumerate(headers) if h != name]
+        headers, right = [headers[i] for i in keep], [right[i] for i in keep]
+        cells = [[row[i] for i in keep] for row in cells]
+        table, dropped = _table(headers, cells, right, style), [*dropped, name]
+    if dropped:
+        table += f"\n(hidden to fit {width} columns: {', '.join(dropped)}; | cat shows all)"
+    return table
 
 
-def _results_table(rows: Sequence[_Row], metrics: Sequence[Metric], style: str) -> str:
-    return _metric_table("dataset", [r.dataset for r in rows], rows, metrics, style)
+def _results_table(rows: Sequence[_Row], metrics: Sequence[Metric], style: str, width: int = 0) -> str:
+    return _metric_table("dataset", [r.dataset for r in rows], rows, metrics, style, width)
 
 
 def _best_value(rows: Sequence[_Row], primary: Metric) -> _Row | None:
@@ -5624,19 +5692,20 @@ def _overall(rows: Sequence[_Row], metrics: Sequence[Metric], primary: Metric) -
     return out
 
 
-def _leaderboard_table(rows: Sequence[_Row], metrics: Sequence[Metric], style: str) -> str:
-    return _metric_table("#", [str(i) for i in range(1, len(rows) + 1)], rows, metrics, style)
+def _leaderboard_table(rows: Sequence[_Row], metrics: Sequence[Metric], style: str, width: int = 0) -> str:
+    return _metric_table("#", [str(i) for i in range(1, len(rows) + 1)], rows, metrics, style, width)
 
 
-def _render_report(experiments: Sequence[Experiment], metrics: Sequence[Metric], style: str) -> str:
-    """Everything ``compare`` prints: the table, best values, errors, glossary, leaderboard."""
+def _render_report(experiments: Sequence[Experiment], metrics: Sequence[Metric], style: str, width: int = 0) -> str:
+    """Everything ``compare`` prints: the table, best values, errors, glossary, leaderboard;
+    ``width`` (a terminal's): the tables fit it."""
     primary = _primary(metrics)
     rows = _rows(experiments, metrics)
     overall = _overall(rows, metrics, primary)
     spread = any((e := r.estimate(primary.name)) is not None and e.se > 0 for r in [*rows, *overall])
     return "\n".join(
         [
-            _results_table(rows, metrics, style),
+            _results_table(rows, metrics, style, width),
             *_best_value_lines(rows, primary, style),
             *_error_lines(rows),
             *_power_lines(rows, primary),
@@ -5644,7 +5713,7 @@ def _render_report(experiments: Sequence[Experiment], metrics: Sequence[Metric],
             _glossary(metrics, spread, any(r.errors for r in rows)),
             "",
             f"leaderboard: all datasets, case-weighted, ranked by {primary.name} (errors counted as wrong) then cost",
-            _leaderboard_table(overall, metrics, style),
+            _leaderboard_table(overall, metrics, style, width),
         ]
     )
 
@@ -7277,7 +7346,7 @@ def _report(args: argparse.Namespace, plan: _Plan, session: _Session, interrupte
     if tables and interrupted:
         print(f"partial: {partial}", file=out)
     if tables and shown:
-        print(_render_report(shown, suite.metrics, style), file=out)
+        print(_render_report(shown, suite.metrics, style, _width_of(out)), file=out)
         for line in _reason_lines(_rows(shown, suite.metrics)):
             print(line, file=err)
     for line in _cache_lines(shown):
@@ -7474,7 +7543,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
         context = {"suite": ", ".join(suites) or None, "command": "report", "stamps": stamps}
         print(_json_dumps(_results_document(experiments, metrics, context), indent=2))
     elif not args.output:
-        print(_render_report(experiments, metrics, _style_for(sys.stdout)))
+        print(_render_report(experiments, metrics, _style_for(sys.stdout), _width_of(sys.stdout)))
         for line in _reason_lines(_rows(experiments, metrics)):
             print(line, file=sys.stderr)
     return EXIT_OK

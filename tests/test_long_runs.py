@@ -198,7 +198,9 @@ def test_progress_draws_on_a_terminal_and_is_erased(make_suite) -> None:
     os.close(primary)
     text = screen.decode()
     assert child.returncode == 0
-    assert "\r2/4 cases · 0 errors · 0:00 elapsed · ETA 0:00 · $0.0020\x1b[K" in text
+    assert "] 2/4 cases · 0 errors · 0:00 · ETA 0:00 · $0.0020\x1b[K" in text
+    frames = [f.removesuffix("\x1b[K") for f in text.split("\r") if f.endswith("\x1b[K") and "cases" in f]
+    assert frames and all(len(f) == 119 and f.startswith("[") for f in frames)  # a bar that fits 120 columns
     assert text.count("\r\x1b[K") >= 1  # erased before the closing lines
     assert b"cases \xc2\xb7" not in out  # the bar never touches STDOUT
 
@@ -274,8 +276,30 @@ def test_an_unwritable_log_folder_fails_before_any_call(make_suite, cli) -> None
 
 
 def test_progress_line_and_clock() -> None:
-    assert ae._progress_line(0, 10, 0, 1.0, 0.0) == "0/10 cases · 0 errors · 0:01 elapsed · ETA - · $0.0000"
-    assert ae._progress_line(1, 3, 1, 3700, 1.5) == "1/3 cases · 1 error · 1:01:40 elapsed · ETA 2:03:20 · $1.5000"
+    line = ae._progress_line(0, 10, 0, 1.0, 0.0, width=60)
+    assert line == "[----------] 0/10 cases · 0 errors · 0:01 · ETA - · $0.0000" and len(line) == 59
+    assert ae._progress_line(1, 3, 1, 3700, 1.5, width=80).endswith(
+        "] 1/3 cases · 1 error · 1:01:40 · ETA 2:03:20 · $1.5000"
+    )
+    for width in (20, 30, 40, 60, 80, 120, 200):  # the line always fits; the count, ETA and spend stay
+        line = ae._progress_line(123, 4567, 8, 3600, 12.5, 700, width)
+        assert len(line) < width and "123/4567" in line and (width < 40 or ("ETA 11:40" in line and "$12.5000" in line))
+
+
+def test_the_eta_waits_for_the_slowest_experiment() -> None:
+    """Two experiments of 10 cases: a fast one done in 1 s, a slow one at 1 case a second.
+    The whole run's pace says about a second is left; the slow one's own says nine."""
+    progress = ae._Progress(None, 20)
+    now = time.monotonic()
+    fast, slow = (
+        ae.Experiment(ae.Contender(m), ae.FakeProvider(), "ds", [ae.Case(str(i)) for i in range(10)], 1) for m in "fs"
+    )
+    fast.began = slow.began = now - 1.0
+    for _ in range(10):
+        progress.add(ae.RunResult(fast, ae.Case("x")))
+    progress.add(ae.RunResult(slow, ae.Case("y")))
+    progress.started = now - 1.0
+    assert progress.eta(now) == pytest.approx(9.0, rel=0.01)
 
 
 # Fake models that hold their cases: each interrupt below is a real SIGINT sent to a

@@ -151,3 +151,18 @@ def test_glossary_lists_every_column() -> None:
 def test_contender_label() -> None:
     assert Contender("fake/echo").label == "fake/echo effort=default"
     assert Contender("typesafe/jev", "low", 0.5, None, "typesafe").label == "typesafe/jev (direct) effort=low temp=0.5"
+
+
+def test_tables_fit_a_narrow_terminal_and_say_what_they_left_out() -> None:
+    metrics = [*METRICS, Metric("extra", "")]
+    rows = [row("dataset-one", "vendor/a-long-model-name", 0.9, 0.004, temp=0.7), row("dataset-one", "v/b", 0.8, 0.1)]
+    full = ae._results_table(rows, metrics, "box")
+    assert len(full.splitlines()[0]) > 100 and "hidden" not in full  # a pipe or a file: every column
+    for width in (80, 100):
+        fitted = ae._results_table(rows, metrics, "box", width).splitlines()
+        assert all(len(line) <= width for line in fitted[:-1]), width
+        assert fitted[-1].startswith(f"(hidden to fit {width} columns: tok_in") and fitted[-1].endswith(
+            "| cat shows all)"
+        )
+        assert "acc" in fitted[1] and "errors" in fitted[1] and "cost" in fitted[1]  # the primary, errors and cost stay
+    assert "hidden" not in ae._results_table(rows, metrics, "box", 400)
