@@ -4274,26 +4274,47 @@ class _Estimate:
     @property
     def detectable(self) -> float | None:
         """The smallest difference from another contender, over the same cases, that a
-        paired test would see 80% of the time at the 5% level, were both as spread as this
-        one and their answers independent (0/1 scores: their spread by Wilson's center, so
-        that all-alike cases do not claim certainty).
+        paired test would see 80% of the time at the 5% level, their answers independent.
+        For 0/1 scores the other contender sits that far away toward 50%, where answers
+        spread most, so the difference's variance is p₁q₁ + p₂q₂ (this one's p by Wilson's
+        center, so that all-alike cases do not claim certainty; never less than twice this
+        one's), solved for the distance, plus a continuity correction of one case, since
+        McNemar's test counts whole cases. Other scores take this one's spread for both.
+        Giving both contenders this one's spread promised 80% and delivered 63–71% at
+        scores of 80–95%; this delivers 81–92% from 50% to 95%, 40 to 200 cases (simulated).
 
         >>> round(_estimate([1.0] * 20 + [0.0] * 20).detectable, 3), _estimate([1.0]).detectable
-        (0.313, None)
+        (0.338, None)
         """
         if self.n < 2:
             return None
-        if self.method == "wilson":
-            z2 = _Z95 * _Z95
-            center = (self.mean * self.n + z2 / 2) / (self.n + z2)
-            sd = math.sqrt(center * (1 - center))
-        else:
-            sd = self.se * math.sqrt(self.n)
-        return (_Z95 + _Z80) * math.sqrt(2) * sd / math.sqrt(self.n)
+        z = _Z95 + _Z80
+        if self.method != "wilson":
+            return z * math.sqrt(2) * self.se
+        p = _wilson(self.mean, self.n)[0]
+        distance = z * math.sqrt(2 * p * (1 - p) / self.n)
+        for _ in range(100):  # a fixed point: the distance sets the other's spread, which sets the distance
+            other = min(1.0, max(0.0, p - distance if p >= 0.5 else p + distance))
+            spread = p * (1 - p) + max(p * (1 - p), other * (1 - other))
+            distance, before = z * math.sqrt(spread / self.n) + 1 / self.n, distance
+            if abs(distance - before) < 1e-9:
+                break
+        return distance
 
     def to_json(self) -> dict[str, Any]:
         fields = {k: getattr(self, k) for k in ("mean", "n", "se", "low", "high", "method")}
         return {**fields, "detectable": self.detectable}
+
+
+def _wilson(mean: float, n: int) -> tuple[float, float]:
+    """Wilson's score interval for a share ``mean`` of ``n``: its center and half-width.
+
+    >>> [round(v, 3) for v in _wilson(0.75, 4)]
+    [0.628, 0.327]
+    """
+    z2 = _Z95 * _Z95
+    center = (mean + z2 / (2 * n)) / (1 + z2 / n)
+    return center, _Z95 * math.sqrt(mean * (1 - mean) / n + z2 / (4 * n * n)) / (1 + z2 / n)
 
 
 def _estimate(values: Sequence[float]) -> _Estimate | None:
@@ -4311,9 +4332,7 @@ def _estimate(values: Sequence[float]) -> _Estimate | None:
     sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1)) if n > 1 else 0.0
     se = sd / math.sqrt(n)
     if all(v in (0.0, 1.0) for v in values):
-        z2 = _Z95 * _Z95
-        center = (mean + z2 / (2 * n)) / (1 + z2 / n)
-        half = _Z95 * math.sqrt(mean * (1 - mean) / n + z2 / (4 * n * n)) / (1 + z2 / n)
+        center, half = _wilson(mean, n)
         return _Estimate(mean, n, se, max(0.0, center - half), min(1.0, center + half), "wilson")
     if n == 1:
         return _Estimate(mean, 1, 0.0, 0.0, 1.0, "one case")
