@@ -250,8 +250,12 @@ def test_diff_shows_new_errors_not_enough_data_and_the_cases_a_difference_needs(
     assert cli("compare", "--local")[0] == 0
     newest = sorted((project / "log" / "agent-evals").glob("*.json"))[-1]
     code, out, _ = cli("diff", str(old), str(newest))
-    # 15 of 16 right before, 16 of 16 now: not shown, and the line says what it would take
-    assert code == 0 and "power [ds] fake/echo exact: to tell 6.2 points apart at 80% power you need ~" in out
+    # 15 of 16 right before, 16 of 16 now: not shown; the line says what 16 cases can show, never
+    # what the 6.2 points just observed would take (observed power)
+    assert code == 0 and "power [ds] fake/echo exact: with 16 cases, a change under 17.5 points is likely" in out
+    code, out, _ = cli("diff", str(old), str(newest), "--effect", "5")
+    assert code == 0 and "power [ds] fake/echo exact: to tell 5 points apart at 80% power you need ~" in out
+    assert cli("diff", str(old), str(newest), "--effect", "0")[0] == 2
 
 
 def test_case_files_past_64_kib_and_json_nested_too_deep_are_read_or_named(make_suite, cli) -> None:
