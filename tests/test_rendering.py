@@ -127,7 +127,9 @@ def test_glossary_lists_every_column() -> None:
     assert lines[0] == "glossary:"
     assert "  acc      (primary) Mean accuracy." in lines
     assert "  strict   declared by the scorer" in lines
-    assert lines[-1].startswith("  best value: the cheapest per scored run of those within 2 points of the top")
+    assert lines[-1].startswith(
+        "  best value: the cheapest per scored run of those shown (95% interval) to be at most 2"
+    )
     assert lines[-2].startswith("  rank: by acc with errors counted as wrong, then fewer errors, then cost")
     names = [line.split()[0] for line in lines[1:-3]]
     assert names == [
