@@ -288,6 +288,15 @@ class SuiteError(EvalError):
 # ═══════════════════════════════════════════════════════════════════════════════
 
 
+def _shown(value: Any) -> str:
+    """A value in a message: its repr, cut short (a 5,000-digit number is not a message)."""
+    try:
+        text = repr(value)
+    except ValueError:
+        text = f"<a number of {value.bit_length() * 0.30103:,.0f} digits>"
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 def _hint(name: str, known: Iterable[str]) -> str:
     """' (did you mean "x"?)' for the nearest known name, or ''."""
     import difflib
@@ -437,13 +446,16 @@ class _Unwritable(ValueError):
     """A value no log can hold (it contains itself, or nests too deep): names where."""
 
 
-def _jsonable(value: Any, where: str = "value", depth: int = 0, seen: frozenset[int] = frozenset()) -> Any:
+def _jsonable(
+    value: Any, where: str = "value", depth: int = 0, seen: frozenset[int] = frozenset(), mend: bool = False
+) -> Any:
     """``value`` as plain JSON, converted the way the README states: keys that are not
     strings become their ``str``; sets and tuples become lists; bytes become text (bad
     UTF-8 as ``\\\\xNN``); NaN and infinities become the strings ``"NaN"``,
     ``"Infinity"``, ``"-Infinity"``; an integer too long for ``str`` becomes a hex
     string; any other object its ``repr``. A value that contains itself, or nests
-    deeper than 100 levels, raises ``_Unwritable`` naming the place.
+    deeper than 100 levels, raises ``_Unwritable`` naming the place (``mend``: becomes
+    the string ``"<contains itself>"`` or ``"<nests too deep>"`` instead).
 
     >>> _jsonable({(1, 2): {3}, "x": float("nan"), "b": b"hi"})
     {'(1, 2)': [3], 'x': 'NaN', 'b': 'hi'}
@@ -458,22 +470,24 @@ def _jsonable(value: Any, where: str = "value", depth: int = 0, seen: frozenset[
         )
     if isinstance(value, bytes | bytearray):
         return bytes(value).decode("utf-8", errors="backslashreplace")
-    if depth >= _MAX_DEPTH:
-        raise _Unwritable(f"{where} nests more than {_MAX_DEPTH} levels deep")
-    if id(value) in seen:
-        raise _Unwritable(f"{where} contains itself")
+    if depth >= _MAX_DEPTH or id(value) in seen:
+        if mend:
+            return "<nests too deep>" if depth >= _MAX_DEPTH else "<contains itself>"
+        raise _Unwritable(
+            f"{where} " + ("contains itself" if id(value) in seen else f"nests more than {_MAX_DEPTH} levels deep")
+        )
     inner = seen | {id(value)}
     if isinstance(value, Mapping):
         return {
-            (k if isinstance(k, str) else str(k)): _jsonable(v, f"{where}[{k!r}]", depth + 1, inner)
+            (k if isinstance(k, str) else str(k)): _jsonable(v, f"{where}[{k!r}]", depth + 1, inner, mend)
             for k, v in value.items()
         }
     if isinstance(value, list | tuple | set | frozenset):
         items = value if isinstance(value, list | tuple) else _sorted_if_possible(value)
-        return [_jsonable(v, f"{where}[{n}]", depth + 1, inner) for n, v in enumerate(items)]
+        return [_jsonable(v, f"{where}[{n}]", depth + 1, inner, mend) for n, v in enumerate(items)]
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         fields = {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
-        return _jsonable(fields, where, depth + 1, inner)
+        return _jsonable(fields, where, depth + 1, inner, mend)
     if isinstance(value, Path):
         return str(value)
     try:
@@ -773,6 +787,16 @@ class Metric:
     description: str = ""
     aggregate: str = "mean"
     primary: bool = False
+
+    def __post_init__(self) -> None:
+        for key, kind, what in (
+            ("name", str, "a non-empty str"),
+            ("description", str, "a str"),
+            ("primary", bool, "True or False"),
+        ):
+            value = getattr(self, key)
+            if not isinstance(value, kind) or (key == "name" and not value.strip()):
+                raise ConfigError(f"Metric({key}={_shown(value)}): expected {what}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -1420,6 +1444,7 @@ def configure(**settings: Any) -> None:
     for key, value in settings.items():
         if key not in known:
             raise ConfigError(f"configure(): unknown setting {key!r}{_hint(key, known)}; known: {', '.join(known)}")
+        _check_configured(key, value)
         if key in _LISTS:
             items = [value] if isinstance(value, str | Provider | type) else list(value)
             getattr(_configuration, key).extend(items)
@@ -1427,6 +1452,38 @@ def configure(**settings: Any) -> None:
             _configuration.root = Path(value)
         else:
             setattr(_configuration, key, value)
+
+
+# what each configure() setting takes: (its kinds, how to say it)
+_CONFIGURE_KINDS: dict[str, tuple[Any, str]] = {
+    "suite": (str, "a name (str)"),
+    "root": ((str, os.PathLike), "the folder that holds the cases (str or Path)"),
+    "cases": (str, "a glob under root (str), like 'datasets/*/cases/**/input.txt'"),
+    "env_files": (str, "a file name (str) or a list of them"),
+    "providers": (Provider, "a Provider instance or a list of them"),
+    "trackers": (type, "a Tracker subclass or a list of them"),
+}
+
+
+def _check_configured(key: str, value: Any) -> None:
+    """One ``configure()`` setting checked before it is kept: a ConfigError names it."""
+    if key in ("adapter", "scorer"):
+        hooks = ("call",) if key == "adapter" else ("call", "metrics")
+        if isinstance(value, type) or not all(callable(getattr(value, hook, None)) for hook in hooks):
+            kind = "Adapter" if key == "adapter" else "Scorer"
+            raise ConfigError(
+                f"configure({key}={_shown(value)}): expected an instance of a {kind} subclass, like {kind}()"
+            )
+        return
+    if key == "before_run":
+        if value is not None and not callable(value):
+            raise ConfigError(f"configure(before_run={_shown(value)}): expected a function to call, or None")
+        return
+    kinds, what = _CONFIGURE_KINDS[key]
+    items = list(value) if key in _LISTS and isinstance(value, list | tuple) else [value]
+    for item in items:
+        if not isinstance(item, kinds) or (key == "trackers" and not issubclass(item, Tracker)):
+            raise ConfigError(f"configure({key}={_shown(value)}): expected {what}")
 
 
 def _reset_configuration() -> None:
@@ -1760,15 +1817,6 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-def _shown(value: Any) -> str:
-    """A value in a message: its repr, cut short (a 5,000-digit number is not a message)."""
-    try:
-        text = repr(value)
-    except ValueError:
-        text = f"<a number of {value.bit_length() * 0.30103:,.0f} digits>"
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
 def _check_keys(data: Mapping[str, Any], known: Sequence[str], where: str, prefix: str = "") -> None:
     for key in data:
         if key not in known:
@@ -1985,6 +2033,8 @@ def _load_suite(helper_flag: str | None, config_flag: str | None) -> _Suite:
     config = _parse_config(data, config_path, _request_types(providers), [n for n in trackers if n != "local"])
     metrics = _scorer_metrics(conf.scorer)
     root = conf.root or evals
+    if not root.is_dir():
+        raise ConfigError(f"configure(root={str(root)!r}): no such folder; give the folder that holds datasets/")
     return _Suite(
         name=conf.suite or project_root.name,
         root=root,
@@ -2013,6 +2063,8 @@ def _scorer_metrics(scorer: Any) -> list[Metric]:
     names = [m.name for m in metrics]
     if len(set(names)) != len(names):
         raise SuiteError(f"scorer {name}.metrics() declares a name twice: {', '.join(names)}")
+    if len(primary := [m.name for m in metrics if m.primary]) > 1:
+        raise SuiteError(f"scorer {name}.metrics() marks {' and '.join(primary)} primary=True: mark exactly one")
     for m in metrics:
         if m.aggregate != "mean":
             raise SuiteError(f"scorer {name}: metric {m.name}: aggregate {m.aggregate!r} is not supported; use 'mean'")
@@ -2109,6 +2161,7 @@ class _Cases(Sequence[Case]):
         self.found = list(found)
         self._cases: list[Case | None] = [None] * len(self.found)
         self._problems: dict[int, list[str]] = {}
+        self.unreadable: dict[int, str] = {}  # the cases whose input file cannot be read: each its error
         self._reading = False
 
     def __len__(self) -> int:
@@ -2120,9 +2173,12 @@ class _Cases(Sequence[Case]):
         case = self._cases[k]
         if case is None:
             trouble: list[str] = []
-            case = _read_case(self.found[k], trouble)
+            unreadable: list[str] = []
+            case = _read_case(self.found[k], trouble, unreadable)
             if trouble:
                 self._problems[k] = trouble
+            if unreadable:
+                self.unreadable[k] = unreadable[0]
             self._cases[k] = case
         return case
 
@@ -2207,10 +2263,18 @@ def _find_cases(suite: _Suite) -> tuple[list[_CaseFolder], list[tuple[str, str]]
         rel = pending.pop()
         prefix = f"{rel}/" if rel else ""
         files = []
-        with os.scandir(f"{root}{os.sep}{rel}" if rel else root) as entries:
+        try:
+            entries = os.scandir(here := f"{root}{os.sep}{rel}" if rel else root)
+        except OSError as e:
+            raise ConfigError(f"{_display(here)}: cannot be listed ({e.strerror}); let this user read it") from None
+        with entries:
             for entry in entries:
                 name = entry.name
-                if not entry.is_dir():
+                try:
+                    folder = entry.is_dir()
+                except OSError:  # a link loop: a case file that cannot be read, named when it is read
+                    folder = False
+                if not folder:
                     files.append(name)
                 elif name[0] != "." and not entry.is_symlink():  # as os.walk: links not followed
                     pending.append(prefix + name)
@@ -2262,8 +2326,9 @@ def _load_cases(suite: _Suite) -> _LoadedCases:
     return _LoadedCases(loaded, problems)
 
 
-def _read_case(found: _CaseFolder, problems: list[str]) -> Case:
-    """The case ``found`` names, with what is wrong with its files added to ``problems``."""
+def _read_case(found: _CaseFolder, problems: list[str], unreadable: list[str] | None = None) -> Case:
+    """The case ``found`` names, with what is wrong with its files added to ``problems``
+    (and to ``unreadable`` when its input file cannot be read: the case cannot run)."""
     folder, listing = found.folder, found.listing
     path, expected_path, metadata_path = (
         f"{folder}{os.sep}{name}" for name in (found.file, "expected.json", "metadata.json")
@@ -2273,6 +2338,8 @@ def _read_case(found: _CaseFolder, problems: list[str]) -> Case:
         raw = _read_bytes(path)
     except OSError as e:  # read off the main thread: a problem of the case, never a lost thread
         problems.append(f"{_display(path)}: cannot be read ({e.strerror})")
+        if unreadable is not None:
+            unreadable.append(problems[-1])
     else:
         try:
             text = raw.decode("utf-8")
@@ -2287,10 +2354,11 @@ def _read_case(found: _CaseFolder, problems: list[str]) -> Case:
     else:
         problems.append(f"{_display(expected_path)}: missing")
     if "metadata.json" in listing:
+        read = len(problems)
         metadata = _read_json(metadata_path, problems)
-    if metadata is not None and not isinstance(metadata, dict):
-        problems.append(f"{_display(metadata_path)}: expected an object, got {type(metadata).__name__}")
-        metadata = None
+        if len(problems) == read and not isinstance(metadata, dict):  # null included
+            problems.append(f"{_display(metadata_path)}: expected an object, got {type(metadata).__name__}")
+            metadata = None
     return Case(
         id=found.id,
         dataset=found.dataset,
@@ -2343,6 +2411,8 @@ def _read_json(path: str, problems: list[str]) -> Any:
         problems.append(f"{_display(path)}: line {e.lineno}, column {e.colno}: invalid JSON: {e.msg}")
     except RecursionError:
         problems.append(f"{_display(path)}: invalid JSON: nested too deep")
+    except ValueError as e:  # a number past Python's 4,300-digit limit
+        problems.append(f"{_display(path)}: invalid JSON: {str(e).split(';')[0]}; write such a number as a string")
     return None
 
 
@@ -2872,11 +2942,25 @@ class _Client:
 # ═══════════════════════════════════════════════════════════════════════════════
 
 
-def _chat_messages(system: str | None, user: str, messages: Sequence[Mapping[str, Any]] | None) -> list[Any]:
-    """The chat messages a request sends: the conversation as given, or system and user text."""
-    if messages is not None:
-        return list(messages)
-    return [*([{"role": "system", "content": system}] if system else []), {"role": "user", "content": user}]
+@dataclass(frozen=True, slots=True)
+class _Request:
+    """What ``Model.complete`` hands a provider, as keywords: system and user text, or a
+    conversation (``messages``) with ``tools`` and ``tool_choice``; ``json`` asks for JSON."""
+
+    system: str | None = None
+    user: str = ""
+    json: bool = True
+    messages: Sequence[Mapping[str, Any]] | None = None
+    tools: Sequence[Mapping[str, Any]] | None = None
+    tool_choice: Any = None
+
+    @property
+    def chat(self) -> list[Any]:
+        """The chat messages it sends: the conversation as given, or system and user text."""
+        if self.messages is not None:
+            return list(self.messages)
+        system = [{"role": "system", "content": self.system}] if self.system else []
+        return [*system, {"role": "user", "content": self.user}]
 
 
 class OpenRouter(Provider):
@@ -2916,33 +3000,23 @@ class OpenRouter(Provider):
     conversations = True
 
     def complete(self, model: Model, **request: Any) -> Completion:
-        body = self._body(model, **request)
+        body = self._body(model, _Request(**request))
         data, status = self._request(model.id, "POST", "/chat/completions", body, model)
         return self._completion(model, data, status)
 
-    def _body(
-        self,
-        model: Model,
-        *,
-        system: str | None = None,
-        user: str = "",
-        json: bool = True,
-        messages: Sequence[Mapping[str, Any]] | None = None,
-        tools: Sequence[Mapping[str, Any]] | None = None,
-        tool_choice: Any = None,
-    ) -> bytes:
-        body: dict[str, Any] = {"model": model.name, "messages": _chat_messages(system, user, messages)}
-        if tools is not None:
-            body["tools"] = tools
-        if tool_choice is not None:
-            body["tool_choice"] = tool_choice
+    def _body(self, model: Model, request: _Request) -> bytes:
+        body: dict[str, Any] = {"model": model.name, "messages": request.chat}
+        if request.tools is not None:
+            body["tools"] = request.tools
+        if request.tool_choice is not None:
+            body["tool_choice"] = request.tool_choice
         if model.temperature is not None:
             body["temperature"] = model.temperature
         if model.max_tokens is not None:
             body["max_tokens"] = model.max_tokens
         if model.effort is not None:
             body["reasoning"] = {"effort": model.effort}
-        if json:
+        if request.json:
             body["response_format"] = {"type": "json_object"}
         return _request_body(body)
 
@@ -3218,7 +3292,7 @@ class LiteLLM(Provider):
     conversations = True
 
     def complete(self, model: Model, **request: Any) -> Completion:
-        litellm, kwargs = self._litellm(), self._arguments(model, **request)
+        litellm, kwargs = self._litellm(), self._arguments(model, _Request(**request))
 
         def attempt() -> Any:
             try:
@@ -3228,26 +3302,16 @@ class LiteLLM(Provider):
 
         return self._completion(litellm, model, _retrying(self, f"litellm: {model.id}", model, attempt))
 
-    def _arguments(
-        self,
-        model: Model,
-        *,
-        system: str | None = None,
-        user: str = "",
-        json: bool = True,
-        messages: Sequence[Mapping[str, Any]] | None = None,
-        tools: Sequence[Mapping[str, Any]] | None = None,
-        tool_choice: Any = None,
-    ) -> dict[str, Any]:
+    def _arguments(self, model: Model, request: _Request) -> dict[str, Any]:
         # our own retries, and settings a vendor does not take dropped instead of fatal
-        messages = _chat_messages(system, user, messages)
-        kwargs: dict[str, Any] = {"model": model.name, "messages": messages, "timeout": self.timeout}
+        kwargs: dict[str, Any] = {"model": model.name, "messages": request.chat, "timeout": self.timeout}
         kwargs |= {"num_retries": 0, "drop_params": True}
         settings = {"temperature": model.temperature, "max_tokens": model.max_tokens, "reasoning_effort": model.effort}
         kwargs |= {key: value for key, value in settings.items() if value is not None}
-        if json:
+        if request.json:
             kwargs["response_format"] = {"type": "json_object"}
-        kwargs |= {key: value for key, value in (("tools", tools), ("tool_choice", tool_choice)) if value is not None}
+        extra = (("tools", request.tools), ("tool_choice", request.tool_choice))
+        kwargs |= {key: value for key, value in extra if value is not None}
         if os.environ.get("LITELLM_API_BASE"):
             kwargs["api_base"] = os.environ["LITELLM_API_BASE"]
         return kwargs
@@ -3333,17 +3397,9 @@ class FakeProvider(Provider):
     def catalog(self) -> list[str]:
         return sorted(f"fake/{name}" for name in self.models)
 
-    def complete(
-        self,
-        model: Model,
-        *,
-        system: str | None = None,
-        user: str = "",
-        json: bool = True,
-        messages: Sequence[Mapping[str, Any]] | None = None,
-        tools: Sequence[Mapping[str, Any]] | None = None,
-        tool_choice: Any = None,
-    ) -> Completion:
+    def complete(self, model: Model, **request: Any) -> Completion:
+        r = _Request(**request)
+        system, user, messages, tools = r.system, r.user, r.messages, r.tools
         answer = self.models.get(model.name)
         if answer is None:
             raise ProviderError(f"{model.id}: no such fake model; known: {', '.join(self.catalog())}")
@@ -3458,6 +3514,8 @@ def _run_case(
     case = experiment.cases[place]
     reply = score = error = trace = None
     try:
+        if isinstance(experiment.cases, _Cases) and (unreadable := experiment.cases.unreadable.get(place)):
+            raise SuiteError(unreadable)  # never sent with an empty input
         answer = suite.adapter.call(case, model)
         if inspect.isawaitable(answer):
             answer = _awaited(answer)
@@ -7230,7 +7288,10 @@ def _suite_problems(suite: _Suite, dataset: str, cases: list[Case]) -> list[str]
     problems = []
     try:
         adapter.prepare(dataset)
-        problems += [f"{dataset}: {p}" for p in adapter.verify(dataset) or ()]
+        found = adapter.verify(dataset) or []
+        if not isinstance(found, list | tuple) or not all(isinstance(p, str) for p in found):
+            raise SuiteError(f"verify({dataset!r}) returned {_shown(found)}, not a list of problems (str)")
+        problems += [f"{dataset}: {p}" for p in found]
     except _SUITE_EXCEPTIONS as e:
         _reraise_ctrl_c(e)
         return [f"{dataset}: adapter {type(adapter).__name__} raised {_describe(e)[0]}"]
@@ -7618,13 +7679,13 @@ def _adapter_metadata(adapter: Any) -> Mapping[str, Any]:
     """What the adapter's ``metadata()`` says, as plain JSON (see ``_jsonable``)."""
     name = f"adapter {type(adapter).__name__}.metadata()"
     try:
-        metadata = _jsonable(dict(adapter.metadata() or {}), "metadata()")
-    except _Unwritable as e:
-        raise SuiteError(f"{name}: {e}; return plain data (dict, list, str, numbers)") from None
+        metadata = adapter.metadata() or {}
     except _SUITE_EXCEPTIONS as e:
         _reraise_ctrl_c(e)
         raise SuiteError(f"{name} raised {_describe(e)[0]}") from None
-    return metadata
+    if not isinstance(metadata, Mapping):
+        raise SuiteError(f"{name} returned {_shown(metadata)}, not a dict")
+    return _jsonable(metadata, "metadata()", mend=True)  # a value that contains itself is logged as such
 
 
 def _cmd_report(args: argparse.Namespace) -> int:

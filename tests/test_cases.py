@@ -171,7 +171,7 @@ def test_a_run_reads_each_case_as_it_goes_and_names_what_was_wrong_after(make_su
     project = make_suite(cases=cases)
     (project / base / "004" / "input.txt").symlink_to(project / "nowhere.txt")  # found, but cannot be read
     code, out, err = cli("compare", "--local", cwd=project)
-    assert "│ 50.0% │" in out
+    assert "│ 66.7% [20.8–93.9] │" in out and "│      1 │  50.0% │" in out  # a/004 is an error, a/003 a 0
     assert code == 0, err
     assert f"warning: {base}/003/expected.json: line 1, column 7: invalid JSON: Expecting value" in err
     assert f"warning: {base}/004/input.txt: cannot be read (No such file or directory)" in err
@@ -179,8 +179,9 @@ def test_a_run_reads_each_case_as_it_goes_and_names_what_was_wrong_after(make_su
     (log,) = read_logs(project)
     rows = {row["case"]: row for row in log["rows"]}
     assert sorted(rows) == ["a/001", "a/002", "a/003", "a/004"]
-    assert [rows[c]["score"] for c in ("a/001", "a/002", "a/003", "a/004")] == [1.0, 1.0, 0.0, 0.0]
-    assert rows["a/004"]["reply_error"] == "no JSON object in the reply"
+    assert [rows[c]["score"] for c in ("a/001", "a/002", "a/003", "a/004")] == [1.0, 1.0, 0.0, None]
+    # an input that cannot be read is never sent as an empty prompt: the case's error, naming the file
+    assert rows["a/004"]["error"] == f"SuiteError: {base}/004/input.txt: cannot be read (No such file or directory)"
     code, _, err = cli("compare", "-n", cwd=project)  # a dry run reads them all to say so too
     assert code == 0 and f"{base}/004/input.txt: cannot be read" in err
 
