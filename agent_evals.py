@@ -4155,7 +4155,10 @@ def _terminal_width() -> int:
 
 class _Capture:
     """Where stray output goes while a run draws: print, warnings and logging from suite
-    code land in ``log/<command>.warnings.<stamp>.log`` instead of in the tables."""
+    code, and bytes a C extension or a subprocess writes to file descriptors 1 and 2,
+    land in ``log/<command>.warnings.<stamp>.log`` instead of in the tables (or the JSON
+    document). The harness's own progress and messages go to ``terminal``, a copy of
+    the real standard error."""
 
     encoding = "utf-8"
 
@@ -4163,25 +4166,30 @@ class _Capture:
         self.path = path
         self.file: Any = None
         self.lock = threading.Lock()
-        self.local = threading.local()
+        self.pending: dict[int, str] = {}  # each thread's unfinished line: lines never interleave
         self.failure: str | None = None  # why the file could not be written (a full disk)
+        self.terminal: Any = None
+        self.saved: list[int] = []
 
     def write(self, text: str) -> int:
-        # whole lines per thread, so prints from parallel cases never interleave mid-line
-        pending = getattr(self.local, "pending", "") + str(text)
-        complete, _, self.local.pending = pending.rpartition("\n")
-        if complete:
-            with self.lock:
-                if self.failure is None:
-                    try:
-                        if self.file is None:
-                            self.path.parent.mkdir(parents=True, exist_ok=True)
-                            self.file = self.path.open("a", encoding="utf-8", errors="backslashreplace")
-                        self.file.write(_redact(complete) + "\n")
-                        self.file.flush()
-                    except OSError as e:  # the suite's print never fails for it; the run names it
-                        self.failure = f"{_display(self.path)} ({e.strerror or e})"
+        me = threading.get_ident()
+        with self.lock:
+            complete, _, self.pending[me] = (self.pending.get(me, "") + str(text)).rpartition("\n")
+            if complete:
+                self._keep(complete)
         return len(text)
+
+    def _keep(self, lines: str) -> None:
+        """Append whole lines, masked (the caller holds the lock)."""
+        if self.failure is None:
+            try:
+                if self.file is None:
+                    self.path.parent.mkdir(parents=True, exist_ok=True)
+                    self.file = self.path.open("a", encoding="utf-8", errors="backslashreplace")
+                self.file.write(_redact(lines) + "\n")
+                self.file.flush()
+            except OSError as e:  # the suite's print never fails for it; the run names it
+                self.failure = f"{_display(self.path)} ({e.strerror or e})"
 
     def flush(self) -> None:
         pass
@@ -4189,8 +4197,31 @@ class _Capture:
     def isatty(self) -> bool:
         return False
 
+    def _drain(self, pipe: int) -> None:
+        """What reached descriptors 1 and 2, line by line, until the run restores them."""
+        with os.fdopen(pipe, "rb") as stream:
+            while chunk := stream.read1(65536):
+                self.write(chunk.decode("utf-8", errors="backslashreplace"))
+
     def __enter__(self) -> _Capture:
         self.originals = [sys.stdout, sys.stderr]
+        with contextlib.suppress(OSError, ValueError, AttributeError):  # no descriptors to take: Python's alone
+            for stream in self.originals:
+                stream.flush()
+            self.saved = [os.dup(1), os.dup(2)]
+            read, write = os.pipe()
+            os.dup2(write, 1)
+            os.dup2(write, 2)
+            os.close(write)
+            self.reader = threading.Thread(target=self._drain, args=(read,), name="capture", daemon=True)
+            self.reader.start()
+            err = self.originals[1]
+            # the harness speaks on a copy of the real standard error (line-buffered, so a message is on
+            # the screen as it is printed), or on the stream Python's stderr is when it is no descriptor
+            self.terminal = os.fdopen(os.dup(self.saved[1]), "w", 1, err.encoding, "replace")
+            if _fileno(err) != 2:
+                self.terminal.close()
+                self.terminal = err
         sys.stdout = sys.stderr = self  # type: ignore[assignment]
         self.handlers = []
         if "logging" in sys.modules:  # handlers made earlier hold the real streams
@@ -4205,11 +4236,31 @@ class _Capture:
         sys.stdout, sys.stderr = self.originals
         for handler, stream in self.handlers:
             handler.setStream(stream)
+        if len(self.saved) == 2:
+            os.dup2(self.saved[0], 1)
+            os.dup2(self.saved[1], 2)  # the pipe's last writer is gone: the reader sees its end
+            for fd in self.saved:
+                os.close(fd)
+            self.reader.join(5)
+            if self.terminal is not self.originals[1]:
+                self.terminal.close()
+        with self.lock:  # what was printed without a final newline is kept too
+            rest = "\n".join(text for text in self.pending.values() if text)
+            if rest:
+                self._keep(rest)
+            self.pending.clear()
         if self.file is not None:
             try:
                 self.file.close()
             except OSError as e:
                 self.failure = self.failure or f"{_display(self.path)} ({e.strerror or e})"
+
+
+def _fileno(stream: Any) -> int | None:
+    try:
+        return int(stream.fileno())
+    except (AttributeError, OSError, ValueError):
+        return None
 
 
 def _prepare_dataset(suite: _Suite, dataset: str) -> str | None:
@@ -7458,6 +7509,9 @@ def _execute(args: argparse.Namespace, plan: _Plan, stamp: str) -> tuple[_Sessio
     )
     capture = _Capture(log_dir.parent / f"{args.command}.warnings.{stamp}.log")
     with capture:
+        if capture.terminal is not None:  # descriptor 2 is captured now: the harness speaks on a copy
+            progress.err = capture.terminal
+            progress.stream = capture.terminal if progress.stream is not None else None
         # last, once every check has passed; what it prints goes where the cases' output goes
         if suite.before_run:
             try:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
-from conftest import CONFIG, case_files, read_logs
+from conftest import CONFIG, case_files, read_logs, run_agent_evals
 
 CFG = "evals/.agent-eval.config.yml"
 HELPER = "evals/eval_helper.py"
@@ -349,15 +351,54 @@ def test_case_files_that_lie(make_suite, cli, tmp_path) -> None:
     assert "a/002/input.txt" in err and "a/003/expected.json" in err
 
 
-def test_an_unreadable_datasets_folder_is_a_usage_error(make_suite, cli) -> None:
+def test_an_unreadable_datasets_folder_is_a_usage_error(make_suite, cli, monkeypatch) -> None:
     import os
 
-    if os.geteuid() == 0:
-        pytest.skip("root reads any folder")  # pragma: no cover - CI runs as root; the check below is the path
+    import agent_evals as ae
+
     project = make_suite()
-    (project / "evals/datasets").chmod(0)
+    folder = project / "evals/datasets/ds"
+    if os.geteuid() == 0:  # root reads any folder: the refusal it would meet, from the OS call itself
+        scandir = os.scandir
+
+        def refusing(path):
+            if str(path) == str(folder):
+                raise PermissionError(13, "Permission denied", str(path))
+            return scandir(path)
+
+        monkeypatch.setattr(ae.os, "scandir", refusing)
+    else:
+        folder.chmod(0)
     try:
         code, out, err = cli("cases", cwd=project)
     finally:
-        (project / "evals/datasets").chmod(0o755)
-    assert code == 2 and "evals/datasets" in err
+        folder.chmod(0o755)
+    assert (code, out) == (2, "")
+    assert err.strip() == "error: evals/datasets/ds: cannot be listed (Permission denied); let this user read it"
+
+
+def test_output_that_bypasses_sys_stdout_stays_out_of_stdout(make_suite) -> None:
+    """A C extension or a subprocess writes to descriptors 1 and 2 directly; a suite prints
+    without a final newline. STDOUT keeps the JSON document alone; the rest is captured."""
+    body = (
+        "import os, subprocess, sys\n"
+        "class Loud(Adapter):\n"
+        "    def call(self, case, model):\n"
+        "        os.write(1, b'fd-one ' + case.id.encode() + b'\\n')\n"
+        "        os.write(2, b'fd-two\\n')\n"
+        "        subprocess.run([sys.executable, '-c', 'print(\"from a child\")'])\n"
+        "        return super().call(case, model)\n"
+        "def shy():\n"
+        "    print('no newline at the end', end='')\n"
+        + CONFIGURE.replace("Adapter()", "Loud()").replace("providers=", "before_run=shy, providers=")
+    )
+    project = make_suite(helper=SUITE.replace("__BODY__", body))
+    done = run_agent_evals("compare", "--local", "--format", "json", cwd=project)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["schema"] == "agent-evals/results"  # nothing else on STDOUT
+    assert "fd-" not in done.stderr and "from a child" not in done.stderr
+    assert "warnings: what the suite printed or logged during the run is in log/compare.warnings." in done.stderr
+    (captured,) = (project / "log").glob("compare.warnings.*.log")
+    text = captured.read_text()
+    assert "fd-one a/001" in text and "fd-two" in text and "from a child" in text
+    assert "no newline at the end" in text
