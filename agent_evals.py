@@ -97,8 +97,18 @@ __all__ = [
     "main",
 ]
 
-import argparse
 import contextlib
+import signal
+import sys
+
+# Run as a program (agent-evals, python -m agent_evals): a Ctrl-C while the module is still
+# loading exits 130 quietly, as one during a run does; main() puts its own handler in place.
+# (So the imports below follow code: E402 is off for this file.)
+if __name__ == "__main__" or sys.argv[0].rpartition("/")[2].startswith("agent-evals"):
+    with contextlib.suppress(ValueError):  # loaded off the main thread: its signals are not its own
+        signal.signal(signal.SIGINT, lambda *_: sys.exit(130))
+
+import argparse
 import dataclasses
 import importlib
 import inspect
@@ -106,7 +116,6 @@ import json
 import math
 import os
 import re
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -795,7 +804,7 @@ class Metric:
             ("primary", bool, "True or False"),
         ):
             value = getattr(self, key)
-            if not isinstance(value, kind) or (key == "name" and not value.strip()):
+            if not isinstance(value, kind) or (key == "name" and not str(value).strip()):
                 raise ConfigError(f"Metric({key}={_shown(value)}): expected {what}")
 
 
@@ -1689,6 +1698,12 @@ def _read_yaml_config(path: Path, where: str) -> Any:
         mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)
         at = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
         problem = getattr(e, "problem", None) or str(e)
+        if isinstance(position := getattr(e, "position", None), int):  # the reader's: a character no YAML takes
+            before = text[:position]
+            at = f"line {before.count(chr(10)) + 1}, column {position - before.rfind(chr(10))}: "
+            character = getattr(e, "character", 0)
+            code = ord(character) if isinstance(character, str) else int(character or 0)
+            problem = f"the character U+{code:04X} is not allowed (a NUL or a control byte); remove it"
         raise ConfigError(f"{where}: {at}invalid YAML: {problem}") from None
     except RecursionError:
         raise ConfigError(f"{where}: invalid YAML: nested too deep") from None
@@ -2963,6 +2978,18 @@ class _Request:
         return [*system, {"role": "user", "content": self.user}]
 
 
+def _join_url(base: str, path: str) -> str:
+    """``path`` under the base URL's own path, its query kept after both.
+
+    >>> _join_url("https://host/api/v1?key=abc", "/chat/completions")
+    'https://host/api/v1/chat/completions?key=abc'
+    """
+    import urllib.parse
+
+    parts = urllib.parse.urlsplit(base)
+    return urllib.parse.urlunsplit(parts._replace(path=parts.path.rstrip("/") + path, fragment=""))
+
+
 class OpenRouter(Provider):
     """The default provider: every ``vendors:`` id, over OpenRouter's chat completions API.
 
@@ -3032,7 +3059,7 @@ class OpenRouter(Provider):
                 "X-OpenRouter-Title": self.app_name,
                 "X-Title": self.app_name,
             }
-            self._endpoints = (given, f"{self.base_url}{path}", headers)
+            self._endpoints = (given, _join_url(self.base_url, path), headers)
         return self._endpoints[1], self._endpoints[2]
 
     def _request(
@@ -5727,19 +5754,18 @@ def _best_value_lines(rows: Sequence[_Row], primary: Metric, style: str = "box")
                     f"; {paired.delta * 100:+.1f} points vs the top ({_short_label(top, group)}): {verdict} "
                     f"({paired.method}{p_value}, {paired.n} cases)"
                 )
-        unshown = [
-            (r, paired)
+        near = [
+            (r, _no_worse(r, top, name))
             for r in group
             if r.cost_per_answer < best.cost_per_answer
             and (r.strict_mean(name) or 0.0) >= (top.strict_mean(name) or 0.0) - BEST_VALUE_MARGIN - 1e-12
-            and not (verdict := _no_worse(r, top, name))[0]
-            and (paired := verdict[1]) is not None
         ]
-        for r, paired in unshown[:1]:  # cheaper and near the top, but not shown to be: say so plainly
+        ungap = [(r, gap) for r, (eligible, gap) in near if not eligible and gap is not None]
+        for r, gap in ungap[:1]:  # cheaper and near the top, but not gap to be: say so plainly
             line += (
-                f"; {_short_label(r, group)} is cheaper and within 2 points on these cases, but {paired.n} cases "
-                f"cannot show it is at most 2 points worse ({paired.delta * 100:+.1f}"
-                f"{_fmt_interval(*_bounds(paired), style, signed=True)})"
+                f"; {_short_label(r, group)} is cheaper and within 2 points on these cases, but {gap.n} cases "
+                f"cannot show it is at most 2 points worse ({gap.delta * 100:+.1f}"
+                f"{_fmt_interval(*_bounds(gap), style, signed=True)})"
             )
         if any(r.errors for r in group):
             flaky = [f"{_short_label(r, group)}: {r.errors} of {r.runs} raised" for r in group if r.errors]

@@ -98,7 +98,7 @@ class OpenAICompatible:
                 received = Received(self.command, self.path, {k.lower(): v for k, v in self.headers.items()}, body)
                 with server._lock:
                     server.requests.append(received)
-                if self.command == "GET" and self.path.endswith("/models") and server.catalog is not None:
+                if self.command == "GET" and self.path.split("?")[0].endswith("/models") and server.catalog is not None:
                     answer = Answer(200, {"data": server.catalog})
                 else:
                     answer = server.respond(received)

@@ -23,6 +23,12 @@ MALFORMED = [
     ({CFG: "just text\n"}, ["cases"], 2, "expected a mapping of keys (request_types:, vendors:, ...), got str"),
     ({CFG: b"\xff\xfe request_types"}, ["cases"], 2, "not UTF-8 text"),
     ({CFG: "!!python/object:os.system {}\n"}, ["cases"], 2, "invalid YAML"),
+    (
+        {CFG: "request_types: [prompt]\nproject: a\x00b\n"},
+        ["cases"],
+        2,
+        "line 2, column 11: invalid YAML: the character U+0000 is not allowed",
+    ),
     # top-level keys and their types
     ({CFG: BASE + "vendor: {}\n"}, ["cases"], 2, 'unknown key vendor (did you mean "vendors"?)'),
     ({CFG: FAKE}, ["cases"], 2, "request_types is required"),
@@ -402,3 +408,45 @@ def test_output_that_bypasses_sys_stdout_stays_out_of_stdout(make_suite) -> None
     text = captured.read_text()
     assert "fd-one a/001" in text and "fd-two" in text and "from a child" in text
     assert "no newline at the end" in text
+
+
+def test_a_base_url_with_a_query_keeps_it_after_the_path(make_suite, cli, monkeypatch) -> None:
+    from servers import OpenAICompatible
+
+    from conftest import EXACT_HELPER
+
+    config = "request_types: [prompt]\nvendors:\n  openai:\n    - model: gpt-4.1-mini\n"
+    project = make_suite(helper=EXACT_HELPER, config=config, cases=case_files("ds", "a/001", {"v": 1}))
+    with OpenAICompatible() as server:
+        monkeypatch.setenv("OPENROUTER_API_KEY", "sk-test")
+        monkeypatch.setenv("OPENROUTER_BASE_URL", server.url + "/api/v1/?tenant=abc")
+        code, _, err = cli("compare", "--local", cwd=project)
+        assert code == 0, err
+        paths = sorted({r.path for r in server.requests})
+    assert paths == ["/api/v1/chat/completions?tenant=abc", "/api/v1/models?tenant=abc"]
+
+
+def test_a_ctrl_c_while_the_module_loads_exits_130_quietly(tmp_path) -> None:
+    """The console script imports the module before main() runs: a Ctrl-C in that window
+    (here sent as the module imports importlib, its fourth import) exits 130, no traceback."""
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    child = (
+        "import builtins, os, signal, sys\n"
+        "sys.argv = ['agent-evals', '--version']\n"
+        "real = builtins.__import__\n"
+        "def hook(name, *args, **kwargs):\n"
+        "    if name == 'importlib' and 'agent_evals' in sys.modules:\n"
+        "        os.kill(os.getpid(), signal.SIGINT)\n"
+        "    return real(name, *args, **kwargs)\n"
+        "builtins.__import__ = hook\n"
+        "from agent_evals import main\n"
+        "print('loaded')\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", child], cwd=tmp_path, env={"PYTHONPATH": str(ROOT)}, capture_output=True, text=True
+    )
+    assert (done.returncode, done.stdout, done.stderr) == (130, "", "")
