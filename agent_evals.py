@@ -786,6 +786,10 @@ class Reply:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "usage", Usage.coerce(self.usage))
+        if self.error is not None and not isinstance(self.error, str):
+            raise TypeError(f"Reply(error={_shown(self.error)}): expected the model's failure as text (str), or None")
+        if not isinstance(self.metadata, Mapping):
+            raise TypeError(f"Reply(metadata={_shown(self.metadata)}): expected a dict")
 
 
 @dataclass(frozen=True, slots=True)
@@ -816,6 +820,11 @@ class Score:
     metrics: Mapping[str, float | None] = field(default_factory=dict)
     outcomes: Mapping[str, Any] = field(default_factory=dict)
     diagnostics: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for key in ("metrics", "outcomes", "diagnostics"):
+            if not isinstance(value := getattr(self, key), Mapping):
+                raise TypeError(f"Score({key}={_shown(value)}): expected a dict of names to values")
 
 
 def _shown_model(model: Any, provider: Any) -> str:
@@ -3611,7 +3620,10 @@ def _score(suite: _Suite, case: Case, reply: Reply, metric_names: frozenset[str]
     """The scorer's verdict on a reply; the model's own failure (``Reply.error``) is a 0."""
     if reply.error is not None:
         return Score(value=0.0, metrics={name: 0.0 for name in metric_names})
-    score = suite.scorer.call(case, reply, suite.adapter.context(case))
+    context = suite.adapter.context(case)
+    if not isinstance(context, Mapping):
+        raise SuiteError(f"adapter {type(suite.adapter).__name__}.context() returned {_shown(context)}, not a dict")
+    score = suite.scorer.call(case, reply, context)
     _check_score(suite.scorer, case, score, metric_names)
     return score
 

@@ -450,3 +450,28 @@ def test_a_ctrl_c_while_the_module_loads_exits_130_quietly(tmp_path) -> None:
         [sys.executable, "-c", child], cwd=tmp_path, env={"PYTHONPATH": str(ROOT)}, capture_output=True, text=True
     )
     assert (done.returncode, done.stdout, done.stderr) == (130, "", "")
+
+
+@pytest.mark.parametrize(
+    ("body", "error"),
+    [
+        (
+            "Adapter.call = lambda self, case, model: ae.Reply(error=5)",
+            "TypeError: Reply(error=5): expected the model's failure as text (str), or None",
+        ),
+        (
+            "Scorer.call = lambda self, case, reply, context: ae.Score(1.0, metrics=[1])",
+            "TypeError: Score(metrics=[1]): expected a dict of names to values",
+        ),
+        (
+            "Adapter.context = lambda self, case: ['not', 'a', 'dict']",
+            "SuiteError: adapter Adapter.context() returned ['not', 'a', 'dict'], not a dict",
+        ),
+    ],
+)
+def test_a_reply_score_or_context_of_the_wrong_shape_is_that_cases_error(make_suite, cli, body, error) -> None:
+    project = make_suite(helper=SUITE.replace("__BODY__", body + "\n" + CONFIGURE))
+    code, _, err = cli("compare", "--local", cwd=project)
+    assert code == 0, err
+    (log,) = read_logs(project)
+    assert {row["error"] for row in log["rows"]} == {error}

@@ -118,6 +118,31 @@ def test_sigkill_loses_nothing_the_server_answered(make_suite) -> None:
     assert not list((project / "log" / "agent-evals").glob("*.json"))  # the final log never came
 
 
+def test_after_a_sigkill_resume_asks_again_only_the_cases_that_were_in_flight(make_suite) -> None:
+    """-p 8, killed mid-run, then --resume: a case is asked twice only if it was in flight
+    at the kill (its answer never reached the journal), so at most 8 are asked again."""
+
+    def slow(request):
+        time.sleep(0.2)
+        return chat_answer(request.body["messages"][-1]["content"])
+
+    with OpenAICompatible(slow) as server:
+        project = make_suite(helper=HELPER, config=CONFIG, cases=many(60))
+        child = start(project, server, "-p", "8")
+        wait_for(lambda: len(journaled(project)) >= 20)
+        child.kill()
+        child.wait(10)
+        kept = journaled(project)
+        resumed = start(project, server, "-p", "8", "--resume")
+        _, err = resumed.communicate(timeout=60)
+        assert resumed.returncode == 0, err
+        asked = Counter(case_of(r) for r in server.chats())
+    twice = [case for case, n in asked.items() if n > 1]
+    assert set(asked) == {f"a/{i:03d}" for i in range(1, 61)} and max(asked.values()) <= 2
+    assert len(twice) <= 8 and not set(twice) & kept, (twice, len(kept))
+    assert len(read_logs(project)[-1]["rows"]) == 60
+
+
 def test_resume_from_a_killed_runs_journal_and_retry_errors(make_suite, cli, monkeypatch) -> None:
     failing = {"a/002"}
 
