@@ -668,6 +668,8 @@ class Usage:
     input_tokens: int = 0
     output_tokens: int = 0
     cost_usd: float = 0.0
+    cached_tokens: int = 0  # of the input, read from the provider's prompt cache
+    reasoning_tokens: int = 0  # of the output, spent thinking: what a higher effort costs
 
     def __post_init__(self) -> None:
         cost = self.cost_usd
@@ -680,10 +682,14 @@ class Usage:
             self.input_tokens + other.input_tokens,
             self.output_tokens + other.output_tokens,
             self.cost_usd + other.cost_usd,
+            self.cached_tokens + other.cached_tokens,
+            self.reasoning_tokens + other.reasoning_tokens,
         )
 
     def to_json(self) -> dict[str, Any]:
-        return {"input_tokens": self.input_tokens, "output_tokens": self.output_tokens, "cost_usd": self.cost_usd}
+        details = {"cached_tokens": self.cached_tokens, "reasoning_tokens": self.reasoning_tokens}
+        totals = {"input_tokens": self.input_tokens, "output_tokens": self.output_tokens, "cost_usd": self.cost_usd}
+        return totals | {key: n for key, n in details.items() if n}
 
     @classmethod
     def coerce(cls, value: Usage | Mapping[str, Any] | None) -> Usage | None:
@@ -695,6 +701,8 @@ class Usage:
                 int(value.get("input_tokens") or 0),
                 int(value.get("output_tokens") or 0),
                 float(value.get("cost_usd") or 0.0),
+                int(value.get("cached_tokens") or 0),
+                int(value.get("reasoning_tokens") or 0),
             )
         raise TypeError(f"usage must be a Usage or a mapping, not {type(value).__name__}")
 
@@ -877,6 +885,7 @@ class RunResult:
     cached: int = 0  # completions the response cache answered (no spend)
     saved: float = 0.0  # what those completions cost when first paid for
     turns: int = 0  # the model calls the case made (an agent's loop makes several)
+    finish_reason: str | None = None  # why the last answer ended: "length" is cut off at max_tokens
 
     @property
     def label(self) -> str:
@@ -1092,6 +1101,7 @@ class Model:
         self.max_tokens = max_tokens
         self.usage = Usage()
         self.calls = 0
+        self.finish_reason: str | None = None  # the last answer's
         self.retries = 0
         self.repeat = 0  # which independent run of the case this is (``--repeat``)
         self.cache: _Cache | None = None
@@ -1196,8 +1206,9 @@ class Model:
         key = self.cache.key(self, request)
         if (hit := self.cache.get(key)) is None:
             return key, None
-        usage = Usage(hit.usage.input_tokens, hit.usage.output_tokens, 0.0)
+        usage = dataclasses.replace(hit.usage, cost_usd=0.0)
         with self._lock:  # paid for in an earlier run: nothing is spent now
+            self.finish_reason = hit.finish_reason
             self.hits += 1
             self.saved += hit.usage.cost_usd
             self.calls += 1
@@ -1212,7 +1223,14 @@ class Model:
         with self._lock:
             self.usage = self.usage + completion.usage
             self.calls += 1
+            self.finish_reason = completion.finish_reason
         return completion
+
+    def note_spent(self, usage: Usage) -> None:
+        """A request that was paid for but answered with an error (a provider's in-band
+        error carries its cost): the case's spend counts it."""
+        with self._lock:
+            self.usage = self.usage + usage
 
     def note_retry(self) -> None:
         """A provider tried again: counted per case in the log."""
@@ -3016,7 +3034,8 @@ class OpenRouter(Provider):
     priced = True  # a model the catalog has no price for is noted (its answers count as $0)
     efforts: Sequence[str] | None = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
     default_base_url = "https://openrouter.ai/api/v1"
-    referer = "https://pypi.org/project/agent-evals/"
+    referer = "https://pypi.org/project/agent-evals/"  # the app's URL on OpenRouter (config: app.url)
+    dialect = "openrouter"  # the request's fields: OpenRouter's own, or "openai" for other servers
     catalog_ttl = 24 * 3600.0  # seconds a cached model list stays fresh
 
     def __init__(self) -> None:
@@ -3037,8 +3056,8 @@ class OpenRouter(Provider):
 
     def complete(self, model: Model, **request: Any) -> Completion:
         body = self._body(model, _Request(**request))
-        data, status = self._request(model.id, "POST", "/chat/completions", body, model)
-        return self._completion(model, data, status)
+        data, status, fields = self._request(model.id, "POST", "/chat/completions", body, model)
+        return self._completion(model, data, status, fields)
 
     def _body(self, model: Model, request: _Request) -> bytes:
         body: dict[str, Any] = {"model": model.name, "messages": request.chat}
@@ -3048,10 +3067,12 @@ class OpenRouter(Provider):
             body["tool_choice"] = request.tool_choice
         if model.temperature is not None:
             body["temperature"] = model.temperature
-        if model.max_tokens is not None:
-            body["max_tokens"] = model.max_tokens
+        # OpenRouter's own fields, as its spec names them; the OpenAI shape to other servers
+        openrouter = self.dialect == "openrouter"
+        if model.max_tokens is not None:  # max_tokens is deprecated in OpenRouter's spec
+            body["max_completion_tokens" if openrouter else "max_tokens"] = model.max_tokens
         if model.effort is not None:
-            body["reasoning"] = {"effort": model.effort}
+            body |= {"reasoning": {"effort": model.effort}} if openrouter else {"reasoning_effort": model.effort}
         if request.json:
             body["response_format"] = {"type": "json_object"}
         return _request_body(body)
@@ -3064,28 +3085,35 @@ class OpenRouter(Provider):
             headers = {
                 **({"Authorization": f"Bearer {given[1]}"} if given[1] else {}),
                 "Content-Type": "application/json",
-                "HTTP-Referer": self.referer,
-                "X-OpenRouter-Title": self.app_name,
-                "X-Title": self.app_name,
             }
+            if self.dialect == "openrouter":  # attribution: OpenRouter's own headers, sent to it alone
+                headers |= {"HTTP-Referer": self.referer, "X-OpenRouter-Title": self.app_name, "X-Title": self.app_name}
             self._endpoints = (given, _join_url(self.base_url, path), headers)
         return self._endpoints[1], self._endpoints[2]
 
     def _request(
         self, model_id: str, method: str, path: str, body: bytes | None, model: Model | None = None
-    ) -> tuple[Any, int]:
-        """The JSON answer to one request, retrying what is worth retrying within the bounds."""
+    ) -> tuple[Any, int, Mapping[str, str]]:
+        """The JSON answer to one request, its status and header fields, retrying what is
+        worth retrying within the bounds: an in-band error whose code is 429 or 5xx too."""
         url, headers = self._endpoint(path)
         resent = model.note_retry if model is not None else None
 
-        def attempt() -> tuple[Any, int]:
+        def attempt() -> tuple[Any, int, Mapping[str, str]]:
             try:
                 status, fields, raw = self._http.request(
                     method, url, body, headers, self.connect_timeout, self.timeout, self._limit, resent
                 )
             except (OSError, ValueError, _TooLarge) as e:
                 raise _transport_failure(e, f"{self.name}: {model_id}") from None
-            return self._answer(model_id, status, fields, raw)
+            data, status = self._answer(model_id, status, fields, raw)
+            error = data.get("error") if isinstance(data, dict) else None
+            code = error.get("code") if isinstance(error, dict) else None
+            if isinstance(code, int | str) and str(code).isdigit() and int(code) in _RETRY_STATUSES:
+                if model is not None:
+                    model.note_spent(self._usage(model, data, fields))
+                raise _Retry(f"HTTP {status} carrying error {code}: {_error_text(data, raw)}", None)
+            return data, status, fields
 
         return _retrying(self, f"{self.name}: {model_id}", model, attempt)
 
@@ -3113,44 +3141,56 @@ class OpenRouter(Provider):
             raise ProviderError(f"{self.name}: {model_id}: HTTP {status}, the body is not JSON: {raw[:200]!r}")
         return data, status
 
-    def _completion(self, model: Model, data: Any, status: int) -> Completion:
+    def _completion(self, model: Model, data: Any, status: int, fields: Mapping[str, str]) -> Completion:
         if not isinstance(data, dict):
             raise ProviderError(
                 f"{self.name}: {model.id}: HTTP {status}: expected a JSON object, got {type(data).__name__}"
             )
-        if data.get("error"):
-            raise ProviderError(f"{self.name}: {model.id}: HTTP {status}: {_error_text(data, b'')}")
+        usage = self._usage(model, data, fields)
         choices = data.get("choices")
-        if not choices or not isinstance(choices, list):
-            raise ProviderError(f"{self.name}: {model.id}: HTTP {status}: the response has no choices")
-        choice = choices[0]
+        choice = choices[0] if isinstance(choices, list) and choices else None
+        failed = data.get("error") or (
+            isinstance(choice, dict) and (choice.get("finish_reason") == "error" or choice.get("error"))
+        )
+        if failed:  # an error in a 200: it may still have been paid for
+            model.note_spent(usage)
+            where = data if data.get("error") else choice
+            raise ProviderError(f"{self.name}: {model.id}: HTTP {status}: {_error_text(where, b'finish_reason error')}")
         if not isinstance(choice, dict):
-            raise ProviderError(
-                f"{self.name}: {model.id}: HTTP {status}: a choice is {type(choice).__name__}, not an object"
-            )
-        if choice.get("finish_reason") == "error" or choice.get("error"):
-            raise ProviderError(
-                f"{self.name}: {model.id}: HTTP {status}: {_error_text(choice, b'finish_reason error')}"
-            )
-        usage: dict[str, Any] = data["usage"] if isinstance(data.get("usage"), dict) else {}
-        tokens_in, tokens_out = _count(usage.get("prompt_tokens")), _count(usage.get("completion_tokens"))
-        cost = _price(usage.get("cost"))
-        if cost is None:
-            if usage.get("cost") is not None:  # NaN, infinite, negative or not a number: unknown
-                with self._lock:
-                    self.bad_costs.add(model.id)
-            cost = self._cost(model.id, tokens_in, tokens_out)
+            what = "has no choices" if choice is None else f"has a choice that is {type(choice).__name__}"
+            raise ProviderError(f"{self.name}: {model.id}: HTTP {status}: the response {what}")
         message: dict[str, Any] = choice["message"] if isinstance(choice.get("message"), dict) else {}
         text = message.get("content")
+        if isinstance(text, list):  # content parts: the text ones, joined
+            text = "".join(str(p.get("text") or "") for p in text if isinstance(p, dict) and p.get("type") == "text")
         reason = choice.get("finish_reason")
         return Completion(
             text=text if isinstance(text, str) else "" if text is None else _json_dumps(text),
-            usage=Usage(tokens_in, tokens_out, cost),
+            usage=usage,
             raw=data,
             message={"role": "assistant", **message} if message else None,
             tool_calls=ToolCall.of(message),
             finish_reason=reason if isinstance(reason, str) else None,
         )
+
+    def _usage(self, model: Model, data: Mapping[str, Any], fields: Mapping[str, str]) -> Usage:
+        """What an answer spent: tokens (cached and reasoning ones too) and its cost, from
+        ``usage.cost``, else a LiteLLM proxy's ``x-litellm-response-cost`` header, else the
+        catalog's prices."""
+        usage: dict[str, Any] = data["usage"] if isinstance(data.get("usage"), dict) else {}
+        tokens_in, tokens_out = _count(usage.get("prompt_tokens")), _count(usage.get("completion_tokens"))
+        prompt, completion = (usage.get(f"{k}_tokens_details") for k in ("prompt", "completion"))
+        cached = _count(prompt.get("cached_tokens")) if isinstance(prompt, dict) else 0
+        reasoning = _count(completion.get("reasoning_tokens")) if isinstance(completion, dict) else 0
+        cost = _price(usage.get("cost"))
+        if cost is None and usage.get("cost") is not None:  # NaN, infinite, negative or not a number: unknown
+            with self._lock:
+                self.bad_costs.add(model.id)
+        if cost is None:
+            cost = _price(fields.get("x-litellm-response-cost"))
+        if cost is None:
+            cost = self._cost(model.id, tokens_in, tokens_out)
+        return Usage(tokens_in, tokens_out, cost, cached, reasoning)
 
     def _cost(self, model_id: str, tokens_in: int, tokens_out: int) -> float:
         """Tokens times the catalog's prices, when the response carried no cost."""
@@ -3204,7 +3244,7 @@ class OpenRouter(Provider):
             self.notes.append(f"no cached {self.title} catalog yet; run, compare or models --refresh fetches it")
             return None
         try:
-            data, _ = self._request("catalog", "GET", "/models", None)
+            data, *_ = self._request("catalog", "GET", "/models", None)
         except ProviderError as e:
             if getattr(e, "stops_run", False):
                 raise
@@ -3246,6 +3286,7 @@ class LocalServer(OpenRouter):
     request_type_description = "a chat completion from an OpenAI-compatible server of your own"
     priced = False
     catalog_ttl = 0.0  # a local server's models change as you pull them: asked every run
+    dialect = "openai"
 
 
 def _count(value: Any) -> int:
@@ -3575,7 +3616,7 @@ def _result(
     trace: str | None = None,
 ) -> RunResult:
     """A finished case: its spend is what went through ``model``, else what the reply reports."""
-    usage = model.usage if model.calls else (reply.usage if reply and reply.usage else Usage())
+    usage = model.usage if model.calls or model.usage.cost_usd else (reply.usage if reply and reply.usage else Usage())
     return RunResult(
         experiment,
         case,
@@ -3590,6 +3631,7 @@ def _result(
         model.hits,
         model.saved,
         model.calls,
+        model.finish_reason,
     )
 
 
@@ -4362,6 +4404,7 @@ def _log_row(result: RunResult) -> dict[str, Any]:
         "cached": result.cached,
         "saved_usd": result.saved,
         "turns": result.turns,
+        **({"finish_reason": result.finish_reason} if result.finish_reason else {}),
         **({"transcript": list(reply.transcript)} if reply is not None and reply.transcript is not None else {}),
         "duration": round(result.duration, 6),
         **({CLUSTER: cluster} if (cluster := case.metadata.get(CLUSTER)) is not None else {}),
@@ -5086,6 +5129,7 @@ def _result_from_row(row: Mapping[str, Any], case: Case) -> RunResult:
         int(row.get("cached") or 0),
         float(row.get("saved_usd") or 0.0),
         int(row.get("turns") or 0),
+        row.get("finish_reason") if isinstance(row.get("finish_reason"), str) else None,
     )
 
 

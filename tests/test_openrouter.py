@@ -75,7 +75,7 @@ def test_request_carries_the_settings_and_the_key(ask, env) -> None:
         "model": "openai/gpt-4.1-mini",
         "messages": [{"role": "system", "content": "be terse"}, {"role": "user", "content": '{"a": 1}'}],
         "temperature": 0.3,
-        "max_tokens": 100,
+        "max_completion_tokens": 100,  # max_tokens is deprecated in the spec
         "reasoning": {"effort": "high"},
         "response_format": {"type": "json_object"},
     }
@@ -112,7 +112,7 @@ def test_failures_are_provider_errors_naming_status_and_text(ask, env, answer, m
     assert len(env.chats()) == 1  # none of these is worth a retry
 
 
-def test_usage_keeps_reasoning_tokens_in_raw(ask, env) -> None:
+def test_usage_keeps_reasoning_and_cached_tokens(ask, env) -> None:
     body = {
         "choices": [{"finish_reason": "stop", "message": {"content": "{}", "reasoning": "thinking"}}],
         "usage": {
@@ -120,11 +120,19 @@ def test_usage_keeps_reasoning_tokens_in_raw(ask, env) -> None:
             "completion_tokens": 50,
             "cost": 0.5,
             "completion_tokens_details": {"reasoning_tokens": 40},
+            "prompt_tokens_details": {"cached_tokens": 2},
         },
     }
     env.respond = lambda r: Answer(200, body)
     completion = ask(model(), user="x")
-    assert completion.usage == ae.Usage(3, 50, 0.5)
+    assert completion.usage == ae.Usage(3, 50, 0.5, cached_tokens=2, reasoning_tokens=40)
+    assert completion.usage.to_json() == {
+        "input_tokens": 3,
+        "output_tokens": 50,
+        "cost_usd": 0.5,
+        "cached_tokens": 2,
+        "reasoning_tokens": 40,
+    }
     assert completion.raw["usage"]["completion_tokens_details"]["reasoning_tokens"] == 40
 
 
