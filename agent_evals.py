@@ -5870,6 +5870,18 @@ def _error_lines(rows: Sequence[_Row]) -> list[str]:
     ]
 
 
+def _reasoning_lines(rows: Sequence[_Row]) -> list[str]:
+    """What thinking cost, per experiment that reported reasoning tokens: the point of
+    comparing efforts is what a higher one spends."""
+    return [
+        f"reasoning [{r.dataset}] {_short_label(r, rows)}: {r.usage.reasoning_tokens:,} of "
+        f"{r.usage.output_tokens:,} output tokens"
+        + (f"; {r.usage.cached_tokens:,} input tokens cached" if r.usage.cached_tokens else "")
+        for r in rows
+        if r.usage.reasoning_tokens
+    ]
+
+
 def _reason_lines(rows: Sequence[_Row], most: int = 3) -> list[str]:
     """Why cases failed: each experiment's most common error messages, counted (STDERR)."""
     lines = []
@@ -5962,6 +5974,7 @@ def _render_report(experiments: Sequence[Experiment], metrics: Sequence[Metric],
             _results_table(rows, metrics, style, width),
             *_best_value_lines(rows, primary, style),
             *_error_lines(rows),
+            *_reasoning_lines(rows),
             *_power_lines(rows, primary),
             "",
             _glossary(metrics, spread, any(r.errors for r in rows)),
@@ -6050,6 +6063,8 @@ def _row_document(row: _Row, metrics: Sequence[Metric]) -> dict[str, Any]:
         "duration_s": round(row.duration, 6),
         "tokens_in": row.usage.input_tokens,
         "tokens_out": row.usage.output_tokens,
+        "tokens_cached": row.usage.cached_tokens,
+        "tokens_reasoning": row.usage.reasoning_tokens,
         "cost_usd": row.cost,
         "spent_usd": row.usage.cost_usd,
         "cost_per_scored_run_usd": row.cost_per_answer,
@@ -7788,11 +7803,20 @@ def _setup_providers(suite: _Suite, args: argparse.Namespace, *, offline: bool) 
 
 
 def _report_transport(suite: _Suite, experiments: Sequence[Experiment]) -> None:
-    """On STDERR: retries per experiment, and models whose cost could not be known."""
+    """On STDERR: retries per experiment, answers cut off at max_tokens, and models whose
+    cost could not be known."""
     for experiment in experiments:
+        label = f"[{experiment.dataset}] {experiment.contender.label}"
         retries = sum(r.retries for r in experiment.results)
         if retries:
-            print(f"retries [{experiment.dataset}] {experiment.contender.label}: {retries}", file=sys.stderr)
+            print(f"retries {label}: {retries}", file=sys.stderr)
+        if cut := sum(r.finish_reason == "length" for r in experiment.results):
+            limit = experiment.contender.max_tokens
+            _warn(
+                f"truncated {label}: {cut} of {len(experiment.results)} answers stopped at the output limit "
+                f"(finish_reason: length; max_tokens {limit or 'the model default'}); they were scored as they "
+                "are: raise --max-tokens (or max_tokens:) if that is not meant"
+            )
     if _INVALID_COSTS[0]:
         _warn(
             f"{_INVALID_COSTS[0]} usages reported a cost that is not a price (NaN, infinite or below 0); taken as unknown ($0)"

@@ -1,0 +1,144 @@
+"""Issue #24: answers and edges shaped exactly as OpenRouter's OpenAPI spec gives them
+(ChatResult, ChatUsage, ChatFinishReasonEnum), and OpenAI-compatible servers as they are
+(a LiteLLM proxy reports cost in a header). Every server here is a real local HTTP server."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from servers import Answer, OpenAICompatible, chat_answer
+
+import agent_evals as ae
+from conftest import EXACT_HELPER, case_files, read_logs
+
+LINEUP = "request_types: [prompt]\nvendors:\n  openai:\n    - model: gpt-4.1-mini\n"
+LOCAL = "request_types: [prompt]\ndirect:\n  local:\n    - model: llama3\n      effort: [default, low]\n"
+
+
+def cases(n: int) -> dict[str, str]:
+    files: dict[str, str] = {}
+    for i in range(1, n + 1):
+        files |= case_files("ds", f"a/{i:03d}", {"v": i})
+    return files
+
+
+@pytest.fixture
+def openrouter(monkeypatch):
+    def serve(respond, catalog=None):
+        server = OpenAICompatible(respond, catalog=catalog)
+        monkeypatch.setenv("OPENROUTER_BASE_URL", server.url + "/api/v1")
+        monkeypatch.setenv("OPENROUTER_API_KEY", "sk-or-test")
+        return server
+
+    return serve
+
+
+def test_array_content_is_its_text_parts_joined(openrouter, make_suite, cli) -> None:
+    def respond(request):
+        text = request.body["messages"][-1]["content"]
+        answer = chat_answer("")
+        answer.body["choices"][0]["message"]["content"] = [
+            {"type": "text", "text": text[:5]},
+            {"type": "image_url", "image_url": {"url": "data:,"}},
+            {"type": "text", "text": text[5:]},
+        ]
+        return answer
+
+    project = make_suite(helper=EXACT_HELPER, config=LINEUP, cases=cases(2))
+    with openrouter(respond):
+        code, _, err = cli("compare", "--local", cwd=project)
+    assert code == 0, err
+    (log,) = read_logs(project)
+    assert [row["score"] for row in log["rows"]] == [1.0, 1.0]
+
+
+def test_an_error_in_a_200_keeps_its_cost_and_a_5xx_code_in_it_is_retried(openrouter, make_suite, cli) -> None:
+    asked: dict[str, int] = {}
+    lock = threading.Lock()
+
+    def respond(request):
+        text = request.body["messages"][-1]["content"]
+        with lock:
+            asked[text] = asked.get(text, 0) + 1
+            n = asked[text]
+        paid = {"prompt_tokens": 10, "completion_tokens": 3, "total_tokens": 13, "cost": 0.25}
+        if '"v": 1' in text:  # always a refusal in-band, paid for
+            return Answer(200, {"error": {"code": 400, "message": "moderation"}, "usage": paid})
+        if '"v": 2' in text and n == 1:  # an upstream 503 in-band, once: worth another try
+            return Answer(200, {"error": {"code": 503, "message": "upstream busy"}, "usage": paid})
+        return chat_answer(text, cost=0.5)
+
+    project = make_suite(helper=EXACT_HELPER, config=LINEUP + "defaults:\n  retry_backoff: 0.01\n", cases=cases(2))
+    with openrouter(respond):
+        code, _, err = cli("compare", "--local", "-p", "1", cwd=project)
+    assert code == 0, err
+    (log,) = read_logs(project)
+    first, second = log["rows"]
+    assert first["error"].startswith("ProviderError: openrouter: openai/gpt-4.1-mini: HTTP 200: moderation")
+    assert first["usage"]["cost_usd"] == 0.25  # paid though it failed: never logged as $0
+    assert second["score"] == 1.0 and second["retries"] == 1 and second["usage"]["cost_usd"] == 0.75
+    assert log["summary"]["usage"]["cost_usd"] == 1.0
+
+
+def test_cut_off_answers_are_logged_counted_and_named(openrouter, make_suite, cli) -> None:
+    def respond(request):
+        answer = chat_answer(request.body["messages"][-1]["content"][:3])
+        answer.body["choices"][0]["finish_reason"] = "length"
+        answer.body["usage"] |= {
+            "completion_tokens_details": {"reasoning_tokens": 4},
+            "prompt_tokens_details": {"cached_tokens": 2},
+        }
+        return answer
+
+    project = make_suite(helper=EXACT_HELPER, config=LINEUP, cases=cases(3))
+    with openrouter(respond) as server:
+        code, out, err = cli("compare", "--local", "--max-tokens", "8", cwd=project)
+        body = server.chats()[0].body
+    assert code == 0, err
+    assert body["max_completion_tokens"] == 8 and "max_tokens" not in body  # as the spec recommends
+    (log,) = read_logs(project)
+    assert {row["finish_reason"] for row in log["rows"]} == {"length"}
+    assert (
+        "warning: truncated [ds] openai/gpt-4.1-mini effort=default: 3 of 3 answers stopped at the output limit "
+        "(finish_reason: length; max_tokens 8)" in err
+    )
+    assert log["summary"]["usage"]["reasoning_tokens"] == 12 and log["summary"]["usage"]["cached_tokens"] == 6
+    assert "reasoning [ds] openai/gpt-4.1-mini effort=default: 12 of 15 output tokens; 6 input tokens cached" in out
+
+
+def test_a_project_name_outside_latin_1_is_sent(openrouter, make_suite, cli) -> None:
+    project = make_suite(helper=EXACT_HELPER, config=LINEUP + "project: évals ✓\n", cases=cases(1))
+    with openrouter(None) as server:
+        code, _, err = cli("compare", "--local", cwd=project)
+        headers = server.chats()[0].headers
+    assert code == 0, err
+    assert headers["x-title"].encode("latin-1").decode("utf-8") == "évals ✓"  # UTF-8 bytes on the wire
+
+
+def test_a_local_server_gets_the_openai_shape_and_its_cost_header_is_read(make_suite, cli, monkeypatch) -> None:
+    """A LiteLLM proxy: ids without a vendor, reasoning_effort (not OpenRouter's reasoning
+    object), no OpenRouter attribution, and the cost in x-litellm-response-cost."""
+
+    def respond(request):
+        answer = chat_answer(request.body["messages"][-1]["content"], cost=None)
+        answer.headers["x-litellm-response-cost"] = "0.0031"
+        return answer
+
+    with OpenAICompatible(respond, catalog=[{"id": "llama3"}]) as server:
+        monkeypatch.setenv("LOCAL_BASE_URL", server.url + "/v1")
+        project = make_suite(helper=EXACT_HELPER, config=LOCAL + "defaults:\n  max_tokens: 20\n", cases=cases(2))
+        code, _, err = cli("compare", "--local", "-p", "1", cwd=project)
+        chats = server.chats()
+    assert code == 0, err
+    bodies = {r.body.get("reasoning_effort", "default") for r in chats}
+    assert bodies == {"default", "low"} and all("reasoning" not in r.body for r in chats)
+    assert all(r.body["max_tokens"] == 20 and "max_completion_tokens" not in r.body for r in chats)
+    assert all("x-title" not in r.headers and "http-referer" not in r.headers for r in chats)
+    logs = read_logs(project)
+    assert [log["summary"]["usage"]["cost_usd"] for log in logs] == [pytest.approx(0.0062)] * 2
+
+
+def test_usage_without_details_stays_as_it_was() -> None:
+    assert ae.Usage(1, 2, 0.5).to_json() == {"input_tokens": 1, "output_tokens": 2, "cost_usd": 0.5}
+    assert ae.Usage.coerce({"input_tokens": 1, "reasoning_tokens": 7}) == ae.Usage(1, 0, 0.0, 0, 7)
