@@ -283,9 +283,10 @@ class ProviderError(EvalError):
 
     exit_code = EXIT_FAILED
 
-    def __init__(self, message: str, *, stops_run: bool = False) -> None:
+    def __init__(self, message: str, *, stops_run: bool = False, stops_contender: bool = False) -> None:
         super().__init__(message)
         self.stops_run = stops_run
+        self.stops_contender = stops_contender  # a model the server does not have: its other cases would fail alike
 
 
 class SuiteError(EvalError):
@@ -2713,6 +2714,13 @@ def _retrying(provider: Provider, label: str, model: Model | None, attempt: Call
             raise tries.stopped(stop)
 
 
+def socket_gaierror() -> type[OSError]:
+    """A name that does not resolve (socket is loaded whenever a connection was tried)."""
+    import socket
+
+    return socket.gaierror
+
+
 def _transport_failure(e: Exception, label: str) -> Exception:
     """What a connection's failure means: worth a retry, except a certificate that is not
     trusted, which fails the same way every time (ValueError: a length or chunk size
@@ -3047,6 +3055,7 @@ class OpenRouter(Provider):
         self.bad_costs: set[str] = set()  # models whose response reported a cost that is no price
         self.notes: list[str] = []
         self._endpoints: tuple[Any, str, dict[str, str]] = (None, "", {})
+        self._reached = False  # a response came back from the server in this run
 
     @property
     def base_url(self) -> str:
@@ -3105,7 +3114,15 @@ class OpenRouter(Provider):
                     method, url, body, headers, self.connect_timeout, self.timeout, self._limit, resent
                 )
             except (OSError, ValueError, _TooLarge) as e:
+                if not self._reached and isinstance(e, ConnectionRefusedError | socket_gaierror()):
+                    # never reached in this run: a server that is not there, not one that hiccups
+                    raise ProviderError(
+                        f"{self.name}: cannot reach {_URL_PASSWORD.sub('', self.base_url)} ({type(e).__name__}: "
+                        f"{e}); start the server, or point {self.base_url_env} at it",
+                        stops_run=True,
+                    ) from None
                 raise _transport_failure(e, f"{self.name}: {model_id}") from None
+            self._reached = True
             data, status = self._answer(model_id, status, fields, raw)
             error = data.get("error") if isinstance(data, dict) else None
             code = error.get("code") if isinstance(error, dict) else None
@@ -3134,6 +3151,12 @@ class OpenRouter(Provider):
                 f"{self.name}: HTTP {status}: {_error_text(data, raw)} ({_FATAL_STATUSES[status]}; "
                 f"check {self.key_env} and the account)",
                 stops_run=True,
+            )
+        if status == 404:  # no such model (or no such path): every case of it would fail alike
+            raise ProviderError(
+                f"{self.name}: {model_id}: HTTP 404: {_error_text(data, raw)} (check the model id, and that "
+                f"{self.base_url_env} ends in the API's version, like /v1)",
+                stops_contender=True,
             )
         if status >= 400:
             raise ProviderError(f"{self.name}: {model_id}: HTTP {status}: {_error_text(data, raw)}")
@@ -3565,6 +3588,7 @@ class Experiment:
         self.duration = 0.0
         self.started_at = ""
         self.began = 0.0  # time.monotonic() when it started: the progress line's pace
+        self.halted: str | None = None  # why its remaining cases were not asked (a model the server lacks)
         # a direct contender's provider is in its name: it never shares a file with a vendors: id
         via = f"--direct-{contender.provider}" if contender.provider else ""
         self.name = _safe_name(
@@ -3601,7 +3625,7 @@ def _run_case(
     except _SUITE_EXCEPTIONS as e:
         _reraise_ctrl_c(e)
         error, trace = _describe(e)
-        _stop_if_fatal(e, model.stop)
+        _stop_if_fatal(e, model.stop, experiment)
     return _result(experiment, case, model, time.perf_counter() - started, reply, score, error, trace)
 
 
@@ -3635,10 +3659,13 @@ def _result(
     )
 
 
-def _stop_if_fatal(error: BaseException, stop: _Stop) -> None:
-    """A failure that every case would share (a refused key) stops the run."""
+def _stop_if_fatal(error: BaseException, stop: _Stop, experiment: Experiment | None = None) -> None:
+    """A failure that every case would share stops the run (a refused key, a server that is
+    not there) or its contender (a model the server does not have)."""
     if getattr(error, "stops_run", False):
         stop.set(_redact(str(error)))
+    elif getattr(error, "stops_contender", False) and experiment is not None and not experiment.halted:
+        experiment.halted = _redact(str(error))
 
 
 def _check_reply(adapter: Any, answer: Any, model: Model | None = None) -> Reply:
@@ -3734,6 +3761,8 @@ class _ExperimentRun:
                 if (p := previous.get((ids[i // self.repeat], i % self.repeat))) is not None:
                     self.results[i] = dataclasses.replace(p, experiment=experiment)
         self.todo = [i for i, result in enumerate(self.results) if result is None]
+        self.answered = False  # a case of it got an answer: its 400s are the cases', not the contender's
+        self.refused: dict[str, int] = {}
         self.claim = itertools.count().__next__  # atomic under the GIL
         self.recorded = 0
         self.closed = False
@@ -3781,7 +3810,7 @@ class _ExperimentRun:
 
     def _next(self, owner: _Owner) -> int | None:
         """The next unit to run, or None when none is left for this owner."""
-        if owner.orphaned or self.closed or self.run.stop.event.is_set():
+        if owner.orphaned or self.closed or self.run.stop.event.is_set() or self.experiment.halted:
             return None
         k = self.claim()
         return self.todo[k] if k < len(self.todo) else None
@@ -3839,7 +3868,19 @@ class _ExperimentRun:
             self.results[i], self.lines[i] = result, line
             run.progress.add(result)
             self._record()
+            self._judge(result)
         return line
+
+    def _judge(self, result: RunResult) -> None:
+        """A contender whose first cases all fail with the same HTTP 400 and none answered
+        sends something its server refuses (an effort it does not take): it is stopped, not
+        asked the same way for every case (the caller holds the lock)."""
+        if result.error is None:
+            self.answered = True
+        elif not self.answered and ": HTTP 400: " in result.error and not self.experiment.halted:
+            seen = self.refused[result.error] = self.refused.get(result.error, 0) + 1
+            if seen >= 3:
+                self.experiment.halted = f"{_redact(result.error)} (its first {seen} cases alike: check what it sends)"
 
     def watch(self, now: float) -> None:
         """Give up on every case in flight past the case timeout: it becomes an error row
@@ -7694,12 +7735,19 @@ def _report(args: argparse.Namespace, plan: _Plan, session: _Session, interrupte
     failed = plan.gates.check(_rows(shown, suite.metrics), changes)
     for message in failed:
         print(f"gate failed: {message}", file=err)
+    halted = [e for e in experiments if e.halted]
+    for experiment in halted:
+        print(
+            f"error: [{experiment.dataset}] {experiment.contender.label} stopped after {len(experiment.results)} of "
+            f"{len(experiment.cases) * experiment.repeat} cases: {experiment.halted}; --resume asks the rest once it is fixed",
+            file=err,
+        )
     if stopped and not unwritten:
         print(f"error: {_redact(stopped)}", file=err)
     _report_unwritten(unwritten)
     return (
         EXIT_FAILED
-        if failed or stopped or unwritten or any(experiment.failure for experiment in experiments)
+        if failed or stopped or unwritten or halted or any(experiment.failure for experiment in experiments)
         else EXIT_OK
     )
 

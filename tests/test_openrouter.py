@@ -197,15 +197,22 @@ def test_a_hang_past_the_read_timeout_is_retried_then_an_error(ask, env) -> None
     assert len(env.chats()) == 2
 
 
-def test_connection_refused_is_retried_then_an_error(ask, monkeypatch) -> None:
+def test_connection_refused_stops_at_once_until_the_server_has_answered(ask, env, monkeypatch) -> None:
     # a port held bound but never listening refuses every connection, and no other
     # process can take it meanwhile (a closed port could be reused)
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-        monkeypatch.setenv("OPENROUTER_BASE_URL", f"http://127.0.0.1:{port}/api/v1")
         monkeypatch.setenv("OPENROUTER_API_KEY", KEY)
+        monkeypatch.setenv("OPENROUTER_BASE_URL", f"http://127.0.0.1:{port}/api/v1")
         m = model(retries=2)
+        with pytest.raises(ae.ProviderError, match=r"cannot reach http://127.0.0.1:\d+/api/v1 \(Connection") as e:
+            ask(m, user="x")  # nothing there in this run: a setup error, not a hiccup
+        assert e.value.stops_run and "point OPENROUTER_BASE_URL at it" in str(e.value) and m.retries == 0
+        # a server that answered once and then refuses is worth the retries
+        monkeypatch.setenv("OPENROUTER_BASE_URL", env.url + "/api/v1")
+        ask(m, user="x")
+        monkeypatch.setenv("OPENROUTER_BASE_URL", f"http://127.0.0.1:{port}/api/v1")
         with pytest.raises(ae.ProviderError, match=r"ConnectionRefusedError.*gave up after 2 retries"):
             ask(m, user="x")
     assert m.retries == 2

@@ -142,3 +142,62 @@ def test_a_local_server_gets_the_openai_shape_and_its_cost_header_is_read(make_s
 def test_usage_without_details_stays_as_it_was() -> None:
     assert ae.Usage(1, 2, 0.5).to_json() == {"input_tokens": 1, "output_tokens": 2, "cost_usd": 0.5}
     assert ae.Usage.coerce({"input_tokens": 1, "reasoning_tokens": 7}) == ae.Usage(1, 0, 0.0, 0, 7)
+
+
+def test_a_dead_base_url_stops_a_20_case_run_at_once_with_one_line(make_suite, monkeypatch) -> None:
+    import socket
+    import time
+
+    from conftest import run_agent_evals
+
+    project = make_suite(helper=EXACT_HELPER, config=LOCAL, cases=cases(20))
+    with socket.socket() as sock:  # held bound, never listening: every connection is refused
+        sock.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
+        started = time.monotonic()
+        done = run_agent_evals("compare", "--local", cwd=project, env={"LOCAL_BASE_URL": url})
+        took = time.monotonic() - started
+    assert took < 5, took
+    assert done.returncode == 2 and done.stdout == ""  # found before any case was asked: a setup error
+    (line,) = done.stderr.strip().splitlines()
+    assert line.startswith("error: ") and line.endswith(
+        f"local: cannot reach {url} (ConnectionRefusedError: [Errno 111] Connection refused); start the "
+        "server, or point LOCAL_BASE_URL at it"
+    )
+
+
+def test_a_model_the_server_lacks_stops_that_contender_and_the_rest_run(openrouter, make_suite, cli) -> None:
+    def respond(request):
+        if request.body["model"] == "openai/gpt-4o-mini":
+            return Answer(404, {"error": {"code": 404, "message": "No endpoints found for openai/gpt-4o-mini."}})
+        return chat_answer(request.body["messages"][-1]["content"])
+
+    config = LINEUP + "    - model: gpt-4o-mini\n"
+    project = make_suite(helper=EXACT_HELPER, config=config, cases=cases(10))
+    with openrouter(respond) as server:
+        code, _, err = cli("compare", "--local", "-p", "1", "-j", "1", cwd=project)
+        asked = [r.body["model"] for r in server.chats()]
+    assert code == 1
+    assert asked.count("openai/gpt-4o-mini") == 1 and asked.count("openai/gpt-4.1-mini") == 10
+    assert (
+        "error: [ds] openai/gpt-4o-mini effort=default stopped after 1 of 10 cases: openrouter: "
+        "openai/gpt-4o-mini: HTTP 404: No endpoints found for openai/gpt-4o-mini. (check the model id" in err
+    )
+    logs = {log["contender"]["model"]: log for log in read_logs(project)}
+    assert len(logs["openai/gpt-4o-mini"]["not_run"]) == 9 and len(logs["openai/gpt-4.1-mini"]["rows"]) == 10
+
+
+def test_a_setting_the_server_refuses_stops_the_contender_after_three_alike(openrouter, make_suite, cli) -> None:
+    def respond(request):
+        if request.body.get("reasoning"):
+            return Answer(400, {"error": {"code": 400, "message": "UnsupportedParamsError: reasoning_effort"}})
+        return chat_answer(request.body["messages"][-1]["content"])
+
+    config = LINEUP + "      effort: [default, high]\n"
+    project = make_suite(helper=EXACT_HELPER, config=config, cases=cases(12))
+    with openrouter(respond) as server:
+        code, _, err = cli("compare", "--local", "-p", "1", "-j", "1", cwd=project)
+        high = [r for r in server.chats() if r.body.get("reasoning")]
+    assert code == 1 and len(high) == 3  # not twelve
+    assert "error: [ds] openai/gpt-4.1-mini effort=high stopped after 3 of 12 cases:" in err
+    assert "(its first 3 cases alike: check what it sends); --resume asks the rest once it is fixed" in err
