@@ -2612,9 +2612,25 @@ def _catalog_problems(lineup: _Lineup) -> list[str]:
             _reraise_ctrl_c(e)
             problems.append(f"{model_id}: provider {provider.name}'s catalog failed: {_describe(e)[0]}")
             continue
-        if catalog is not None and model_id not in catalog:
+        if catalog is not None and _catalog_id(provider, model_id, catalog) is None:
             problems.append(f"{model_id}: provider {provider.name} has no such model{_hint(model_id, catalog)}")
     return problems
+
+
+# OpenRouter's model variants: a suffix on any id (openai/gpt-4o:nitro) that the catalog
+# lists under the base id alone, unless the variant is priced apart (":free" often is)
+OPENROUTER_VARIANTS = ("free", "extended", "exacto", "thinking", "online", "nitro", "floor", "beta")
+
+
+def _catalog_id(provider: Provider, model_id: str, catalog: Iterable[str]) -> str | None:
+    """The catalog entry for ``model_id``: itself, or, for an OpenRouter variant, its base id."""
+    known = catalog if isinstance(catalog, set | dict | frozenset) else set(catalog)
+    base, _, variant = model_id.rpartition(":")
+    if model_id in known:
+        return model_id
+    if getattr(provider, "dialect", "") == "openrouter" and variant in OPENROUTER_VARIANTS and base in known:
+        return base
+    return None
 
 
 # ═══════════════════════════════════════════════════════════════════════════════
@@ -3217,7 +3233,9 @@ class OpenRouter(Provider):
 
     def _cost(self, model_id: str, tokens_in: int, tokens_out: int) -> float:
         """Tokens times the catalog's prices, when the response carried no cost."""
-        prompt, completion, _ = (self._load_catalog() or {}).get(model_id, (None, None, None))
+        catalog = self._load_catalog() or {}
+        known = _catalog_id(self, model_id, catalog)
+        prompt, completion, _ = catalog.get(known, (None, None, None)) if known else (None, None, None)
         if prompt is None or completion is None:
             if self.priced:
                 with self._lock:

@@ -201,3 +201,21 @@ def test_a_setting_the_server_refuses_stops_the_contender_after_three_alike(open
     assert code == 1 and len(high) == 3  # not twelve
     assert "error: [ds] openai/gpt-4.1-mini effort=high stopped after 3 of 12 cases:" in err
     assert "(its first 3 cases alike: check what it sends); --resume asks the rest once it is fixed" in err
+
+
+def test_model_variants_are_checked_by_their_base_id_and_sent_as_written(openrouter, make_suite, cli) -> None:
+    config = "request_types: [prompt]\nvendors:\n  openai:\n    - model: gpt-4.1-mini:floor\n    - model: gpt-4.1-mini:nitro\n"
+    project = make_suite(helper=EXACT_HELPER, config=config, cases=cases(2))
+    with openrouter(lambda r: chat_answer(r.body["messages"][-1]["content"], cost=None)) as server:
+        code, out, err = cli("compare", "--local", cwd=project)
+        sent = {r.body["model"] for r in server.chats()}
+    assert code == 0, err
+    assert sent == {"openai/gpt-4.1-mini:floor", "openai/gpt-4.1-mini:nitro"}
+    assert "openai/gpt-4.1-mini:floor" in out and "openai/gpt-4.1-mini:nitro" in out  # the variant in the label
+    logs = read_logs(project)  # priced at the base id's catalog price: 10 x 0.4/M + 5 x 1.6/M a case
+    assert [log["summary"]["usage"]["cost_usd"] for log in logs] == [pytest.approx(2 * 0.000012)] * 2
+    # a suffix that is no variant is still an unknown id, refused before anything is spent
+    project = make_suite(helper=EXACT_HELPER, config=config.replace(":nitro", ":turbo"), cases=cases(2))
+    with openrouter(None):
+        code, _, err = cli("compare", "--local", cwd=project)
+    assert code == 2 and "openai/gpt-4.1-mini:turbo: provider openrouter has no such model" in err
