@@ -840,6 +840,19 @@ def _shown_model(model: Any, provider: Any) -> str:
     return str(model) if provider is None else f"{model} (direct)"
 
 
+def _routing_text(routing: str) -> str:
+    """Provider preferences in a few words: ``order: [deepinfra]`` is ``deepinfra``.
+
+    >>> _routing_text('{"order": ["deepinfra", "together"], "zdr": true}')
+    'deepinfra,together zdr'
+    """
+    words = []
+    for key, value in sorted(json.loads(routing).items(), key=lambda item: item[0] != "order"):  # order first
+        text = ",".join(map(str, value)) if isinstance(value, list) else _json_dumps(value).strip('"')
+        words.append(text if key == "order" else key if value is True else f"{key}={text}")
+    return " ".join(words)
+
+
 @dataclass(frozen=True, slots=True)
 class Contender:
     """A model with its settings. ``provider``: None for ``vendors:``, a name for ``direct:``."""
@@ -849,12 +862,14 @@ class Contender:
     temperature: float | None = None
     max_tokens: int | None = None
     provider: str | None = None
+    routing: str | None = None  # OpenRouter's provider preferences, as canonical JSON
 
     @property
     def shown(self) -> str:
         """The model id as every table, line and page shows it: a direct contender (the
-        vendor's own API) is marked, so it never looks like the OpenRouter one of that id."""
-        return _shown_model(self.model, self.provider)
+        vendor's own API) is marked, so it never looks like the OpenRouter one of that id,
+        and a routed one says where it was routed (``via deepinfra``)."""
+        return _shown_model(self.model, self.provider) + (f" via {_routing_text(self.routing)}" if self.routing else "")
 
     @property
     def label(self) -> str:
@@ -1035,7 +1050,8 @@ class Provider:
     max_response_mb: float = _SETTING["max_response_mb"].default  # a larger response body is that case's error
     offline: bool = False  # verify and -n: catalogs come from the cache, never the network
     cache_dir: Path | None = None
-    app_name: str = "agent-evals"  # attribution: the suite's project or name
+    app_name: str = "agent-evals"  # attribution: the app's title (config: app.title)
+    referer: str = "https://pypi.org/project/agent-evals/"  # and its URL (config: app.url)
 
     def catalog(self) -> list[str] | None:
         """The model ids it serves, when known offline; None when it cannot tell."""
@@ -1100,6 +1116,7 @@ class Model:
         self.effort = None if effort in (None, "default") else effort
         self.temperature = temperature
         self.max_tokens = max_tokens
+        self.routing: str | None = None  # OpenRouter's provider preferences (JSON), when the lineup routes it
         self.usage = Usage()
         self.calls = 0
         self.finish_reason: str | None = None  # the last answer's
@@ -1543,6 +1560,7 @@ class _Defaults:
     max_turns: int = _SETTING["max_turns"].default
     case_timeout: float = _SETTING["case_timeout"].default
     transport: dict[str, float] = field(default_factory=dict)  # timeout, retries, ... as Provider names them
+    routing: list[str | None] = field(default_factory=lambda: [None])  # provider: preferences, as canonical JSON
 
 
 @dataclass(eq=False)  # internal records are never compared: no __eq__ to build at import
@@ -1559,6 +1577,7 @@ class _Config:
     sections: dict[str, dict[str, Any]] = field(default_factory=dict)
     cases: str | None = None
     cache: bool = False
+    app: dict[str, str] = field(default_factory=dict)  # url and title: the app OpenRouter attributes calls to
 
 
 _TOP_KEYS = (
@@ -1573,10 +1592,38 @@ _TOP_KEYS = (
     "scorer",
     "cases",
     "cache",
+    "app",
 )
 # Transport settings every provider takes, with the kind of number each is.
-_DEFAULT_KEYS = tuple(setting.key for setting in _SETTINGS if setting.key)
-_ENTRY_KEYS = ("model", *(setting.key for setting in _SETTINGS if setting.entry))
+_DEFAULT_KEYS = (*(setting.key for setting in _SETTINGS if setting.key), "provider")
+_ENTRY_KEYS = ("model", *(setting.key for setting in _SETTINGS if setting.entry), "provider")
+# OpenRouter's provider preferences (ProviderPreferences in its OpenAPI spec): each one's kind
+_ROUTING: dict[str, Any] = {"order": list, "only": list, "ignore": list, "quantizations": list, "allow_fallbacks": bool}
+_ROUTING |= {"require_parameters": bool, "zdr": bool, "enforce_distillable_text": bool, "data_collection": str}
+_ROUTING |= {"sort": (str, dict), "max_price": dict, "preferred_max_latency": (int, float, dict)}
+_ROUTING |= {"preferred_min_throughput": (int, float, dict)}
+
+
+def _routings(value: Any, where: str, key: str) -> list[str | None]:
+    """``provider:`` as canonical JSON, one per routing: a mapping, or a list of them (each
+    a contender of its own, as a list of efforts is)."""
+    out: list[str | None] = []
+    for i, routing in enumerate(value if isinstance(value, list) and value else [value]):
+        at = f"{key}[{i}]" if isinstance(value, list) and value else key
+        if not isinstance(routing, dict) or not routing:
+            raise ConfigError(
+                f"{where}: {at}: expected provider preferences (order:, only:, zdr:, ...), got {_shown(routing)}"
+            )
+        _check_keys(routing, tuple(_ROUTING), where, f"{at}.")
+        for name, item in routing.items():
+            kind = _ROUTING[name]
+            wrong = not isinstance(item, kind) or isinstance(item, bool) != (kind is bool)
+            if wrong or (kind is list and not all(isinstance(x, str) for x in item)):
+                raise ConfigError(f"{where}: {at}.{name}: {_shown(item)} is not of the kind OpenRouter takes there")
+            if name == "data_collection" and item not in ("allow", "deny"):
+                raise ConfigError(f"{where}: {at}.data_collection: expected allow or deny, got {_shown(item)}")
+        out.append(json.dumps(routing, sort_keys=True, separators=(",", ":")))
+    return out
 
 
 def _find_suite(helper: str | None, config: str | None) -> tuple[Path | None, Path, Path]:
@@ -1889,6 +1936,11 @@ def _parse_config(
         if not isinstance(data["cache"], bool):
             raise ConfigError(f"{where}: cache: expected true or false, got {data['cache']!r}")
         config.cache = data["cache"]
+    app = data.get("app") or {}
+    if not isinstance(app, dict) or not all(isinstance(v, str) and v.strip() for v in app.values()):
+        raise ConfigError(f"{where}: app: expected url: and title: as text, got {_shown(app)}")
+    _check_keys(app, ("url", "title"), where, "app.")
+    config.app = app
     for key in ("project", "tracker", "cases"):
         if key in data and data[key] is not None:
             if not isinstance(data[key], str):
@@ -1898,6 +1950,8 @@ def _parse_config(
     if not isinstance(defaults, dict):
         raise ConfigError(f"{where}: defaults: expected a mapping (effort:, temperature:, ...), got {defaults!r}")
     _check_keys(defaults, _DEFAULT_KEYS, where, "defaults.")
+    if defaults.get("provider") is not None:
+        config.defaults.routing = _routings(defaults["provider"], where, "defaults.provider")
     for setting in _SETTINGS:
         if setting.key not in defaults or (setting.key == "max_tokens" and defaults[setting.key] is None):
             continue  # max_tokens: null is no limit, as leaving it out is
@@ -1938,9 +1992,11 @@ def _parse_entry(entry: Any, where: str, key: str) -> dict[str, Any]:
     if not isinstance(model, str) or not model.strip():
         raise ConfigError(f"{where}: {key}.model: expected a model name, got {model!r}")
     out: dict[str, Any] = {"model": model.strip()}
-    for name in _ENTRY_KEYS[1:]:
+    for name in _ENTRY_KEYS[1:-1]:
         if name in entry and not (name == "max_tokens" and entry[name] is None):
             out[name] = _check_setting(_SETTING[name], entry[name], where, f"{key}.{name}")
+    if entry.get("provider") is not None:
+        out["provider"] = _routings(entry["provider"], where, f"{key}.provider")
     return out
 
 
@@ -2590,6 +2646,9 @@ def _expand(
     efforts = overrides.efforts or entry.get("effort") or defaults.effort
     temperatures = overrides.temperatures or entry.get("temperature") or defaults.temperature
     max_tokens = overrides.max_tokens or entry.get("max_tokens") or defaults.max_tokens
+    routings = entry.get("provider") or defaults.routing
+    if routings != [None] and getattr(provider, "dialect", "") != "openrouter":
+        raise ConfigError(f"{model_id}: provider: routing preferences are OpenRouter's; {provider.name} takes none")
     out = []
     for effort in efforts:
         if effort != "default" and provider.efforts is not None and effort not in provider.efforts:
@@ -2598,7 +2657,8 @@ def _expand(
                 f"{model_id}: effort {effort!r} is not accepted by provider {provider.name} (accepts: {accepted})"
             )
         for temperature in temperatures:
-            out.append((Contender(model_id, effort, temperature, max_tokens, direct), provider))
+            for routing in routings:
+                out.append((Contender(model_id, effort, temperature, max_tokens, direct, routing), provider))
     return out
 
 
@@ -2730,7 +2790,7 @@ def _retrying(provider: Provider, label: str, model: Model | None, attempt: Call
             raise tries.stopped(stop)
 
 
-def socket_gaierror() -> type[OSError]:
+def _socket_gaierror() -> type[OSError]:
     """A name that does not resolve (socket is loaded whenever a connection was tried)."""
     import socket
 
@@ -3058,7 +3118,6 @@ class OpenRouter(Provider):
     priced = True  # a model the catalog has no price for is noted (its answers count as $0)
     efforts: Sequence[str] | None = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
     default_base_url = "https://openrouter.ai/api/v1"
-    referer = "https://pypi.org/project/agent-evals/"  # the app's URL on OpenRouter (config: app.url)
     dialect = "openrouter"  # the request's fields: OpenRouter's own, or "openai" for other servers
     catalog_ttl = 24 * 3600.0  # seconds a cached model list stays fresh
 
@@ -3100,6 +3159,8 @@ class OpenRouter(Provider):
             body |= {"reasoning": {"effort": model.effort}} if openrouter else {"reasoning_effort": model.effort}
         if request.json:
             body["response_format"] = {"type": "json_object"}
+        if model.routing and openrouter:
+            body["provider"] = json.loads(model.routing)
         return _request_body(body)
 
     def _endpoint(self, path: str) -> tuple[str, dict[str, str]]:
@@ -3130,7 +3191,7 @@ class OpenRouter(Provider):
                     method, url, body, headers, self.connect_timeout, self.timeout, self._limit, resent
                 )
             except (OSError, ValueError, _TooLarge) as e:
-                if not self._reached and isinstance(e, ConnectionRefusedError | socket_gaierror()):
+                if not self._reached and isinstance(e, ConnectionRefusedError | _socket_gaierror()):
                     # never reached in this run: a server that is not there, not one that hiccups
                     raise ProviderError(
                         f"{self.name}: cannot reach {_URL_PASSWORD.sub('', self.base_url)} ({type(e).__name__}: "
@@ -3287,7 +3348,7 @@ class OpenRouter(Provider):
         try:
             data, *_ = self._request("catalog", "GET", "/models", None)
         except ProviderError as e:
-            if getattr(e, "stops_run", False):
+            if e.stops_run and cached is None:  # a refused key, a server not there: nothing to go on
                 raise
             self.notes.append(f"catalog not fetched ({e}); {'using the cached one' if cached else 'ids not checked'}")
             return prices if cached is not None else None
@@ -3297,7 +3358,7 @@ class OpenRouter(Provider):
         for m in (data.get("data") if isinstance(data, dict) else None) or []:
             if isinstance(m, dict) and m.get("id"):
                 pricing: dict[str, Any] = m["pricing"] if isinstance(m.get("pricing"), dict) else {}
-                context = _count(m.get("context_length")) or None
+                context = _count(m.get("context_length")) or _count(m.get("max_input_tokens")) or None
                 entry = (_price(pricing.get("prompt")), _price(pricing.get("completion")), context)
                 fetched[f"{self.prefix or ''}{m['id']}"] = entry
         if path:
@@ -3609,14 +3670,16 @@ class Experiment:
         self.halted: str | None = None  # why its remaining cases were not asked (a model the server lacks)
         # a direct contender's provider is in its name: it never shares a file with a vendors: id
         via = f"--direct-{contender.provider}" if contender.provider else ""
+        routed = f"--via-{_routing_text(contender.routing)}" if contender.routing else ""
         self.name = _safe_name(
-            f"{dataset}--{contender.model}{via}--{contender.effort or 'default'}--t{_fmt_temp(contender.temperature)}"
+            f"{dataset}--{contender.model}{via}{routed}--{contender.effort or 'default'}--t{_fmt_temp(contender.temperature)}"
         )
 
     @property
     def model(self) -> Model:
         c = self.contender
         model = Model(c.model, self.provider, effort=c.effort, temperature=c.temperature, max_tokens=c.max_tokens)
+        model.routing = c.routing
         model.cache, model.stop, model.max_turns = self.cache, self.stop, self.max_turns
         return model
 
@@ -5244,7 +5307,7 @@ def _read_records(files: Iterable[Path], flag: str) -> dict[tuple[str, str], dic
 
 
 _CONTENDER_TYPES = {"model": (str,), "effort": (str, type(None)), "temperature": (int, float, type(None))}
-_CONTENDER_TYPES |= {"max_tokens": (int, type(None)), "provider": (str, type(None))}
+_CONTENDER_TYPES |= {"max_tokens": (int, type(None)), "provider": (str, type(None)), "routing": (str, type(None))}
 _NUMBER = (int, float)
 _ROW_TYPES: dict[str, tuple[type, ...]] = {
     "case": (str,),
@@ -7865,7 +7928,14 @@ def _setup_providers(suite: _Suite, args: argparse.Namespace, *, offline: bool) 
             setattr(provider, key, value)
         provider.offline = offline
         provider.cache_dir = suite.project_root / LOG_DIR / "cache"
-        provider.app_name = getattr(args, "project", None) or suite.config.project or suite.name
+        # attribution on OpenRouter: the tool itself, unless the config names the app (app: url:, title:),
+        # so that suites never rename one shared app
+        app = suite.config.app
+        if app.get("url"):
+            provider.referer = app["url"]
+        provider.app_name = app.get("title") or (
+            suite.config.project or suite.name if app.get("url") else "agent-evals"
+        )
 
 
 def _report_transport(suite: _Suite, experiments: Sequence[Experiment]) -> None:

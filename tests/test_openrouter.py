@@ -423,7 +423,7 @@ def test_key_from_the_suites_env_file_and_the_project_as_title(server, make_suit
     assert code == 0, err
     chat = server.chats()[0]
     assert chat.headers["authorization"] == f"Bearer {KEY}"
-    assert chat.headers["x-openrouter-title"] == "routed"
+    assert chat.headers["x-openrouter-title"] == "agent-evals"  # the tool, unless app: names the app
     assert KEY not in out + err
 
 
@@ -450,7 +450,8 @@ def test_transport_settings_from_config_and_flags(make_suite, cli) -> None:
     )
     router = next(p for p in suite.providers if p.name == "openrouter")
     assert (router.timeout, router.retries, router.retry_wait, router.connect_timeout) == (5.0, 7, 9.0, 2.0)
-    assert router.app_name == "routed" and router.offline
+    # one app on OpenRouter's side, never renamed by each suite's project (issue #24.8)
+    assert router.app_name == "agent-evals" and router.referer.endswith("/agent-evals/") and router.offline
     bad = ONE_MODEL.replace("  retry_backoff: 0.01\n", "  retries: 1.5\n")
     (project / "evals" / ".agent-eval.config.yml").write_text(bad)
     code, _, err = cli("compare", "-n")

@@ -92,16 +92,19 @@ def test_a_direct_contender_and_a_vendors_one_with_the_same_id_stay_apart(make_s
     monkeypatch.setenv("OPENROUTER_API_KEY", "sk-or-test-value-1")
     monkeypatch.setenv("TYPESAFE_API_KEY", "ts-test-value-1")
     monkeypatch.setenv("OPENROUTER_BASE_URL", "http://127.0.0.1:9/api/v1")  # nothing listens: no catalog, refused fast
-    code, out, err = cli("compare", "--local", "--retries", "0")
-    assert code == 0, err
+    code, out, err = cli("compare", "--local", "--retries", "0", "-j", "2")
+    # nothing answers at OpenRouter's URL in this run: a setup error that stops the run, named once
+    assert code == 1 and "error: the run stopped after " in err and "cannot reach http://127.0.0.1:9/api/v1" in err
     names = sorted(p.name.split(".2")[0] for p in (project / "log" / "agent-evals").glob("*.json"))
     assert names == ["ds--typesafe-jev-latest--default--t", "ds--typesafe-jev-latest--direct-typesafe--default--t"]
     logs = {log["provider"]: log for log in read_logs(project)}
-    assert logs["typesafe"]["rows"][0]["error"].startswith("ProviderError: no typesafe consumer yet")
+    typesafe = logs["typesafe"]  # stopped with the run: what it finished, and what it never asked
+    assert all(row["error"].startswith("ProviderError: no typesafe consumer yet") for row in typesafe["rows"])
+    assert len(typesafe["rows"]) + len(typesafe["not_run"]) == 4
     assert (
         logs["typesafe"]["contender"]["provider"] == "typesafe" and logs["openrouter"]["contender"]["provider"] is None
     )
-    assert "ConnectionRefusedError" in logs["openrouter"]["rows"][0]["error"]
+    assert "cannot reach http://127.0.0.1:9/api/v1 (ConnectionRefusedError" in logs["openrouter"]["rows"][0]["error"]
 
 
 def test_typesafe_ships_its_catalog_and_prices() -> None:

@@ -107,13 +107,18 @@ def test_cut_off_answers_are_logged_counted_and_named(openrouter, make_suite, cl
     assert "reasoning [ds] openai/gpt-4.1-mini effort=default: 12 of 15 output tokens; 6 input tokens cached" in out
 
 
-def test_a_project_name_outside_latin_1_is_sent(openrouter, make_suite, cli) -> None:
-    project = make_suite(helper=EXACT_HELPER, config=LINEUP + "project: évals ✓\n", cases=cases(1))
+def test_the_app_is_named_by_the_config_and_a_title_outside_latin_1_is_sent(openrouter, make_suite, cli) -> None:
+    app = "app:\n  url: https://evals.example.org\n  title: évals ✓\n"
+    project = make_suite(helper=EXACT_HELPER, config=LINEUP + "project: mine\n" + app, cases=cases(1))
     with openrouter(None) as server:
         code, _, err = cli("compare", "--local", cwd=project)
         headers = server.chats()[0].headers
     assert code == 0, err
     assert headers["x-title"].encode("latin-1").decode("utf-8") == "évals ✓"  # UTF-8 bytes on the wire
+    assert headers["http-referer"] == "https://evals.example.org"
+    (project / "evals/.agent-eval.config.yml").write_text(LINEUP + "app:\n  colour: red\n")
+    code, _, err = cli("compare", "--local", cwd=project)
+    assert code == 2 and "unknown key app.colour" in err
 
 
 def test_a_local_server_gets_the_openai_shape_and_its_cost_header_is_read(make_suite, cli, monkeypatch) -> None:
@@ -219,3 +224,66 @@ def test_model_variants_are_checked_by_their_base_id_and_sent_as_written(openrou
     with openrouter(None):
         code, _, err = cli("compare", "--local", cwd=project)
     assert code == 2 and "openai/gpt-4.1-mini:turbo: provider openrouter has no such model" in err
+
+
+def test_provider_routing_expands_into_contenders_and_is_sent_as_the_spec_names_it(openrouter, make_suite, cli) -> None:
+    config = (
+        "request_types: [prompt]\n"
+        "defaults:\n  provider:\n    data_collection: deny\n    zdr: true\n"
+        "vendors:\n  meta-llama:\n    - model: llama-3.3-70b-instruct\n"
+        "      provider:\n        - {order: [deepinfra], allow_fallbacks: false}\n"
+        "        - {order: [together], allow_fallbacks: false, quantizations: [fp8]}\n"
+        "  openai:\n    - model: gpt-4.1-mini\n"
+    )
+    project = make_suite(helper=EXACT_HELPER, config=config, cases=cases(2))
+    with openrouter(
+        None, catalog=[{"id": "meta-llama/llama-3.3-70b-instruct"}, {"id": "openai/gpt-4.1-mini"}]
+    ) as server:
+        code, out, err = cli("compare", "--local", cwd=project)
+        sent = [(r.body["model"], r.body.get("provider")) for r in server.chats()]
+    assert code == 0, err
+    llama = {json_key(p) for m, p in sent if m.startswith("meta-llama")}
+    assert llama == {
+        json_key({"order": ["deepinfra"], "allow_fallbacks": False}),
+        json_key({"order": ["together"], "allow_fallbacks": False, "quantizations": ["fp8"]}),
+    }
+    # the entry's routings replace the defaults'; an entry without its own takes the defaults'
+    assert {json_key(p) for m, p in sent if m.startswith("openai")} == {
+        json_key({"data_collection": "deny", "zdr": True})
+    }
+    assert "meta-llama/llama-3.3-70b-instruct via deepinfra allow_fallbacks=false" in out
+    assert "meta-llama/llama-3.3-70b-instruct via together allow_fallbacks=false quantizations=fp8" in out
+    assert len(read_logs(project)) == 3  # three contenders, three logs that never collide
+
+
+def json_key(value: dict) -> str:
+    import json
+
+    return json.dumps(value, sort_keys=True)
+
+
+@pytest.mark.parametrize(
+    ("routing", "message"),
+    [
+        ("{sortt: price}", 'unknown key vendors.openai[0].provider.sortt (did you mean "sort"?)'),
+        ("{order: deepinfra}", "vendors.openai[0].provider.order: 'deepinfra' is not of the kind OpenRouter takes"),
+        ("{data_collection: never}", "vendors.openai[0].provider.data_collection: expected allow or deny"),
+        ("[]", "vendors.openai[0].provider: expected provider preferences"),
+    ],
+)
+def test_routing_that_openrouter_would_refuse_is_one_line(make_suite, cli, routing, message) -> None:
+    config = LINEUP + f"      provider: {routing}\n"
+    project = make_suite(helper=EXACT_HELPER, config=config, cases=cases(1))
+    code, out, err = cli("compare", "-n", cwd=project)
+    assert (code, out) == (2, "") and message in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_models_shows_a_local_servers_context_length(make_suite, cli, monkeypatch) -> None:
+    catalog = [{"id": "llama3", "max_input_tokens": 8192}, {"id": "qwen", "context_length": 32768}]
+    with OpenAICompatible(catalog=catalog) as server:
+        monkeypatch.setenv("LOCAL_BASE_URL", server.url + "/v1")
+        project = make_suite(helper=EXACT_HELPER, config=LOCAL, cases=cases(1))
+        code, out, err = cli("models", "--provider", "local", "--refresh", cwd=project)
+    assert code == 0, err
+    assert "│ local/llama3 │ local    │      - │       - │   8,192 │" in out
+    assert "│ local/qwen   │ local    │      - │       - │  32,768 │" in out
