@@ -881,7 +881,8 @@ class Contender:
         return " ".join(parts)
 
     def to_json(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        # no routing, no key: logs (and the keys --resume and --baseline match on) stay as they were
+        return {k: v for k, v in dataclasses.asdict(self).items() if k != "routing" or v is not None}
 
 
 @dataclass(frozen=True, slots=True)
