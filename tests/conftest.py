@@ -73,6 +73,14 @@ def case_files(dataset: str, case_id: str, answer: Mapping, *, expected: Mapping
     }
 
 
+def many(n: int) -> dict[str, str]:
+    """``n`` cases a/001..a/NNN of dataset ds, each answering ``{"v": i}``."""
+    cases: dict[str, str] = {}
+    for i in range(1, n + 1):
+        cases |= case_files("ds", f"a/{i:03d}", {"v": i})
+    return cases
+
+
 def write(root: Path, files: Mapping[str, str | bytes]) -> Path:
     for rel, content in files.items():
         path = root / rel

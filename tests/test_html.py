@@ -79,8 +79,6 @@ def png_has_content(png: bytes) -> bool:
 def test_the_report_in_headless_chromium(make_suite, cli, tmp_path) -> None:
     import json
 
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
     from selenium.webdriver.common.by import By
 
     config = "request_types: [prompt]\nvendors:\n  fake:\n    - model: echo\n    - model: broken\n    - model: mute\n"
@@ -89,23 +87,7 @@ def test_the_report_in_headless_chromium(make_suite, cli, tmp_path) -> None:
     project = make_suite(config=config, cases=cases)
     code, _, err = cli("compare", "--local", "--html", str(tmp_path / "report.html"), cwd=project)
     assert code == 0, err
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in (
-        "--headless=new",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        f"--user-data-dir={tmp_path / 'profile'}",
-        "--window-size=1280,1600",
-    ):
-        options.add_argument(flag)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL", "performance": "ALL"})
-    driver = webdriver.Chrome(service=Service(DRIVER), options=options)
+    driver = chrome(tmp_path, 1280, logging=True)
     try:
         driver.get((tmp_path / "report.html").as_uri())
         assert driver.title == "agent-evals: t"
@@ -193,7 +175,9 @@ def test_a_log_cost_axis_has_a_tick_per_decade() -> None:
     assert all(f">{cost}</text>" in svg for cost in ("$0.0001", "$0.0010", "$0.0100", "$0.1000", "$1.0000"))
 
 
-def chrome(tmp_path: Path, width: int, height: int = 1600):
+def chrome(tmp_path: Path, width: int, height: int = 1600, logging: bool = False):
+    """Debian's headless Chromium as the probe starts it: no network of its own, a fresh
+    profile; ``logging``: the console and network logs kept for the test to read."""
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
@@ -212,6 +196,8 @@ def chrome(tmp_path: Path, width: int, height: int = 1600):
         f"--window-size={width},{height}",
     ):
         options.add_argument(flag)
+    if logging:
+        options.set_capability("goog:loggingPrefs", {"browser": "ALL", "performance": "ALL"})
     return webdriver.Chrome(service=Service(DRIVER), options=options)
 
 

@@ -15,7 +15,7 @@ import pytest
 from servers import Answer, OpenAICompatible, chat_answer
 
 import agent_evals as ae
-from conftest import EXACT_HELPER, ROOT, case_files, read_logs
+from conftest import EXACT_HELPER, ROOT, many, read_logs
 
 HELPER = EXACT_HELPER
 
@@ -27,13 +27,6 @@ vendors:
   openai:
     - model: gpt-4.1-mini
 """
-
-
-def many(n: int) -> dict[str, str]:
-    cases: dict[str, str] = {}
-    for i in range(1, n + 1):
-        cases |= case_files("ds", f"a/{i:03d}", {"v": i})
-    return cases
 
 
 def case_of(request) -> str:

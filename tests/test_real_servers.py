@@ -10,17 +10,10 @@ import pytest
 from servers import Answer, OpenAICompatible, chat_answer
 
 import agent_evals as ae
-from conftest import EXACT_HELPER, case_files, read_logs
+from conftest import EXACT_HELPER, many, read_logs
 
 LINEUP = "request_types: [prompt]\nvendors:\n  openai:\n    - model: gpt-4.1-mini\n"
 LOCAL = "request_types: [prompt]\ndirect:\n  local:\n    - model: llama3\n      effort: [default, low]\n"
-
-
-def cases(n: int) -> dict[str, str]:
-    files: dict[str, str] = {}
-    for i in range(1, n + 1):
-        files |= case_files("ds", f"a/{i:03d}", {"v": i})
-    return files
 
 
 @pytest.fixture
@@ -45,7 +38,7 @@ def test_array_content_is_its_text_parts_joined(openrouter, make_suite, cli) -> 
         ]
         return answer
 
-    project = make_suite(helper=EXACT_HELPER, config=LINEUP, cases=cases(2))
+    project = make_suite(helper=EXACT_HELPER, config=LINEUP, cases=many(2))
     with openrouter(respond):
         code, _, err = cli("compare", "--local", cwd=project)
     assert code == 0, err
@@ -69,7 +62,7 @@ def test_an_error_in_a_200_keeps_its_cost_and_a_5xx_code_in_it_is_retried(openro
             return Answer(200, {"error": {"code": 503, "message": "upstream busy"}, "usage": paid})
         return chat_answer(text, cost=0.5)
 
-    project = make_suite(helper=EXACT_HELPER, config=LINEUP + "defaults:\n  retry_backoff: 0.01\n", cases=cases(2))
+    project = make_suite(helper=EXACT_HELPER, config=LINEUP + "defaults:\n  retry_backoff: 0.01\n", cases=many(2))
     with openrouter(respond):
         code, _, err = cli("compare", "--local", "-p", "1", cwd=project)
     assert code == 0, err
@@ -91,7 +84,7 @@ def test_cut_off_answers_are_logged_counted_and_named(openrouter, make_suite, cl
         }
         return answer
 
-    project = make_suite(helper=EXACT_HELPER, config=LINEUP, cases=cases(3))
+    project = make_suite(helper=EXACT_HELPER, config=LINEUP, cases=many(3))
     with openrouter(respond) as server:
         code, out, err = cli("compare", "--local", "--max-tokens", "8", cwd=project)
         body = server.chats()[0].body
@@ -109,7 +102,7 @@ def test_cut_off_answers_are_logged_counted_and_named(openrouter, make_suite, cl
 
 def test_the_app_is_named_by_the_config_and_a_title_outside_latin_1_is_sent(openrouter, make_suite, cli) -> None:
     app = "app:\n  url: https://evals.example.org\n  title: évals ✓\n"
-    project = make_suite(helper=EXACT_HELPER, config=LINEUP + "project: mine\n" + app, cases=cases(1))
+    project = make_suite(helper=EXACT_HELPER, config=LINEUP + "project: mine\n" + app, cases=many(1))
     with openrouter(None) as server:
         code, _, err = cli("compare", "--local", cwd=project)
         headers = server.chats()[0].headers
@@ -132,7 +125,7 @@ def test_a_local_server_gets_the_openai_shape_and_its_cost_header_is_read(make_s
 
     with OpenAICompatible(respond, catalog=[{"id": "llama3"}]) as server:
         monkeypatch.setenv("LOCAL_BASE_URL", server.url + "/v1")
-        project = make_suite(helper=EXACT_HELPER, config=LOCAL + "defaults:\n  max_tokens: 20\n", cases=cases(2))
+        project = make_suite(helper=EXACT_HELPER, config=LOCAL + "defaults:\n  max_tokens: 20\n", cases=many(2))
         code, _, err = cli("compare", "--local", "-p", "1", cwd=project)
         chats = server.chats()
     assert code == 0, err
@@ -155,7 +148,7 @@ def test_a_dead_base_url_stops_a_20_case_run_at_once_with_one_line(make_suite, m
 
     from conftest import run_agent_evals
 
-    project = make_suite(helper=EXACT_HELPER, config=LOCAL, cases=cases(20))
+    project = make_suite(helper=EXACT_HELPER, config=LOCAL, cases=many(20))
     with socket.socket() as sock:  # held bound, never listening: every connection is refused
         sock.bind(("127.0.0.1", 0))
         url = f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
@@ -178,7 +171,7 @@ def test_a_model_the_server_lacks_stops_that_contender_and_the_rest_run(openrout
         return chat_answer(request.body["messages"][-1]["content"])
 
     config = LINEUP + "    - model: gpt-4o-mini\n"
-    project = make_suite(helper=EXACT_HELPER, config=config, cases=cases(10))
+    project = make_suite(helper=EXACT_HELPER, config=config, cases=many(10))
     with openrouter(respond) as server:
         code, _, err = cli("compare", "--local", "-p", "1", "-j", "1", cwd=project)
         asked = [r.body["model"] for r in server.chats()]
@@ -199,7 +192,7 @@ def test_a_setting_the_server_refuses_stops_the_contender_after_three_alike(open
         return chat_answer(request.body["messages"][-1]["content"])
 
     config = LINEUP + "      effort: [default, high]\n"
-    project = make_suite(helper=EXACT_HELPER, config=config, cases=cases(12))
+    project = make_suite(helper=EXACT_HELPER, config=config, cases=many(12))
     with openrouter(respond) as server:
         code, _, err = cli("compare", "--local", "-p", "1", "-j", "1", cwd=project)
         high = [r for r in server.chats() if r.body.get("reasoning")]
@@ -210,7 +203,7 @@ def test_a_setting_the_server_refuses_stops_the_contender_after_three_alike(open
 
 def test_model_variants_are_checked_by_their_base_id_and_sent_as_written(openrouter, make_suite, cli) -> None:
     config = "request_types: [prompt]\nvendors:\n  openai:\n    - model: gpt-4.1-mini:floor\n    - model: gpt-4.1-mini:nitro\n"
-    project = make_suite(helper=EXACT_HELPER, config=config, cases=cases(2))
+    project = make_suite(helper=EXACT_HELPER, config=config, cases=many(2))
     with openrouter(lambda r: chat_answer(r.body["messages"][-1]["content"], cost=None)) as server:
         code, out, err = cli("compare", "--local", cwd=project)
         sent = {r.body["model"] for r in server.chats()}
@@ -220,7 +213,7 @@ def test_model_variants_are_checked_by_their_base_id_and_sent_as_written(openrou
     logs = read_logs(project)  # priced at the base id's catalog price: 10 x 0.4/M + 5 x 1.6/M a case
     assert [log["summary"]["usage"]["cost_usd"] for log in logs] == [pytest.approx(2 * 0.000012)] * 2
     # a suffix that is no variant is still an unknown id, refused before anything is spent
-    project = make_suite(helper=EXACT_HELPER, config=config.replace(":nitro", ":turbo"), cases=cases(2))
+    project = make_suite(helper=EXACT_HELPER, config=config.replace(":nitro", ":turbo"), cases=many(2))
     with openrouter(None):
         code, _, err = cli("compare", "--local", cwd=project)
     assert code == 2 and "openai/gpt-4.1-mini:turbo: provider openrouter has no such model" in err
@@ -235,7 +228,7 @@ def test_provider_routing_expands_into_contenders_and_is_sent_as_the_spec_names_
         "        - {order: [together], allow_fallbacks: false, quantizations: [fp8]}\n"
         "  openai:\n    - model: gpt-4.1-mini\n"
     )
-    project = make_suite(helper=EXACT_HELPER, config=config, cases=cases(2))
+    project = make_suite(helper=EXACT_HELPER, config=config, cases=many(2))
     with openrouter(
         None, catalog=[{"id": "meta-llama/llama-3.3-70b-instruct"}, {"id": "openai/gpt-4.1-mini"}]
     ) as server:
@@ -273,7 +266,7 @@ def json_key(value: dict) -> str:
 )
 def test_routing_that_openrouter_would_refuse_is_one_line(make_suite, cli, routing, message) -> None:
     config = LINEUP + f"      provider: {routing}\n"
-    project = make_suite(helper=EXACT_HELPER, config=config, cases=cases(1))
+    project = make_suite(helper=EXACT_HELPER, config=config, cases=many(1))
     code, out, err = cli("compare", "-n", cwd=project)
     assert (code, out) == (2, "") and message in err and len(err.strip().splitlines()) == 1, err
 
@@ -282,7 +275,7 @@ def test_models_shows_a_local_servers_context_length(make_suite, cli, monkeypatc
     catalog = [{"id": "llama3", "max_input_tokens": 8192}, {"id": "qwen", "context_length": 32768}]
     with OpenAICompatible(catalog=catalog) as server:
         monkeypatch.setenv("LOCAL_BASE_URL", server.url + "/v1")
-        project = make_suite(helper=EXACT_HELPER, config=LOCAL, cases=cases(1))
+        project = make_suite(helper=EXACT_HELPER, config=LOCAL, cases=many(1))
         code, out, err = cli("models", "--provider", "local", "--refresh", cwd=project)
     assert code == 0, err
     assert "│ local/llama3 │ local    │      - │       - │   8,192 │" in out

@@ -12,7 +12,7 @@ import xml.etree.ElementTree as ET
 import pytest
 
 import agent_evals as ae
-from conftest import ROOT, case_files, read_logs
+from conftest import ROOT, case_files, many, read_logs
 
 
 def test_wilson_interval_covers_p_at_the_stated_rate() -> None:
@@ -102,13 +102,6 @@ class S(ae.Scorer):
 ae.configure(adapter=ae.EchoAdapter(), scorer=S(), providers=[ae.FakeProvider(), Cheap()])
 """
 LINEUP = "request_types: [prompt]\nvendors:\n  fake:\n    - model: echo\n  cheap:\n    - model: noisy\n"
-
-
-def many(n: int) -> dict[str, str]:
-    cases: dict[str, str] = {}
-    for i in range(1, n + 1):
-        cases |= case_files("ds", f"a/{i:03d}", {"v": i})
-    return cases
 
 
 def test_repeat_prints_intervals_and_the_best_value_states_significance(make_suite, cli) -> None:
