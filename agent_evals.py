@@ -527,7 +527,14 @@ def _fmt_temp(value: float | None) -> str:
 
 
 def _fmt_cost(value: float) -> str:
-    return f"${value:.4f}"
+    """Dollars to four places, or to two significant digits where four places would show
+    none: a local server's $0.000027 is not shown as $0.0000.
+
+    >>> _fmt_cost(0.004), _fmt_cost(2.7e-05), _fmt_cost(0.0), _fmt_cost(12.34567)
+    ('$0.0040', '$0.000027', '$0.0000', '$12.3457')
+    """
+    places = 4 if not 0 < value < 0.00005 else 1 - math.floor(math.log10(value))
+    return f"${value:.{places}f}"
 
 
 def _warn(message: str) -> None:
