@@ -5599,6 +5599,7 @@ class _Cache:
         import hashlib
 
         head = [model.provider.name, model.id, model.effort, model.temperature, model.max_tokens]
+        head += [model.routing] if model.routing else []  # routed elsewhere, answered elsewhere
         if "messages" in request:
             sent: list[Any] = ["conversation", request["messages"], request.get("tools"), request.get("tool_choice")]
             parts = [*head, *sent, request["json"], model.repeat]
@@ -5623,7 +5624,10 @@ class _Cache:
                     ToolCall.of(message),
                     raw.get("finish_reason"),
                 )
-            return Completion(str(row[0]), usage, raw)
+            choices = raw.get("choices") if isinstance(raw, dict) else None
+            first = choices[0] if isinstance(choices, list) and choices and isinstance(choices[0], dict) else {}
+            reason = first.get("finish_reason")  # a cut-off answer is still one when it comes from the cache
+            return Completion(str(row[0]), usage, raw, finish_reason=reason if isinstance(reason, str) else None)
         except (ValueError, TypeError, AttributeError):
             return None  # an entry that no longer reads is no answer: the model is asked again
 

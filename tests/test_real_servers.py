@@ -280,3 +280,16 @@ def test_models_shows_a_local_servers_context_length(make_suite, cli, monkeypatc
     assert code == 0, err
     assert "│ local/llama3 │ local    │      - │       - │   8,192 │" in out
     assert "│ local/qwen   │ local    │      - │       - │  32,768 │" in out
+
+
+def test_the_cache_keys_on_routing_and_keeps_a_cut_off_answer(tmp_path) -> None:
+    cache = ae._Cache(tmp_path / "completions.sqlite3")
+    provider = ae.OpenRouter()
+    plain, routed = (ae.Model("openai/gpt-4.1-mini", provider) for _ in range(2))
+    routed.routing = '{"order":["deepinfra"]}'
+    request = {"system": None, "user": "x", "json": True}
+    assert cache.key(plain, request) != cache.key(routed, request)  # another upstream, another answer
+    raw = {"choices": [{"finish_reason": "length", "message": {"content": "{"}}]}
+    cache.put(cache.key(plain, request), ae.Completion("{", ae.Usage(1, 8, 0.1), raw, finish_reason="length"))
+    hit = cache.get(cache.key(plain, request))
+    assert hit is not None and hit.finish_reason == "length" and hit.usage == ae.Usage(1, 8, 0.1)
