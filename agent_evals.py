@@ -5191,10 +5191,29 @@ def _check_tracker(tracker: type[Tracker]) -> type[Tracker]:
 _STAMP = re.compile(r"\.(\d{8}-\d{6}-\d{3}(?:-\d+)?)\.jsonl?$")
 
 
+def _log_folder(helper: str | None) -> Path:
+    """The log folder of the suite found from here (or named by ``--helper``), else ./log/agent-evals."""
+    try:
+        return _find_suite(helper, None)[2].parent / LOG_DIR
+    except ConfigError:
+        if helper:  # a suite named by flag that is not there is an error, not a fallback
+            raise
+        return LOG_DIR
+
+
 def _resume_files(arg: str | bool, log_dir: Path, flag: str = "--resume") -> tuple[str, list[Path]]:
-    """The stamp of the run ``flag`` names and its logs and journals: the newest run's, or LOG's."""
+    """The stamp of the run ``flag`` names and its logs and journals: the newest run's,
+    LOG's, or a stamp's as ``agent-evals runs`` lists it (an unambiguous prefix, or ``latest``)."""
     path = log_dir if arg is True else Path(str(arg))
     named = flag if arg is True else f"{flag} {arg}"
+    if isinstance(arg, str) and not path.exists() and (arg == "latest" or re.fullmatch(r"\d{8}(-[\d-]*)?", arg)):
+        folder = log_dir if log_dir.is_dir() else _log_folder(None)
+        stamps = sorted({m[1] for p in folder.iterdir() if (m := _STAMP.search(p.name))}) if folder.is_dir() else []
+        chosen = stamps[-1:] if arg == "latest" else [s for s in stamps if s.startswith(arg)]
+        if len(chosen) != 1:
+            found = "no run" if not chosen else f"{len(chosen)} runs ({', '.join(chosen[:3])}...)"
+            raise ConfigError(f"{named}: {found} with that stamp in {_display(folder)}; agent-evals runs lists them")
+        return chosen[0], sorted(p for p in folder.iterdir() if f".{chosen[0]}." in p.name and _STAMP.search(p.name))
     if path.is_file():
         match = _STAMP.search(path.name)
         if not match:
@@ -8153,15 +8172,7 @@ def _cmd_models(args: argparse.Namespace) -> int:
 def _cmd_runs(args: argparse.Namespace) -> int:
     """The runs under log/agent-evals, newest first: the stamps ``report``, ``diff``,
     ``--resume`` and ``--baseline`` take, with what each run holds."""
-    if args.folder:
-        folder = Path(args.folder)
-    else:
-        try:
-            folder = _find_suite(args.helper, None)[2].parent / LOG_DIR
-        except ConfigError:
-            if args.helper:  # a suite named by flag that is not there is an error, not a fallback
-                raise
-            folder = LOG_DIR
+    folder = Path(args.folder) if args.folder else _log_folder(args.helper)
     if not folder.is_dir():
         raise ConfigError(f"runs: no such folder {_display(folder)}; run agent-evals compare first, or name the folder")
     by_stamp: dict[str, list[Path]] = {}

@@ -485,3 +485,26 @@ def test_runs_outside_a_suite_reads_log_here_and_says_when_there_is_none(cli, tm
         (folder / "odd.20270101-000000-000.json").write_text(json.dumps({**header, "summary": summary}))
         code, out, err = cli("runs")
         assert code == 0 and "unreadable: odd.20270101-000000-000.json" in out, err
+
+
+def test_a_stamp_names_a_run_wherever_a_run_is_named(make_suite, cli) -> None:
+    """What ``agent-evals runs`` lists is what report, diff, rescore, --resume and
+    --baseline take: a whole stamp, an unambiguous prefix of one, or ``latest``."""
+    project = make_suite(cases=many(3))
+    assert cli("compare", "--local", cwd=project)[0] == 0
+    assert cli("compare", "--local")[0] == 0
+    first, second = sorted({p.name.split(".")[1] for p in (project / "log" / "agent-evals").glob("*.json")})
+    code, out, err = cli("diff", first, second)
+    assert code == 0 and "regression" in out, err
+    code, out, err = cli("report", "latest")
+    assert code == 0 and "leaderboard: all datasets" in out, err
+    unique = next(first[:n] for n in range(9, len(first) + 1) if not second.startswith(first[:n]))
+    code, _, err = cli("rescore", unique)  # a prefix that only one run has
+    assert code == 0, err
+    code, out, err = cli("compare", "--local", "--baseline", "latest")
+    assert code == 0 and "baseline: latest" in out, err
+    assert cli("compare", "--local", "--resume", second)[0] == 0
+    code, out, err = cli("diff", first[:8], "latest")  # every run today shares the day
+    assert code == 2 and "runs (" in err and "with that stamp in log/agent-evals; agent-evals runs lists them" in err
+    code, _, err = cli("report", "20991231")
+    assert code == 2 and "report 20991231: no run with that stamp in log/agent-evals" in err
