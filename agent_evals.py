@@ -526,6 +526,15 @@ def _fmt_temp(value: float | None) -> str:
     return "-" if value is None else repr(float(value))
 
 
+def _n(count: int, word: str) -> str:
+    """``1 case``, ``2 cases``: a count and its noun.
+
+    >>> _n(1, "experiment"), _n(1200, "case")
+    ('1 experiment', '1,200 cases')
+    """
+    return f"{count:,} {word}{'' if count == 1 else 's'}"
+
+
 def _fmt_cost(value: float) -> str:
     """Dollars to four places, or to two significant digits where four places would show
     none: a local server's $0.000027 is not shown as $0.0000.
@@ -2621,7 +2630,13 @@ def _build_lineup(suite: _Suite, overrides: _Overrides, models: list[str]) -> _L
                 f"{contender.model} refused: needs {provider.request_type}; "
                 f"this suite produces {', '.join(config.request_types)}"
             )
-        else:
+        else:  # what is refused anyway is never checked further: only these efforts must be accepted
+            effort = contender.effort or "default"
+            if effort != "default" and provider.efforts is not None and effort not in provider.efforts:
+                accepted = ", ".join(["default", *provider.efforts])
+                raise ConfigError(
+                    f"{contender.model}: effort {effort!r} is not accepted by provider {provider.name} (accepts: {accepted})"
+                )
             lineup.contenders.append((contender, provider))
     return lineup
 
@@ -2659,11 +2674,6 @@ def _expand(
         raise ConfigError(f"{model_id}: provider: routing preferences are OpenRouter's; {provider.name} takes none")
     out = []
     for effort in efforts:
-        if effort != "default" and provider.efforts is not None and effort not in provider.efforts:
-            accepted = ", ".join(["default", *provider.efforts])
-            raise ConfigError(
-                f"{model_id}: effort {effort!r} is not accepted by provider {provider.name} (accepts: {accepted})"
-            )
         for temperature in temperatures:
             for routing in routings:
                 out.append((Contender(model_id, effort, temperature, max_tokens, direct, routing), provider))
@@ -4192,7 +4202,7 @@ def _run_experiments(run: _Session, experiments: list[Experiment], concurrency: 
                 break
             failure = _prepare_dataset(suite, dataset)
             if failure:
-                print(f"warning: {failure}: its {len(group)} experiments were not run", file=run.progress.err)
+                print(f"warning: {failure}: {_n(len(group), 'experiment')} not run", file=run.progress.err)
                 for experiment in group:
                     experiment.not_run, experiment.failure = _ids(experiment.cases), failure
                 continue
@@ -5999,7 +6009,7 @@ def _power_lines(rows: Sequence[_Row], primary: Metric) -> list[str]:
                 else f"any difference in {primary.name}, however large,"
             )
             lines.append(
-                f"power [{dataset}]: with {cases} cases, {what} between two contenders is likely to go unseen "
+                f"power [{dataset}]: with {_n(cases, 'case')}, {what} between two contenders is likely to go unseen "
                 "(80% power, 5% level)"
             )
     return lines
@@ -6308,7 +6318,7 @@ def _render_matrix(experiments: Sequence[Experiment], style: str) -> str:
             row.append(str(experiment.repeat))
     calls = sum(len(experiment.cases) * experiment.repeat for experiment in experiments)
     table = _table(headers, rows, right, style)
-    return f"{table}\n{len(experiments)} experiments, {calls} case runs; nothing was called (dry run)"
+    return f"{table}\n{_n(len(experiments), 'experiment')}, {_n(calls, 'case run')}; nothing was called (dry run)"
 
 
 # ═══════════════════════════════════════════════════════════════════════════════
@@ -6869,7 +6879,7 @@ def _render_html(
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:\">",
         f"<title>{_h(title)}</title><style>{_HTML_STYLE}</style></head><body>",
-        f"<header><h1>{_h(title)}</h1><p class=muted>agent-evals {__version__} · {len(experiments)} experiments · "
+        f"<header><h1>{_h(title)}</h1><p class=muted>agent-evals {__version__} · {_n(len(experiments), 'experiment')} · "
         f"primary metric <strong>{_h(primary.name)}</strong> · generated {_h(time.strftime('%Y-%m-%d %H:%M'))}</p></header>",
     ]
     if refused:
@@ -7577,9 +7587,9 @@ def _cmd_verify(args: argparse.Namespace) -> int:
         print(problem)
     count = len({c.dataset for c in cases})
     if problems:
-        print(f"{len(problems)} problem{'s' if len(problems) != 1 else ''} in {len(cases)} cases, {count} datasets")
+        print(f"{_n(len(problems), 'problem')} in {_n(len(cases), 'case')}, {_n(count, 'dataset')}")
         return EXIT_FAILED
-    print(f"ok: {len(cases)} cases, {count} datasets, {len(lineup.contenders)} contenders")
+    print(f"ok: {_n(len(cases), 'case')}, {_n(count, 'dataset')}, {_n(len(lineup.contenders), 'contender')}")
     return EXIT_OK
 
 
@@ -7915,7 +7925,7 @@ def _shard(experiments: list[Experiment], spec: str) -> list[Experiment]:
     ordered = sorted(experiments, key=lambda experiment: (experiment.dataset, experiment.name))
     chosen = {id(experiment) for i, experiment in enumerate(ordered) if i % int(n) == int(k) - 1}
     if not chosen:
-        _warn(f"--shard {spec}: this slice holds none of the {len(experiments)} experiments; nothing to run")
+        _warn(f"--shard {spec}: this slice holds none of the {_n(len(experiments), 'experiment')}; nothing to run")
     return [experiment for experiment in experiments if id(experiment) in chosen]
 
 

@@ -94,10 +94,10 @@ def test_verify_reports_every_problem_with_its_path(make_suite, cli) -> None:
         f"{base}/005/input.txt: not UTF-8 text (invalid continuation byte at byte 3); save it as UTF-8",
         f"{base}/006/metadata.json: expected an object, got list",
         f"{base}/007/expected.json: not UTF-8 text (invalid start byte at byte 7)",
-        "6 problems in 7 cases, 1 datasets",
+        "6 problems in 7 cases, 1 dataset",
     ]
     code, out, _ = cli("verify", "-c", "a/001")
-    assert code == 0 and out.strip() == "ok: 1 cases, 1 datasets, 1 contenders"
+    assert code == 0 and out.strip() == "ok: 1 case, 1 dataset, 1 contender"
 
 
 def test_verify_runs_the_adapter_and_scorer_checks(make_suite, cli) -> None:
@@ -133,7 +133,7 @@ ae.configure(adapter=A(), scorer=S(), providers=[ae.FakeProvider()])
         "ds: the prompt has no examples",
         'evals/datasets/ds/cases/b/001/expected.json: v: expected an integer, got "x"',
         "evals/datasets/ds/cases/b/002/expected.json: scorer S.verify raised ValueError: cannot read",
-        "4 problems in 3 cases, 1 datasets",
+        "4 problems in 3 cases, 1 dataset",
     ]
 
 

@@ -236,3 +236,13 @@ def test_format_json_is_one_document_on_stdout_and_report_agrees(toy: Path) -> N
     result = agent_evals("compare", "--local", "--format", "json", "--baseline", cwd=toy)
     changes = json.loads(result.stdout)["baseline"]
     assert changes and {c["verdict"] for c in changes} <= {"no significant change", "not enough data"}
+
+
+def test_a_contender_the_suite_refuses_is_never_checked_further(cli, tmp_path) -> None:
+    """The toy suite refuses typesafe/jev-latest (it sends prompts); an effort TypeSafe does
+    not take must not stop the run of everything else (issue #27.2)."""
+    toy = shutil.copytree(ROOT / "examples" / "toy_suite", tmp_path / "toy_suite")
+    code, out, err = cli("compare", "--local", "-e", "xhigh", cwd=toy)
+    assert code == 0, err
+    assert "typesafe/jev-latest refused: needs typesafe" in err and "not accepted" not in err
+    assert "│ fake/echo   │ xhigh  │" in out

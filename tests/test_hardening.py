@@ -197,7 +197,7 @@ def test_a_shard_with_nothing_in_it_says_so(make_suite, cli) -> None:
     project = make_suite()
     code, out, err = cli("compare", "--local", "--shard", "5/7", cwd=project)
     assert code == 0 and out == ""
-    assert "warning: --shard 5/7: this slice holds none of the 1 experiments; nothing to run" in err
+    assert "warning: --shard 5/7: this slice holds none of the 1 experiment; nothing to run" in err
 
 
 GRADED = """

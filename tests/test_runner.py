@@ -182,7 +182,7 @@ ae.configure(adapter=A(), scorer=ae.Scorer(), providers=[ae.FakeProvider()])
     project = make_suite(helper=helper, cases=cases)
     code, out, err = cli("compare", "--local", cwd=project)
     assert code == 1
-    assert "warning: adapter A.prepare('bad') raised OSError: no schema: its 1 experiments were not run" in err
+    assert "warning: adapter A.prepare('bad') raised OSError: no schema: 1 experiment not run" in err
     assert "│ good    │ fake/echo │" in out and "│ bad " not in out
     logs = read_logs(project)
     assert [log["dataset"] for log in logs] == ["good"]

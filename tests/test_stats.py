@@ -133,7 +133,7 @@ def test_repeat_from_the_config_and_in_the_matrix(make_suite, cli) -> None:
     assert (
         code == 0
         and "│ repeat │" in out
-        and out.rstrip().endswith("1 experiments, 12 case runs; nothing was called (dry run)")
+        and out.rstrip().endswith("1 experiment, 12 case runs; nothing was called (dry run)")
     )
     code, out, err = cli("run", "--local", "-c", "a/001")
     assert code == 0, err
