@@ -7700,7 +7700,14 @@ def _dry_run(args: argparse.Namespace, plan: _Plan) -> int:
         list(cases)  # nothing runs: read them all now, to name their problems
     _warn_case_problems(plan.by_dataset.values(), plan.twice)
     _print_notes(args, plan.notes)
-    print(_render_matrix(plan.experiments, _style_for(sys.stdout)))
+    if args.format == "json":  # the matrix as data: one entry per experiment, what it would ask
+        matrix = [
+            {"dataset": e.dataset, "contender": e.contender.to_json(), "cases": len(e.cases), "repeat": e.repeat}
+            for e in plan.experiments
+        ]
+        print(_json_dumps({"schema": "agent-evals/matrix", "version": 1, "experiments": matrix}, indent=2))
+    else:
+        print(_render_matrix(plan.experiments, _style_for(sys.stdout)))
     return EXIT_OK
 
 

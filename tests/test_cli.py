@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+import agent_evals as ae
 from conftest import ROOT, run_agent_evals
 
 TOY = ROOT / "examples" / "toy_suite"
@@ -246,3 +247,14 @@ def test_a_contender_the_suite_refuses_is_never_checked_further(cli, tmp_path) -
     assert code == 0, err
     assert "typesafe/jev-latest refused: needs typesafe" in err and "not accepted" not in err
     assert "│ fake/echo   │ xhigh  │" in out
+
+
+def test_a_dry_run_in_json_prints_the_matrix_as_data(make_suite, cli) -> None:
+    project = make_suite()
+    code, out, err = cli("compare", "-n", "--format", "json", cwd=project)
+    assert code == 0, err
+    document = json.loads(out)  # never the table: the flag is not ignored (#27.4)
+    assert document["schema"] == "agent-evals/matrix"
+    assert document["experiments"] == [
+        {"dataset": "ds", "contender": ae.Contender("fake/echo", "default").to_json(), "cases": 4, "repeat": 1}
+    ]
