@@ -2686,6 +2686,11 @@ def _catalog_problems(lineup: _Lineup) -> list[str]:
     for model_id, provider in {c.model: p for c, p in lineup.contenders}.items():
         try:
             catalog = provider.catalog()
+        except ProviderError as e:
+            if e.stops_run:  # a server that is not there, a refused key: its own line says the fix (exit 2:
+                raise ConfigError(str(e)) from None  # found before any model was called)
+            problems.append(f"{model_id}: provider {provider.name}'s catalog failed: {_describe(e)[0]}")
+            continue
         except _SUITE_EXCEPTIONS as e:
             _reraise_ctrl_c(e)
             problems.append(f"{model_id}: provider {provider.name}'s catalog failed: {_describe(e)[0]}")

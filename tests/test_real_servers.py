@@ -156,12 +156,11 @@ def test_a_dead_base_url_stops_a_20_case_run_at_once_with_one_line(make_suite, m
         done = run_agent_evals("compare", "--local", cwd=project, env={"LOCAL_BASE_URL": url})
         took = time.monotonic() - started
     assert took < 5, took
-    assert done.returncode == 2 and done.stdout == ""  # found before any case was asked: a setup error
-    (line,) = done.stderr.strip().splitlines()
-    assert line.startswith("error: ") and line.endswith(
-        f"local: cannot reach {url} (ConnectionRefusedError: [Errno 111] Connection refused); start the "
+    assert done.returncode == 2 and done.stdout == ""  # found before any model was called: a setup error
+    assert done.stderr.strip().splitlines() == [
+        f"error: local: cannot reach {url} (ConnectionRefusedError: [Errno 111] Connection refused); start the "
         "server, or point LOCAL_BASE_URL at it"
-    )
+    ]
 
 
 def test_a_model_the_server_lacks_stops_that_contender_and_the_rest_run(openrouter, make_suite, cli) -> None:
