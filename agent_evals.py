@@ -5877,7 +5877,8 @@ def _metric_table(
     headers, right = _leaderboard_columns(lead, metrics, ranked)
     cells = [[first, *_row_cells(r, metrics, style, ranked)] for first, r in zip(leads, rows, strict=True)]
     table = _table(headers, cells, right, style)
-    secondary = [m.name for m in reversed(metrics) if m is not _primary(metrics)]
+    primary = _primary(metrics)
+    secondary = [m.name for m in reversed(metrics) if m is not primary]
     dropped: list[str] = []
     for name in ("tok_in", "tok_out", "time", *secondary, "temp", "effort"):
         if not width or len(table.split("\n", 1)[0]) <= width or name not in headers:

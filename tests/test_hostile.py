@@ -290,25 +290,20 @@ CONFIGURE = "ae.configure(adapter=Adapter(), scorer=Scorer(), providers=[ae.Fake
             "configure(scorer='Scorer'): expected an instance of a Scorer",
         ),
         (
-            CONFIGURE.replace("Scorer()", "S()")
-            + "\nclass S(Scorer):\n    def metrics(self):\n        return [ae.Metric(name=5)]",
+            "class S(Scorer):\n    def metrics(self):\n        return [ae.Metric(name=5)]\n"
+            + CONFIGURE.replace("Scorer()", "S()"),
             "Metric(name=5): expected a non-empty str",
         ),
         (
-            CONFIGURE.replace("Scorer()", "S()")
-            + "\nclass S(Scorer):\n    def metrics(self):\n"
-            + "        return [ae.Metric('a', primary=True), ae.Metric('b', primary=True)]",
+            "class S(Scorer):\n    def metrics(self):\n"
+            + "        return [ae.Metric('a', primary=True), ae.Metric('b', primary=True)]\n"
+            + CONFIGURE.replace("Scorer()", "S()"),
             "marks a and b primary=True: mark exactly one",
         ),
     ],
 )
 def test_configure_and_metric_arguments_are_checked(make_suite, cli, body, message) -> None:
-    helper = SUITE.replace("__BODY__", body.replace("class S(Scorer)", "class _S(Scorer)").replace("S()", "_S()"))
-    if "class _S" in helper:  # the class is defined after configure() in the body: define it first
-        head, _, tail = helper.partition("ae.configure(")
-        configure_line, _, klass = tail.partition("\n")
-        helper = head + klass + "\nae.configure(" + configure_line + "\n"
-    project = make_suite(helper=helper)
+    project = make_suite(helper=SUITE.replace("__BODY__", body))
     code, out, err = cli("compare", "--local", cwd=project)
     assert (code, out) == (2, ""), err
     assert err.startswith("error: ") and message in err and len(err.strip().splitlines()) == 1, err
