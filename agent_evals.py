@@ -118,7 +118,7 @@ import os
 import re
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -212,6 +212,14 @@ _SETTINGS = (
         "seconds",
         3600.0,
         "seconds one case (adapter, its model calls, scorer) may take; then it is that case's error (0: no limit)",
+        metavar="S",
+    ),
+    _Setting(
+        "tracker_timeout",
+        ("--tracker-timeout",),
+        "seconds",
+        10.0,
+        "seconds a tracker may take for one call, and to send what is left once the cases end (0: no limit)",
         metavar="S",
     ),
     _Setting("timeout", ("--timeout",), "seconds", 600.0, "seconds to wait for an answer", metavar="S", transport=True),
@@ -919,6 +927,9 @@ class RunResult:
     saved: float = 0.0  # what those completions cost when first paid for
     turns: int = 0  # the model calls the case made (an agent's loop makes several)
     finish_reason: str | None = None  # why the last answer ended: "length" is cut off at max_tokens
+    transcript: Sequence[Mapping[str, Any]] | None = None  # the reply's, or the turns so far of a failed case
+    ended: float = 0.0  # when it ended (time.time()): the trackers show it where it ran
+    exchanges: tuple[Mapping[str, Any], ...] = ()  # each model call, when a tracker shows them
 
     @property
     def label(self) -> str:
@@ -1145,6 +1156,7 @@ class Model:
         self.stop = _Stop()  # the run's stop flag: a retry waits on it, and a stopped run waits no more
         self.max_turns = _SETTING["max_turns"].default  # the most calls an agent's loop makes per case
         self.transcript: list[dict[str, Any]] | None = None  # a conversation's messages, the answers included
+        self.exchanges: list[dict[str, Any]] | None = None  # each call, when a tracker shows them
         self._lock = threading.Lock()
 
     @property
@@ -1183,8 +1195,13 @@ class Model:
         request = self._request(system, user, json, messages, tools, tool_choice)
         key, hit = self._cached(request)
         if hit is not None:
-            return self._turn(request, hit)
-        return self._turn(request, self._paid(key, self.provider.complete(self, **request)))
+            return self._turn(request, hit, time.time())
+        began = self._sending(request)
+        try:
+            return self._turn(request, self._paid(key, self.provider.complete(self, **request)), began)
+        except BaseException as e:
+            self._turn(request, None, began, e)
+            raise
 
     async def acomplete(
         self,
@@ -1201,8 +1218,13 @@ class Model:
         request = self._request(system, user, json, messages, tools, tool_choice)
         key, hit = self._cached(request)
         if hit is not None:
-            return self._turn(request, hit)
-        return self._turn(request, self._paid(key, await self.provider.acomplete(self, **request)))
+            return self._turn(request, hit, time.time())
+        began = self._sending(request)
+        try:
+            return self._turn(request, self._paid(key, await self.provider.acomplete(self, **request)), began)
+        except BaseException as e:
+            self._turn(request, None, began, e)
+            raise
 
     def _request(
         self, system: Any, user: Any, json: bool | None, messages: Any, tools: Any, tool_choice: Any
@@ -1226,12 +1248,28 @@ class Model:
             request["tool_choice"] = tool_choice
         return request
 
-    def _turn(self, request: Mapping[str, Any], completion: Completion) -> Completion:
-        """Note a conversation's transcript so far: what was sent, and the answer."""
-        if "messages" in request:
+    def _sending(self, request: Mapping[str, Any]) -> float:
+        """A call is made: counted, and a conversation's transcript is what is sent, so a
+        case that fails on this turn keeps the turns so far."""
+        with self._lock:
+            self.calls += 1
+            if "messages" in request:
+                self.transcript = list(request["messages"])
+        return time.time()
+
+    def _turn(
+        self, request: Mapping[str, Any], completion: Any, began: float, error: BaseException | None = None
+    ) -> Any:
+        """Note a call: a conversation's transcript gains the answer, and a tracker that
+        shows each call (``exchanges``) gets its times, request and answer or failure."""
+        if "messages" in request and completion is not None:
             answer = completion.message or {"role": "assistant", "content": completion.text}
             with self._lock:
                 self.transcript = [*request["messages"], dict(answer)]
+        if self.exchanges is not None:
+            failure = None if error is None else _describe(error)[0]
+            call = {"start": began, "end": time.time(), "request": request, "completion": completion, "error": failure}
+            self.exchanges.append(call)
         return completion
 
     def _cached(self, request: Mapping[str, Any]) -> tuple[str, Completion | None]:
@@ -1257,7 +1295,6 @@ class Model:
             self.cache.put(key, completion)
         with self._lock:
             self.usage = self.usage + completion.usage
-            self.calls += 1
             self.finish_reason = completion.finish_reason
         return completion
 
@@ -1441,11 +1478,13 @@ def _tool_definition(name: str, tool: Callable[..., Any]) -> dict[str, Any]:
 
 
 class Tracker:
-    """Where results go besides the terminal: ``start``, ``record``, ``finish``.
+    """Where results go besides the terminal: ``start``, ``begin``, ``record``, ``finish``, ``close``.
 
-    ``context`` holds ``suite``, ``project``, ``project_id`` and ``options`` (the
-    tracker's own section of the config file). ``env_key`` selects it when it is the
-    only key set; ``packages`` are checked before any model is called.
+    ``context`` holds ``suite``, ``project``, ``project_id``, ``stamp`` and ``options``
+    (the tracker's own section of the config file). ``env_key`` selects it when it is the
+    only key set; ``packages`` are checked before any model is called. Beside the local
+    log, a tracker's hooks (``begin`` aside) run in order on a thread of their own, each
+    within ``tracker_timeout``: the cases never wait on it, and their times never include it.
     """
 
     name: ClassVar[str] = "tracker"
@@ -1479,12 +1518,25 @@ class Tracker:
     def start(self, experiment: Experiment) -> None:
         """Once, before the experiment's first case."""
 
+    def begin(self, experiment: Experiment, case: Case, repeat: int) -> contextlib.AbstractContextManager[Any]:
+        """On the thread that runs the case, as it starts: the context it runs in (an
+        OpenTelemetry span made current, so the app's own spans nest under it). Quick and
+        local: it never waits on the network."""
+        return contextlib.nullcontext()
+
     def record(self, result: RunResult) -> None:
-        """Once per finished case, in case order, under a lock."""
+        """Once per finished case, in case order."""
 
     def finish(self, experiment: Experiment, summary: Summary) -> Mapping[str, Any]:
         """Once, with the summary; ``{"url": ...}`` names a page to open, or None."""
         return {"url": None}
+
+    def close(self) -> None:
+        """Once, after the last experiment: send what is left."""
+
+    def abandon(self) -> None:
+        """The run gives up on it (past ``tracker_timeout``, or a Ctrl-C): what is left is
+        dropped, and nothing of it may hold the process at exit."""
 
 
 @dataclass(eq=False)  # internal records are never compared: no __eq__ to build at import
@@ -1576,6 +1628,7 @@ class _Defaults:
     repeat: int = _SETTING["repeat"].default
     max_turns: int = _SETTING["max_turns"].default
     case_timeout: float = _SETTING["case_timeout"].default
+    tracker_timeout: float = _SETTING["tracker_timeout"].default
     transport: dict[str, float] = field(default_factory=dict)  # timeout, retries, ... as Provider names them
     routing: list[str | None] = field(default_factory=lambda: [None])  # provider: preferences, as canonical JSON
 
@@ -3691,6 +3744,7 @@ class Experiment:
         self.started_at = ""
         self.began = 0.0  # time.monotonic() when it started: the progress line's pace
         self.halted: str | None = None  # why its remaining cases were not asked (a model the server lacks)
+        self.exchanges = False  # its models note each call, for a tracker that shows them
         # a direct contender's provider is in its name: it never shares a file with a vendors: id
         via = f"--direct-{contender.provider}" if contender.provider else ""
         routed = f"--via-{_routing_text(contender.routing)}" if contender.routing else ""
@@ -3704,6 +3758,7 @@ class Experiment:
         model = Model(c.model, self.provider, effort=c.effort, temperature=c.temperature, max_tokens=c.max_tokens)
         model.routing = c.routing
         model.cache, model.stop, model.max_turns = self.cache, self.stop, self.max_turns
+        model.exchanges = [] if self.exchanges else None
         return model
 
 
@@ -3745,6 +3800,7 @@ def _result(
 ) -> RunResult:
     """A finished case: its spend is what went through ``model``, else what the reply reports."""
     usage = model.usage if model.calls or model.usage.cost_usd else (reply.usage if reply and reply.usage else Usage())
+    transcript = reply.transcript if reply is not None and reply.transcript is not None else model.transcript
     return RunResult(
         experiment,
         case,
@@ -3760,6 +3816,9 @@ def _result(
         model.saved,
         model.calls,
         model.finish_reason,
+        transcript,
+        time.time(),
+        tuple(model.exchanges or ()),
     )
 
 
@@ -3853,6 +3912,7 @@ class _ExperimentRun:
 
         self.run, self.experiment = run, experiment
         experiment.stop = run.stop  # its models' retries wait on the run's flag
+        experiment.exchanges = bool(run.couriers)  # a tracker shows each model call
         # a run of a case is a unit, in case order: unit i is case i // repeat, repeat i % repeat;
         # the case itself is read when a worker takes it
         self.repeat = experiment.repeat
@@ -3934,7 +3994,8 @@ class _ExperimentRun:
             while (i := self._next(owner)) is not None:
                 place, model, started = self._begin(i, owner)
                 try:
-                    result = _run_case(run.suite, self.experiment, place, run.metric_names, model, started)
+                    with self._within(place, model.repeat) if run.live else contextlib.nullcontext():
+                        result = _run_case(run.suite, self.experiment, place, run.metric_names, model, started)
                 except BaseException as e:  # the harness's own failure: still that case's row
                     result = self._failed(i, place, model, started, e)
                 line = self._store(i, result)
@@ -3945,6 +4006,18 @@ class _ExperimentRun:
             if (loop := _THREAD.__dict__.pop("loop", None)) is not None:
                 loop.close()
             self._done(owner)
+
+    def _within(self, place: int, repeat: int) -> contextlib.ExitStack:
+        """The trackers' contexts a case runs in (``Tracker.begin``); one that fails is switched off."""
+        stack = contextlib.ExitStack()
+        for tracker in self.run.live:
+            try:
+                if tracker not in self.run.failed:
+                    stack.enter_context(tracker.begin(self.experiment, self.experiment.cases[place], repeat))
+            except _SUITE_EXCEPTIONS as e:
+                _reraise_ctrl_c(e)
+                self.run.failed.setdefault(tracker, f"tracker {tracker.name}: begin raised {_describe(e)[0]}")
+        return stack
 
     def _failed(self, i: int, place: int, model: Model, started: float, error: BaseException) -> RunResult:
         error_text, trace = _describe(error)
@@ -4076,6 +4149,56 @@ class _ExperimentRun:
                 run.call(tracker, "finish", experiment, summary)
 
 
+class _Courier:
+    """A tracker's hooks, run in order on a thread of its own, so that the cases never wait
+    on the network of a tracker and a tracker that hangs holds nothing but this thread.
+    One call past the run's ``tracker_timeout`` switches the tracker off (``overdue``)."""
+
+    def __init__(self, tracker: Tracker, run: _Session) -> None:
+        import queue
+
+        self.tracker, self.run = tracker, run
+        self.queue: queue.SimpleQueue[tuple[str, tuple[Any, ...]]] = queue.SimpleQueue()
+        self.pending = 0  # hooks sent and not yet returned
+        self.busy: tuple[str, float] | None = None  # the hook being called, and since when
+        self.spent = 0.0  # seconds its hooks took
+        self.done = threading.Condition()
+        threading.Thread(target=self._serve, name=f"tracker-{tracker.name}", daemon=True).start()
+
+    def send(self, hook: str, args: tuple[Any, ...]) -> None:
+        with self.done:
+            self.pending += 1
+        self.queue.put((hook, args))
+
+    def _serve(self) -> None:
+        while True:
+            hook, args = self.queue.get()
+            self.busy = (hook, time.monotonic())
+            self.run.invoke(self.tracker, hook, *args)
+            self.spent += time.monotonic() - self.busy[1]
+            self.busy = None
+            with self.done:
+                self.pending -= 1
+                self.done.notify_all()
+
+    def overdue(self, now: float) -> bool:
+        """Switch the tracker off when its current call has taken longer than the timeout."""
+        busy, limit = self.busy, self.run.tracker_timeout
+        if busy is None or not limit or now - busy[1] <= limit or self.tracker in self.run.failed:
+            return False
+        name = self.tracker.name
+        self.run.failed[self.tracker] = f"tracker {name}: {busy[0]} took more than {limit:g} s (tracker_timeout)"
+        return True
+
+    def wait(self, deadline: float) -> None:
+        """Until every hook sent has returned, the tracker is switched off, or ``deadline``."""
+        with self.done:
+            while self.pending and self.tracker not in self.run.failed and not self.overdue(time.monotonic()):
+                if (left := deadline - time.monotonic()) <= 0:
+                    break
+                self.done.wait(min(left, 0.1))
+
+
 GRACE_SECONDS = 10.0  # after a first Ctrl-C, how long cases in flight may finish
 _ABANDONED = "Abandoned"  # a case still in flight when the run ended: --resume asks it again
 
@@ -4094,6 +4217,7 @@ class _Session:
         progress: _Progress | None = None,
         stamp: str = "",
         case_timeout: float = 0.0,
+        tracker_timeout: float = 0.0,
         previous: Mapping[tuple[str, str], Mapping[tuple[str, int], RunResult]] | None = None,
     ) -> None:
         import queue
@@ -4113,6 +4237,10 @@ class _Session:
         self.unwritten_lock = threading.Lock()
         self.journals: dict[int, Path] = {}
         self.stop = _Stop()  # this run's: Ctrl-C, a refused key or a full disk set it
+        self.tracker_timeout = tracker_timeout
+        self.couriers = {t: _Courier(t, self) for t in trackers if not isinstance(t, LocalTracker)}
+        # the trackers whose begin() does something, entered around each case on its thread
+        self.live = [t for t in self.couriers if type(t).begin is not Tracker.begin]
 
     def open_journal(self, experiment: Experiment) -> int | None:
         """An append-only file descriptor: each row is one ``write`` straight into the
@@ -4144,6 +4272,14 @@ class _Session:
         self.stop.set(f"{what} could not be written")
 
     def call(self, tracker: Tracker, hook: str, *args: Any) -> None:
+        """A tracker's hook: the local log's now, any other's on its courier."""
+        courier = self.couriers.get(tracker)
+        if courier is None:
+            self.invoke(tracker, hook, *args)
+        elif tracker not in self.failed:
+            courier.send(hook, args)
+
+    def invoke(self, tracker: Tracker, hook: str, *args: Any) -> None:
         """A tracker's hook, isolated: one that raises is switched off for the rest of the
         run and named once at the end; the local log and the tables stay complete. The
         local log's own failure (a full disk) is never hidden: it stops the run."""
@@ -4231,6 +4367,8 @@ def _run_experiments(run: _Session, experiments: list[Experiment], concurrency: 
                     now = time.monotonic()
                     for watched in running:
                         watched.watch(now)
+                    for courier in run.couriers.values():
+                        courier.overdue(now)
                     run.progress.draw()
                 else:
                     done.finish()
@@ -4255,9 +4393,37 @@ def _run_experiments(run: _Session, experiments: list[Experiment], concurrency: 
 
 def _report_trackers(run: _Session) -> None:
     run.progress.clear()
+    for tracker, courier in run.couriers.items():
+        _deliver(run, tracker, courier)
     complete = "the local log is complete" if not run.unwritten else "the local log is NOT complete (see below)"
     for message in run.failed.values():
         print(f"warning: {_redact(message)}; it was switched off, {complete}", file=run.progress.err)
+
+
+def _deliver(run: _Session, tracker: Tracker, courier: _Courier) -> None:
+    """Once the cases end and the local log is complete: what is left for a tracker is sent
+    within ``tracker_timeout``, said on STDERR while it takes; the first Ctrl-C skips it."""
+    run.call(tracker, "close")
+    limit, began = run.tracker_timeout, time.monotonic()
+    deadline = began + (limit or math.inf)
+    try:
+        courier.wait(min(deadline, began + 0.5))
+        if courier.pending and tracker not in run.failed:
+            wait = f"up to {limit:g} s; " if limit else ""
+            print(f"sending to {tracker.name}... ({wait}Ctrl-C skips)", file=run.progress.err)
+            courier.wait(deadline)
+    except KeyboardInterrupt:
+        run.failed.setdefault(tracker, f"tracker {tracker.name}: skipped by Ctrl-C before it had sent everything")
+    if courier.pending and tracker not in run.failed:
+        run.failed[tracker] = f"tracker {tracker.name}: not done after {limit:g} s (tracker_timeout)"
+    if tracker in run.failed:  # given up on: nothing of it may hold the process at exit
+        with contextlib.suppress(Exception):
+            tracker.abandon()
+    else:
+        print(
+            f"{tracker.name}: sent in {courier.spent:.1f} s, apart from the experiments' own times",
+            file=run.progress.err,
+        )
 
 
 def _drain(run: _Session, running: list[_ExperimentRun], deadline: float) -> None:
@@ -4550,7 +4716,7 @@ def _log_row(result: RunResult) -> dict[str, Any]:
         "saved_usd": result.saved,
         "turns": result.turns,
         **({"finish_reason": result.finish_reason} if result.finish_reason else {}),
-        **({"transcript": list(reply.transcript)} if reply is not None and reply.transcript is not None else {}),
+        **({"transcript": list(result.transcript)} if result.transcript is not None else {}),
         "duration": round(result.duration, 6),
         **({CLUSTER: cluster} if (cluster := case.metadata.get(CLUSTER)) is not None else {}),
     }
@@ -4876,6 +5042,7 @@ class LocalTracker(Tracker):
             "project": self.context.get("project"),
             "command": self.context.get("command"),
             "stamp": self.context.get("stamp"),
+            "tracker": self.context.get("tracker"),  # the one beside this log, if any
             "experiment": experiment.name,
             "dataset": experiment.dataset,
             "contender": c.to_json(),
@@ -4927,12 +5094,14 @@ class LocalTracker(Tracker):
 
 
 class Braintrust(Tracker):
-    """One Braintrust experiment per experiment, one eval row per case (the ``braintrust`` extra).
-
-    The project is ``--project``, ``project:`` or ``BRAINTRUST_PROJECT_ID``. Rows carry
-    input, expected, output (or ``{"_error": ...}``), the scorer's metrics as scores
-    (None left out), and diagnostics, outcomes and usage as metadata. ``finish`` returns
-    the experiment page, which opens at the end of the run unless ``--no-open``.
+    """One Braintrust experiment per experiment (the ``braintrust`` extra), named with the
+    run's stamp and compared with the same contender's experiment of the last run that sent
+    one; one eval span per case, from its real start to its end, holding input, expected,
+    output (or ``{"_error": ...}``), the scorer's metrics as scores (None left out), and
+    diagnostics, outcomes, usage and an agent's transcript as metadata; each model call is a
+    child llm span. The project is ``--project``, ``project:`` or ``BRAINTRUST_PROJECT_ID``.
+    A self-hosted Braintrust is reached through ``BRAINTRUST_APP_URL``, where the SDK logs
+    in (``BRAINTRUST_API_URL`` alone leaves the login at braintrust.dev).
     """
 
     name = "braintrust"
@@ -4947,53 +5116,79 @@ class Braintrust(Tracker):
                 "tracker braintrust: no project; name it with --project, project: in the config, or BRAINTRUST_PROJECT_ID"
             )
         self.experiments: dict[int, Any] = {}
+        self.state: Any = None  # its own login and background logger: the app's own use of the SDK is left alone
 
     def start(self, experiment: Experiment) -> None:
         braintrust = _import_optional("braintrust", "the braintrust tracker")
-        c = experiment.contender
+        if self.state is None:
+            self.state = braintrust.logger.BraintrustState()
+        context = self.context
+        metadata = {"suite": context.get("suite"), "dataset": experiment.dataset, **experiment.contender.to_json()}
+        base = _sent_before(experiment.name, context, self.name)
         self.experiments[id(experiment)] = braintrust.init(
-            project=self.context.get("project"),
-            project_id=self.context.get("project_id"),
-            experiment=experiment.name,
-            metadata={"suite": self.context.get("suite"), "dataset": experiment.dataset, **c.to_json()},
+            project=context.get("project"),
+            project_id=context.get("project_id"),
+            experiment=f"{experiment.name}.{context.get('stamp')}",
+            base_experiment=base and f"{experiment.name}.{base}",
+            metadata={k: v for k, v in metadata.items() if v is not None},
             open=False,
             set_current=False,
+            state=self.state,
         )
 
+    def abandon(self) -> None:
+        import atexit
+
+        if self.state is not None:  # the SDK flushes at exit, which would wait on the server again
+            atexit.unregister(self.state.global_bg_logger()._finalize)
+
     def record(self, result: RunResult) -> None:
-        score, reply = result.score, result.reply
+        score, reply, usage = result.score, result.reply, result.usage
         output: Any = reply.output if reply is not None and result.error is None else None
         if output is None:
             output = {"_error": result.error or (reply.error if reply else None)}
+        metadata = {
+            "case": result.case.key,
+            "repeat": result.repeat,
+            "diagnostics": dict(score.diagnostics) if score else {},
+            "outcomes": dict(score.outcomes) if score else {},
+            "usage": usage.to_json(),
+            "retries": result.retries,
+            "turns": result.turns,
+            **({"transcript": list(result.transcript)} if result.transcript is not None else {}),
+        }
         # what leaves the machine is plain JSON with every secret masked, like the local log
         safe = _mask_strings(
-            _jsonable(
-                {
-                    "input": result.case.input,
-                    "expected": result.case.expected,
-                    "output": output,
-                    "diagnostics": dict(score.diagnostics) if score else {},
-                    "outcomes": dict(score.outcomes) if score else {},
-                },
-                "row",
-            )
+            _jsonable({"input": result.case.input, "expected": result.case.expected, "output": output})
         )
-        self.experiments[id(result.experiment)].log(
-            input=safe["input"],
-            expected=safe["expected"],
-            output=safe["output"],
+        tokens = {"prompt_tokens": usage.input_tokens, "completion_tokens": usage.output_tokens}
+        end = result.ended or time.time()
+        span = self.experiments[id(result.experiment)].start_span(
+            name=f"case {result.label}",
+            type="eval",
+            start_time=end - result.duration,
+            set_current=False,
+            **safe,
             error=result.error,
             scores={k: float(v) for k, v in (score.metrics if score else {}).items() if v is not None},
-            metadata={
-                "case": result.case.key,
-                "repeat": result.repeat,
-                "diagnostics": safe["diagnostics"],
-                "outcomes": safe["outcomes"],
-                "usage": result.usage.to_json(),
-                "retries": result.retries,
-            },
-            metrics={"prompt_tokens": result.usage.input_tokens, "completion_tokens": result.usage.output_tokens},
+            metadata=_mask_strings(_jsonable(metadata, "row", mend=True)),
+            metrics={} if result.exchanges else tokens,  # else the calls' spans hold them
         )
+        for call in result.exchanges:
+            sent, answer, spent, finish = _exchange(call)
+            turn = span.start_span(
+                name=f"chat {result.experiment.contender.model}",
+                type="llm",
+                start_time=call["start"],
+                set_current=False,
+                input=_mask_strings(_jsonable(sent, mend=True)),
+                output=_mask_strings(_jsonable(answer, mend=True)),
+                error=call["error"],
+                metadata={"model": result.experiment.contender.model, "finish_reason": finish},
+                metrics={"prompt_tokens": spent.input_tokens, "completion_tokens": spent.output_tokens},
+            )
+            turn.end(end_time=call["end"])
+        span.end(end_time=end)
 
     def finish(self, experiment: Experiment, summary: Summary) -> Mapping[str, Any]:
         # summarize() flushes, and raises when the service cannot be reached: the run reports it
@@ -5001,29 +5196,65 @@ class Braintrust(Tracker):
         return {"url": getattr(done, "experiment_url", None)}
 
 
+def _sent_before(name: str, context: Mapping[str, Any], tracker: str) -> str | None:
+    """The stamp of the latest earlier run whose log of experiment ``name`` says it was sent to
+    ``tracker`` in this project: the one a tracker compares this run's experiment with."""
+    import glob
+
+    folder, stamp = Path(context.get("log_dir") or "."), str(context.get("stamp"))
+    wanted = {"tracker": json.dumps(tracker), "project": json.dumps(context.get("project"))}
+    for path in sorted(folder.glob(f"{glob.escape(name)}.*.json"), reverse=True):
+        earlier = path.name[len(name) + 1 : -len(".json")]
+        if earlier >= stamp or "." in earlier:
+            continue
+        try:
+            with path.open(encoding="utf-8", errors="replace") as file:
+                head = file.read(4096)
+        except OSError:
+            continue
+        if dict(re.findall(r'^  "(tracker|project)": (".*?"|null),?$', head, re.MULTILINE)) == wanted:
+            return earlier
+    return None
+
+
+def _exchange(call: Mapping[str, Any]) -> tuple[Any, Any, Usage, str | None]:
+    """A model call as a tracker shows it: the messages sent, the answer, what it spent, why it ended."""
+    request, completion = call["request"], call["completion"]
+    sent = request.get("messages") or [
+        {"role": role, "content": request[role]} for role in ("system", "user") if request.get(role) is not None
+    ]
+    if completion is None:
+        return sent, None, Usage(), None
+    answer = completion.message or {"role": "assistant", "content": completion.text}
+    return sent, answer, completion.usage, completion.finish_reason
+
+
 class Logfire(Tracker):
-    """OTLP traces to Logfire over the OpenTelemetry SDK (the ``logfire`` extra): one span
-    per experiment, one child span per case. Its own tracer provider and exporter; the
-    global one is left alone. Subclass it, overriding ``exporter``, for another OTLP backend.
+    """OTLP traces over the OpenTelemetry SDK (the ``logfire`` extra): one trace per run, run
+    → experiment → case → each model call, with OpenTelemetry's GenAI attributes and
+    OpenInference's span kinds, so that Logfire, Phoenix and any OTLP viewer show each
+    span's kind, model, input, output, tokens and cost. A case's span is current on the
+    thread that runs it: the app's own spans nest under their case. Its own tracer
+    provider; the global one is left alone. As the logfire SDK does, spans go to Logfire
+    with ``LOGFIRE_TOKEN``, and also to ``OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT`` when one
+    is set. Subclass it, overriding ``exporter``, for another backend.
     """
 
     name = "logfire"
     env_key = "LOGFIRE_TOKEN"
     packages = ("opentelemetry.sdk", "opentelemetry.exporter.otlp.proto.http")
     extra = "logfire"
-    OTEL_VARIABLES = (
-        "OTEL_EXPORTER_OTLP_ENDPOINT",
-        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
-        "OTEL_EXPORTER_OTLP_HEADERS",
-        "OTEL_EXPORTER_OTLP_TRACES_HEADERS",
-    )
+    OTEL_VARIABLES = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
     DIAGNOSTICS_LIMIT = 4096
+    TEXT_LIMIT = 65536  # an input or output longer than this is cut
 
     def __init__(self, context: Mapping[str, Any] | None = None) -> None:
         super().__init__(context)
         self.provider: Any = None
-        self.spans: dict[int, Any] = {}
+        self.spans: dict[Any, Any] = {}  # "run", id(experiment), (id(experiment), case id, repeat) -> span
         self.failures: list[str] = []
+        self.lock = threading.RLock()
+        self.spent, self.errors = Usage(), 0  # the run's, for its root span
 
     @classmethod
     def problems(cls) -> list[str]:
@@ -5035,49 +5266,66 @@ class Logfire(Tracker):
     @classmethod
     def note(cls) -> str | None:
         chosen = [v for v in cls.OTEL_VARIABLES if os.environ.get(v)]
-        return f"logfire: {', '.join(chosen)} set: they win over LOGFIRE_TOKEN" if chosen else None
+        beside = " and to Logfire (LOGFIRE_TOKEN), as the logfire SDK sends them" if os.environ.get(cls.env_key) else ""
+        return f"logfire: spans go to {', '.join(chosen)}{beside}" if chosen else None
 
     def exporter(self) -> Any:
-        """The span exporter: OTLP/HTTP to Logfire, or where OTEL_EXPORTER_OTLP_* point."""
+        """Logfire's own span exporter (OTLP/HTTP, the region read from the token); None without a token."""
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
-        if any(os.environ.get(v) for v in self.OTEL_VARIABLES):
-            return OTLPSpanExporter()
         token = os.environ.get("LOGFIRE_TOKEN", "")
+        if not token:
+            return None
         region = re.match(r"pylf_v\d+_([a-z]+)_", token)
         base = os.environ.get("LOGFIRE_BASE_URL") or (
             "https://logfire-eu.pydantic.dev" if region and region[1] == "eu" else "https://logfire-us.pydantic.dev"
         )
         return OTLPSpanExporter(endpoint=f"{base.rstrip('/')}/v1/traces", headers={"Authorization": token})
 
-    def _tracer(self) -> Any:
-        if self.provider is None:
-            from opentelemetry.sdk.resources import Resource
-            from opentelemetry.sdk.trace import TracerProvider
-            from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExportResult
+    def _span(self, key: Any, name: str, parent: Any, attributes: Mapping[str, Any], start: float | None = None) -> Any:
+        """A span under ``parent`` (None: the run's root), kept under ``key``."""
+        from opentelemetry import context, trace
 
-            inner, failures = self.exporter(), self.failures
+        with self.lock:
+            if self.provider is None:
+                from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+                from opentelemetry.sdk.resources import Resource
+                from opentelemetry.sdk.trace import TracerProvider
+                from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
-            def export(spans: Any) -> Any:
-                result = inner.export(spans)
-                if result != SpanExportResult.SUCCESS:
-                    failures.append(
-                        f"{len(spans)} spans were not accepted by {getattr(inner, '_endpoint', 'the endpoint')}"
-                    )
-                return result
+                resource = Resource.create({"service.name": "agent-evals", "service.version": __version__})
+                self.provider = TracerProvider(resource=resource, shutdown_on_exit=False)
+                exporters = [self.exporter()]
+                if any(os.environ.get(v) for v in self.OTEL_VARIABLES) and os.environ.get(
+                    "OTEL_TRACES_EXPORTER", "otlp"
+                ).lower() in ("otlp", ""):
+                    exporters.append(OTLPSpanExporter())
+                for inner in filter(None, exporters):
+                    proxy: Any = _ExportProxy(inner, self.failures)
+                    self.provider.add_span_processor(BatchSpanProcessor(proxy))
+            within = context.Context() if parent is None else trace.set_span_in_context(parent)
+            start_ns = None if start is None else int(start * 1e9)
+            tracer = self.provider.get_tracer("agent_evals", __version__)
+            span = tracer.start_span(name, within, attributes=attributes, start_time=start_ns)
+            if key is not None:
+                self.spans[key] = span
+        return span
 
-            wrapper: Any = _ExportProxy(inner, export)  # force_flush says success even when exports fail
-            resource = Resource.create({"service.name": "agent-evals", "service.version": __version__})
-            self.provider = TracerProvider(resource=resource, shutdown_on_exit=False)
-            self.provider.add_span_processor(BatchSpanProcessor(wrapper))
-        return self.provider.get_tracer("agent_evals", __version__)
+    def _experiment_span(self, experiment: Experiment) -> Any:
+        with self.lock:  # made by whichever thread comes first: its start, or the first case's begin
+            return self.spans.get(id(experiment)) or self._new_experiment_span(experiment)
 
-    def start(self, experiment: Experiment) -> None:
+    def _new_experiment_span(self, experiment: Experiment) -> Any:
+        if (root := self.spans.get("run")) is None:
+            run = {k: str(self.context.get(k)) for k in ("stamp", "command", "log_dir")}
+            attributes = {f"agent_evals.{k}": v for k, v in run.items()} | {"suite": self.context.get("suite") or ""}
+            root = self._span("run", f"agent-evals {run['command']} {run['stamp']}", None, _chain(attributes))
         c = experiment.contender
         attributes = {
             "suite": self.context.get("suite") or "",
             "project": self.context.get("project") or "",
             "model": c.model,
+            "gen_ai.request.model": c.model,
             "provider": experiment.provider.name,
             "effort": c.effort or "default",
             "dataset": experiment.dataset,
@@ -5085,70 +5333,159 @@ class Logfire(Tracker):
             "repeat": experiment.repeat,
         }
         attributes |= {k: v for k, v in (("temperature", c.temperature), ("max_tokens", c.max_tokens)) if v is not None}
-        self.spans[id(experiment)] = self._tracer().start_span(f"experiment {experiment.name}", attributes=attributes)
+        return self._span(id(experiment), f"experiment {experiment.name}", root, _chain(attributes))
 
-    def record(self, result: RunResult) -> None:
+    def start(self, experiment: Experiment) -> None:
+        self._experiment_span(experiment)
+
+    @contextlib.contextmanager
+    def begin(self, experiment: Experiment, case: Case, repeat: int) -> Iterator[None]:
         from opentelemetry import trace
 
-        parent = self.spans[id(result.experiment)]
-        end = time.time_ns()
+        label = f"{case.id}#{repeat}" if repeat or experiment.repeat > 1 else case.id
+        key = (id(experiment), case.id, repeat)
+        span = self._span(key, f"case {label}", self._experiment_span(experiment), {}, time.time())
+        with trace.use_span(span, record_exception=False, set_status_on_exception=False):
+            yield
+
+    def record(self, result: RunResult) -> None:
+        experiment, c, usage = result.experiment, result.experiment.contender, result.usage
+        end = result.ended or time.time()
+        span = self.spans.pop((id(experiment), result.case.id, result.repeat), None)
+        if span is None:  # finished in an earlier run (--resume)
+            span = self._span(
+                None, f"case {result.label}", self._experiment_span(experiment), {}, end - result.duration
+            )
+        output = result.reply.output if result.reply is not None else None
         attributes: dict[str, Any] = {
+            "openinference.span.kind": "CHAIN",
+            "input.value": _redact(result.case.input)[: self.TEXT_LIMIT],
+            "output.value": _redact(_json_dumps(_jsonable(output, mend=True)))[: self.TEXT_LIMIT],
+            "output.mime_type": "application/json",
+            "gen_ai.request.model": c.model,
             "case.id": result.case.id,
             "case.dataset": result.case.dataset,
             "case.variant": result.case.variant,
             "case.repeat": result.repeat,
             "duration_s": result.duration,
-            "tokens.input": result.usage.input_tokens,
-            "tokens.output": result.usage.output_tokens,
-            "cost_usd": result.usage.cost_usd,
+            "tokens.input": usage.input_tokens,
+            "tokens.output": usage.output_tokens,
+            "cost_usd": usage.cost_usd,
             "retries": result.retries,
+            "turns": result.turns,
         }
+        if not result.exchanges:  # no call went through the model: the case is the one LLM span viewers sum
+            attributes |= self._genai(experiment, usage) | {"openinference.span.kind": "LLM"}
         if result.score is not None:
             attributes["score"] = float(result.score.value)
             attributes |= {f"metric.{k}": float(v) for k, v in result.score.metrics.items() if v is not None}
             attributes |= {f"outcome.{k}": v for k, v in result.score.outcomes.items() if isinstance(v, int | float)}
             if result.score.diagnostics:
-                attributes["diagnostics"] = _redact(_json_dumps(dict(result.score.diagnostics)))[
-                    : self.DIAGNOSTICS_LIMIT
-                ]
+                diagnostics = _redact(_json_dumps(dict(result.score.diagnostics)))
+                attributes["diagnostics"] = diagnostics[: self.DIAGNOSTICS_LIMIT]
         if result.reply is not None and self.context.get("options", {}).get("include_replies"):
             attributes["reply.raw"] = _redact(_json_dumps(result.reply.raw))[: self.DIAGNOSTICS_LIMIT]
-        span = self._tracer().start_span(
-            f"case {result.label}",
-            context=trace.set_span_in_context(parent),
-            attributes=attributes,
-            start_time=end - int(result.duration * 1e9),
-        )
-        if result.error:
-            kind, _, message = result.error.partition(": ")
-            event = {
-                "exception.type": kind,
-                "exception.message": message,
-                "exception.stacktrace": result.traceback or "",
-            }
-            span.add_event("exception", event)
-            span.set_status(trace.Status(trace.StatusCode.ERROR, result.error))
-        span.end(end_time=end)
+        span.set_attributes(attributes)
+        for call in result.exchanges:
+            self._call_span(span, experiment, call)
+        _failed_span(span, result.error, result.traceback)
+        span.end(end_time=int(end * 1e9))
+        self.spent, self.errors = self.spent + usage, self.errors + (result.error is not None)
+
+    def _genai(self, experiment: Experiment, usage: Usage, finish: str | None = None) -> dict[str, Any]:
+        """A model call in OpenTelemetry's GenAI terms and OpenInference's, cost included."""
+        c, provider = experiment.contender, experiment.provider.name
+        attributes = {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.system": provider,
+            "gen_ai.provider.name": provider,
+            "gen_ai.request.model": c.model,
+            "gen_ai.usage.input_tokens": usage.input_tokens,
+            "gen_ai.usage.output_tokens": usage.output_tokens,
+            "llm.model_name": c.model,
+            "llm.provider": provider,
+            "llm.token_count.prompt": usage.input_tokens,
+            "llm.token_count.completion": usage.output_tokens,
+            "llm.token_count.total": usage.input_tokens + usage.output_tokens,
+            "llm.cost.total": usage.cost_usd,
+            "operation.cost": usage.cost_usd,  # Logfire's
+        }
+        settings = (("temperature", c.temperature), ("max_tokens", c.max_tokens))
+        attributes |= {f"gen_ai.request.{k}": v for k, v in settings if v is not None}
+        return attributes | ({"gen_ai.response.finish_reasons": [finish]} if finish else {})
+
+    def _call_span(self, parent: Any, experiment: Experiment, call: Mapping[str, Any]) -> None:
+        sent, answer, spent, finish = _exchange(call)
+        attributes = self._genai(experiment, spent, finish) | {
+            "openinference.span.kind": "LLM",
+            "input.value": _redact(_json_dumps(_jsonable(sent, mend=True)))[: self.TEXT_LIMIT],
+            "input.mime_type": "application/json",
+        }
+        if answer is not None:
+            text = answer.get("content") if isinstance(answer.get("content"), str) else _json_dumps(answer)
+            attributes["output.value"] = _redact(text)[: self.TEXT_LIMIT]
+        model = experiment.contender.model
+        span = self._span(None, f"chat {model}", parent, attributes, call["start"])
+        _failed_span(span, call["error"])
+        span.end(end_time=int(call["end"] * 1e9))
 
     def finish(self, experiment: Experiment, summary: Summary) -> Mapping[str, Any]:
-        span = self.spans.pop(id(experiment))
-        span.set_attribute("cases.finished", summary.cases)
-        span.set_attribute("errors", summary.errors)
-        for name, mean in summary.means.items():
-            if mean is not None:
-                span.set_attribute(f"mean.{name}", mean)
+        span = self._experiment_span(experiment)
+        del self.spans[id(experiment)]
+        totals = {
+            "cases.finished": summary.cases,
+            "errors": summary.errors,
+            "cost_usd": summary.usage.cost_usd,
+            "tokens.input": summary.usage.input_tokens,
+            "tokens.output": summary.usage.output_tokens,
+        }
+        span.set_attributes(totals | {f"mean.{k}": v for k, v in summary.means.items() if v is not None})
         span.end()
-        self.provider.force_flush()
+        return {"url": None}
+
+    def close(self) -> None:
+        """End the run's trace and send what is left; an export that was refused is raised."""
+        if (root := self.spans.pop("run", None)) is not None:
+            usage = self.spent
+            root.set_attributes({"cost_usd": usage.cost_usd, "tokens.input": usage.input_tokens, "errors": self.errors})
+            root.set_attributes({"tokens.output": usage.output_tokens})
+            root.end()
+        if self.provider is not None:
+            self.provider.force_flush()
         if self.failures:
             raise RuntimeError(f"export failed: {self.failures[0]}")
-        return {"url": None}
+
+
+def _chain(attributes: dict[str, Any]) -> dict[str, Any]:
+    return {"openinference.span.kind": "CHAIN", **attributes}
+
+
+def _failed_span(span: Any, error: str | None, trace_text: str | None = None) -> None:
+    """A failed case or call, as OpenTelemetry records an exception: an event and an error status."""
+    if error:
+        from opentelemetry import trace
+
+        kind, _, message = error.partition(": ")
+        event = {"exception.type": kind, "exception.message": message, "exception.stacktrace": trace_text or ""}
+        span.add_event("exception", event)
+        span.set_status(trace.Status(trace.StatusCode.ERROR, error))
 
 
 class _ExportProxy:
-    """An exporter that delegates to another but reports each export's result."""
+    """An exporter that delegates to another and notes each export it was refused: the
+    SDK's ``force_flush`` says success even when exports fail."""
 
-    def __init__(self, inner: Any, export: Callable[[Any], Any]) -> None:
-        self._inner, self.export = inner, export
+    def __init__(self, inner: Any, failures: list[str]) -> None:
+        self._inner, self.failures = inner, failures
+
+    def export(self, spans: Any) -> Any:
+        from opentelemetry.sdk.trace.export import SpanExportResult
+
+        result = self._inner.export(spans)
+        if result != SpanExportResult.SUCCESS:
+            where = getattr(self._inner, "_endpoint", "the endpoint")
+            self.failures.append(f"{len(spans)} spans were not accepted by {where}")
+        return result
 
     def shutdown(self) -> None:
         self._inner.shutdown()
@@ -5268,14 +5605,9 @@ def _load_previous(
 def _result_from_row(row: Mapping[str, Any], case: Case) -> RunResult:
     """A logged row back into a ``RunResult`` (the experiment is attached when it runs)."""
     reply = None
+    transcript = row.get("transcript") if isinstance(row.get("transcript"), list) else None
     if row.get("error") is None or row.get("output") is not None or row.get("reply_error"):
-        transcript = row.get("transcript")
-        reply = Reply(
-            output=row.get("output"),
-            raw=row.get("raw"),
-            error=row.get("reply_error"),
-            transcript=transcript if isinstance(transcript, list) else None,
-        )
+        reply = Reply(output=row.get("output"), raw=row.get("raw"), error=row.get("reply_error"), transcript=transcript)
     score = None
     if row.get("score") is not None:
         score = Score(row["score"], row.get("metrics") or {}, row.get("outcomes") or {}, row.get("diagnostics") or {})
@@ -5294,6 +5626,7 @@ def _result_from_row(row: Mapping[str, Any], case: Case) -> RunResult:
         float(row.get("saved_usd") or 0.0),
         int(row.get("turns") or 0),
         row.get("finish_reason") if isinstance(row.get("finish_reason"), str) else None,
+        transcript,
     )
 
 
@@ -6249,7 +6582,7 @@ def _render_breakdown(experiment: Experiment, metrics: Sequence[Metric], style: 
     """``run``'s per-case table for one experiment."""
     c = experiment.contender
     # an agent's cases: how many model calls each made (of --max-turns) and the tools it called
-    agents = any(r.turns > 1 or (r.reply and r.reply.transcript is not None) for r in experiment.results)
+    agents = any(r.turns > 1 or r.transcript is not None for r in experiment.results)
     headers = ["case", "score", *(m.name for m in metrics), *(["turns", "tools"] if agents else []), "time", "cost"]
     headers.append("note")
     right = [False, True, *(True for _ in metrics), *([True, False] if agents else []), True, True, False]
@@ -7018,7 +7351,7 @@ def _html_cases(experiment: Experiment, metrics: Sequence[Metric], place: int = 
         usage = f"{r.usage.input_tokens} in · {r.usage.output_tokens} out · {_fmt_cost(r.usage.cost_usd)}"
         if r.turns > 1:
             usage += f" · {r.turns} turns"
-        transcript = _html_transcript(r.reply.transcript if r.reply is not None else None)
+        transcript = _html_transcript(r.transcript)
         rows.append(
             f'<tr class="case {kind}" id="c{place}-{k}"><td>{_h(r.label)}</td><td class=n>{_h(score)}</td>{metric_cells}'
             f"<td><pre>{_h(r.case.input)}</pre></td><td><pre>{_h(r.case.expected)}</pre></td>"
@@ -7742,6 +8075,11 @@ def _prepare_run(args: argparse.Namespace, plan: _Plan) -> None:
         experiment.cache = cache
 
 
+def _chosen(flag: Any, configured: Any) -> Any:
+    """The flag's value when it was given (0 included), else the config file's."""
+    return configured if flag is None else flag
+
+
 def _execute(args: argparse.Namespace, plan: _Plan, stamp: str) -> tuple[_Session, bool]:
     """Run the matrix with its trackers, progress line and captured suite output; the
     session (with what could not be written) and whether a Ctrl-C cut it short."""
@@ -7757,6 +8095,7 @@ def _execute(args: argparse.Namespace, plan: _Plan, stamp: str) -> tuple[_Sessio
         "adapter_metadata": _adapter_metadata(suite.adapter),
         "metrics": suite.metrics,
         "shard": args.shard,
+        "tracker": plan.remote and plan.remote.name,
     }
     trackers: list[Tracker] = [LocalTracker({**context, "options": {}})]
     if plan.remote:
@@ -7770,14 +8109,14 @@ def _execute(args: argparse.Namespace, plan: _Plan, stamp: str) -> tuple[_Sessio
         err,
     )
     progress.done = sum(len(v) for v in plan.previous.values())
-    case_timeout = args.case_timeout if args.case_timeout is not None else suite.config.defaults.case_timeout
     session = _Session(
         suite,
         trackers,
         journal_dir=log_dir,
         progress=progress,
         stamp=stamp,
-        case_timeout=case_timeout,
+        case_timeout=_chosen(args.case_timeout, suite.config.defaults.case_timeout),
+        tracker_timeout=_chosen(args.tracker_timeout, suite.config.defaults.tracker_timeout),
         previous=plan.previous,
     )
     capture = _Capture(log_dir.parent / f"{args.command}.warnings.{stamp}.log")

@@ -243,3 +243,19 @@ class Trickle(_Loopback):
     def __exit__(self, *exc: Any) -> None:
         self.closed.set()
         super().__exit__(*exc)
+
+
+class Silent(_Loopback):
+    """A TCP server on 127.0.0.1 that accepts every connection and never answers: a hung API."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.closed = threading.Event()
+
+    def _handle(self, conn: Any) -> None:
+        with conn:
+            self.closed.wait()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.closed.set()
+        super().__exit__(*exc)

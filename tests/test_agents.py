@@ -189,8 +189,11 @@ def test_tool_calls_over_real_http_and_a_failure_on_turn_3_of_5(make_suite, cli,
     else:
         # a transport failure is an error, never a 0, and turns 1-2 stay paid for
         assert row["error"].startswith("ProviderError: openrouter: openai/gpt-4o-mini: HTTP 500: upstream down")
-        assert row["score"] is None and row["turns"] == 2
+        assert row["score"] is None and row["turns"] == 3  # the third call was made, and failed
         assert row["usage"] == {"input_tokens": 20, "output_tokens": 10, "cost_usd": pytest.approx(0.002)}
+        # the failed case keeps its conversation: what turn 3 sent (the user, two answers, two tool results)
+        assert [m["role"] for m in row["transcript"]] == ["user", "assistant", "tool", "assistant", "tool"]
+        assert row["transcript"] == chats[2]["messages"]
         assert "│      1 │" in out  # the errors column
 
 

@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 import builtins
+import os
+import re
+import signal
+import subprocess
 import sys
+import time
 
-from servers import Answer, OpenAICompatible
+import pytest
+from servers import Answer, OpenAICompatible, Silent
 
-from conftest import EXACT_HELPER, case_files, needs, read_logs
+from conftest import EXACT_HELPER, ROOT, case_files, needs, read_logs
 
 needs_otel = needs("opentelemetry.sdk")
 needs_braintrust = needs("braintrust")
@@ -127,16 +133,27 @@ def test_logfire_end_to_end_through_the_real_otlp_exporter(make_suite, cli, monk
 
 
 @needs_otel
-def test_otel_variables_win_over_the_token(make_suite, cli, monkeypatch) -> None:
+def test_an_otel_endpoint_stands_in_for_the_token_and_goes_beside_logfire(make_suite, cli, monkeypatch) -> None:
     with receiver() as server:
         monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", server.url + "/otel")
         project = make_suite(helper=PLAIN, config=ONE, cases=case_files("ds", "a/001", {"v": 1}))
         code, _, err = cli("compare", "--tracker", "logfire", "-v", cwd=project)
         assert code == 0, err
-        assert "logfire: OTEL_EXPORTER_OTLP_ENDPOINT set: they win over LOGFIRE_TOKEN" in err
-    assert [r.path for r in server.requests] == ["/otel/v1/traces"] and "authorization" not in server.requests[
-        0
-    ].headers
+        assert "logfire: spans go to OTEL_EXPORTER_OTLP_ENDPOINT\n" in err
+        assert [r.path for r in server.requests] == ["/otel/v1/traces"]
+        assert "authorization" not in server.requests[0].headers
+        # both set: as the logfire SDK does, the spans go to Logfire and to the endpoint
+        server.requests.clear()
+        monkeypatch.setenv("LOGFIRE_TOKEN", "pylf_v1_us_bothtoken")
+        monkeypatch.setenv("LOGFIRE_BASE_URL", server.url + "/logfire")
+        code, _, err = cli("compare", "--tracker", "logfire", "-v")
+        assert code == 0, err
+        assert "spans go to OTEL_EXPORTER_OTLP_ENDPOINT and to Logfire (LOGFIRE_TOKEN), as the logfire SDK" in err
+    paths = sorted(r.path for r in server.requests)
+    assert paths == ["/logfire/v1/traces", "/otel/v1/traces"]
+    logfire = next(r for r in server.requests if r.path.startswith("/logfire"))
+    assert logfire.headers["authorization"] == "pylf_v1_us_bothtoken"
+    assert {name for name, _ in decode(logfire)} == {name for name, _ in decode(server.requests[0])}
 
 
 @needs_otel
@@ -147,7 +164,7 @@ def test_an_export_failure_is_one_line_and_the_run_is_complete(make_suite, cli, 
         project = make_suite(helper=PLAIN, config=ONE)
         code, out, err = cli("compare", "--tracker", "logfire", cwd=project)
     assert code == 0
-    assert "warning: tracker logfire: finish raised RuntimeError: export failed: 5 spans were not accepted" in err
+    assert "warning: tracker logfire: close raised RuntimeError: export failed: 10 spans were not accepted" in err
     assert "│ ds      │ fake/echo │" in out and len(read_logs(project)[0]["rows"]) == 4
 
 
@@ -162,46 +179,85 @@ def test_logfire_without_its_token_or_package(make_suite, cli, monkeypatch) -> N
 
 
 class FakeBraintrust(OpenAICompatible):
-    """Braintrust's API as the SDK uses it: login, project, experiment, logs3, summarize."""
+    """Braintrust's API as the SDK uses it: login, project, experiments (made and looked up by
+    name), logs3, summarize. ``delay`` holds every answer that long; ``hang`` never answers logs3."""
 
-    def __init__(self) -> None:
+    def __init__(self, delay: float = 0.0) -> None:
         super().__init__(self.answer, catalog=None)
+        self.delay = delay
+        self.experiments: dict[str, str] = {}
 
     def answer(self, request):
-        path = request.path
+        path, body = request.path, request.body
         if path.startswith("/api/apikey/login"):
             org = {"id": "org1", "name": "myorg", "api_url": self.url, "proxy_url": self.url, "git_metadata": None}
-            return Answer(200, {"org_info": [org]})
+            return Answer(200, {"org_info": [org]}, delay=self.delay)
         if path.startswith("/v1/project"):
-            return Answer(200, {"id": "proj1", "name": request.body["name"]})
+            return Answer(200, {"id": "proj1", "name": body["name"]})
+        if path.startswith("/v1/experiment?"):  # a lookup by name: the base experiment
+            name = path.split("experiment_name=")[1].split("&")[0]
+            known = [{"id": self.experiments[name], "name": name}] if name in self.experiments else []
+            return Answer(200, {"objects": known})
         if path.startswith("/v1/experiment") and "summarize" not in path:
-            return Answer(200, {"id": f"exp{len(self.requests)}", "name": request.body["name"]})
+            self.experiments[body["name"]] = f"exp{len(self.requests)}"
+            return Answer(200, {"id": self.experiments[body["name"]], "name": body["name"]})
         if "summarize" in path:
-            return Answer(200, {"scores": {}, "metrics": {}})
-        return Answer(200, {})
+            return Answer(200, {"scores": {}, "metrics": {}}, delay=self.delay)
+        return Answer(200, {}, delay=self.delay)
 
-    def rows(self) -> list[dict]:
-        return [row for r in self.requests if r.path.startswith("/logs3") for row in r.body["rows"] if "input" in row]
+    def rows(self, kind: str = "eval") -> list[dict]:
+        """The rows as Braintrust stores them: the events of one span (its start, its end) merged by id."""
+        merged: dict[str, dict] = {}
+        for request in self.requests:
+            for row in request.body["rows"] if request.path.startswith("/logs3") else ():
+                into = merged.setdefault(row["id"], {})
+                metrics = {**into.get("metrics", {}), **(row.get("metrics") or {})}
+                into.update(row, metrics=metrics)
+        return [row for row in merged.values() if row.get("span_attributes", {}).get("type") == kind]
 
 
 @needs_braintrust
-def test_braintrust_gets_one_row_per_case_through_the_real_sdk(make_suite, cli, monkeypatch) -> None:
+def test_braintrust_gets_one_span_per_case_through_the_real_sdk(make_suite, cli, monkeypatch) -> None:
     with FakeBraintrust() as server:
-        monkeypatch.setenv("BRAINTRUST_APP_URL", server.url)
+        monkeypatch.setenv("BRAINTRUST_APP_URL", server.url)  # a self-hosted Braintrust: the login goes there
         monkeypatch.setenv("BRAINTRUST_API_KEY", "bt-test-key-123456")
         project = make_suite(helper=SUITE, config=LINEUP)
         code, out, err = cli("compare", "--tracker", "braintrust", "-j", "1", cwd=project)
         assert code == 0, err
-    rows = server.rows()
-    assert len(rows) == 8
+        first = {r.body["name"] for r in server.requests if r.path == "/v1/experiment"}
+        code, _, err = cli("compare", "--tracker", "braintrust", "-j", "1")  # the next run compares with this one
+        assert code == 0, err
+    assert server.requests[0].path == "/api/apikey/login"
+    rows = server.rows()[:8]
+    assert len(rows) == 8 and len(server.rows("llm")) == 16  # one llm span per model call, under its case
     good = next(r for r in rows if r["input"].startswith("Question for a/001") and r["output"] == {"v": "a1"})
     assert good["expected"] == {"v": "a1"} and good["scores"] == {"exact": 1.0, "maybe": 1.0}
     assert good["metadata"]["case"] == "ds/a/001" and good["metadata"]["usage"]["cost_usd"] == 0.001
-    assert good["metadata"]["outcomes"] == {"right": 1} and good["metrics"]["prompt_tokens"] > 0
+    assert good["metadata"]["outcomes"] == {"right": 1} and good["span_attributes"]["name"] == "case a/001"
+    call = next(r for r in server.rows("llm") if r["span_parents"] == [good["span_id"]])
+    assert call["input"] == [{"role": "user", "content": good["input"]}] and call["metrics"]["prompt_tokens"] > 0
+    assert call["output"]["role"] == "assistant" and call["metadata"]["model"] == "fake/echo"
     failed = next(r for r in rows if r["output"] and "_error" in r["output"])
     assert "connection refused" in failed["error"] and failed["scores"] == {}
-    assert b_of(server, "/v1/project")["name"] == "tracked"
-    assert f"braintrust: {server.url}/app/myorg/p/tracked/experiments/ds--fake-echo--default--t" in err
+    # each case from its real start to its end: the durations are the local log's
+    logs = read_logs(project)
+    stamps = sorted({log["stamp"] for log in logs})
+    runs = [log for log in logs if log["stamp"] == stamps[0]]
+    logged = {(log["contender"]["model"], row["case"]): row["duration"] for log in runs for row in log["rows"]}
+    made = {r.body["name"]: r.body for r in server.requests if r.path == "/v1/experiment"}
+    for row in rows:
+        (model,) = [
+            b["metadata"]["model"] for b in made.values() if server.experiments[b["name"]] == row["experiment_id"]
+        ]
+        case = row["metadata"]["case"].removeprefix("ds/")
+        assert row["metrics"]["end"] - row["metrics"]["start"] == pytest.approx(logged[(model, case)], abs=1e-5)
+    # experiments are named with the run; the second run's are compared with the first's, contender by contender
+    assert first == {f"ds--fake-echo--default--t.{stamps[0]}", f"ds--fake-broken--default--t.{stamps[0]}"}
+    second = [b for name, b in made.items() if name not in first]
+    assert all(server.experiments[b["name"].replace(stamps[1], stamps[0])] == b["base_exp_id"] for b in second)
+    assert all("provider" not in b["metadata"] for b in made.values())  # no provider: null
+    assert runs[0]["tracker"] == "braintrust"
+    assert f"braintrust: {server.url}/app/myorg/p/tracked/experiments/ds--fake-echo--default--t.{stamps[1]}" in err
     assert "bt-test-key-123456" not in out + err
 
 
@@ -225,3 +281,189 @@ def test_braintrust_needs_a_project_and_its_package(make_suite, cli, monkeypatch
         code == 2
         and "tracker braintrust: package braintrust is not installed (pip install 'agent-evals[braintrust]')" in err
     )
+
+
+def experiment_times(project) -> dict[str, float]:
+    return {log["experiment"]: log["summary"]["duration"] for log in read_logs(project)}
+
+
+@needs_braintrust
+def test_a_hung_tracker_costs_at_most_its_deadline_and_no_experiment_time(make_suite, cli, monkeypatch) -> None:
+    monkeypatch.setenv("BRAINTRUST_API_KEY", "bt-test-key-123456")
+    project = make_suite(helper=PLAIN, config=ONE + "    - model: echo\n      effort: low\n")
+    with Silent() as server:  # accepts the connection, never answers
+        monkeypatch.setenv("BRAINTRUST_APP_URL", server.url)
+        began = time.monotonic()
+        code, out, err = cli(
+            "compare", "--tracker", "braintrust", "--project", "p", "--tracker-timeout", "1.5", cwd=project
+        )
+        took = time.monotonic() - began
+    assert code == 0 and "│ ds      │ fake/echo │" in out
+    assert took < 4, took  # the deadline, not the SDK's minutes of retries
+    assert "sending to braintrust... (up to 1.5 s; Ctrl-C skips)" in err
+    assert "warning: tracker braintrust: finish took more than 1.5 s (tracker_timeout); it was switched off" in err
+    assert all(len(log["rows"]) == 4 for log in read_logs(project))  # the local log is complete first
+    assert max(experiment_times(project).values()) < 1  # the tracker's wait is no experiment's time
+
+
+@needs_braintrust
+def test_a_slow_tracker_is_off_the_experiments_clocks(make_suite, cli, monkeypatch) -> None:
+    monkeypatch.setenv("BRAINTRUST_API_KEY", "bt-test-key-123456")
+    project = make_suite(helper=PLAIN, config=ONE + "    - model: echo\n      effort: low\n")
+    code, _, err = cli("compare", "--local", cwd=project)
+    off = experiment_times(project)
+    with FakeBraintrust(delay=0.4) as server:  # every login, flush and summary takes 0.4 s
+        monkeypatch.setenv("BRAINTRUST_APP_URL", server.url)
+        code, _, err = cli("compare", "--tracker", "braintrust", "--project", "p")
+    assert code == 0, err
+    on = {name: t for name, t in experiment_times(project).items()}
+    assert len(server.rows()) == 8 and max(on.values()) < 0.3 and max(off.values()) < 0.3
+    sent = re.search(r"braintrust: sent in (\d+\.\d) s, apart from the experiments' own times", err)
+    assert sent and float(sent[1]) >= 0.8
+
+
+@needs_braintrust
+def test_the_first_ctrl_c_skips_a_hung_tracker(make_suite, tmp_path) -> None:
+    project = make_suite(helper=PLAIN, config=ONE)
+    with Silent() as server:
+        env = {"BRAINTRUST_APP_URL": server.url, "BRAINTRUST_API_KEY": "bt-test-key-123456"}
+        env |= {k: v for k, v in os.environ.items() if k.startswith("COVERAGE_")}
+        command = [sys.executable, str(ROOT / "agent_evals.py"), "compare", "--tracker", "braintrust", "--project", "p"]
+        child = subprocess.Popen(
+            command, cwd=project, env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        err = ""
+        assert child.stderr is not None
+        while "Ctrl-C skips" not in err:  # the run is done and waits on the tracker
+            err += child.stderr.readline()
+            assert child.poll() is None, err
+        began = time.monotonic()
+        child.send_signal(signal.SIGINT)
+        out, rest = child.communicate(timeout=30)
+    assert time.monotonic() - began < 5 and child.returncode == 0, rest
+    assert "warning: tracker braintrust: skipped by Ctrl-C before it had sent everything" in rest
+    assert "│ ds      │ fake/echo │" in out and len(read_logs(project)[0]["rows"]) == 4
+
+
+APP_SPANS = """
+import builtins
+import agent_evals as ae
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+builtins._app_spans = InMemorySpanExporter()
+provider = TracerProvider()  # the app's own, as its production code sets it up
+provider.add_span_processor(SimpleSpanProcessor(builtins._app_spans))
+tracer = provider.get_tracer("app")
+
+class Adapter(ae.EchoAdapter):
+    def call(self, case, model):
+        with tracer.start_as_current_span("app.parse"):
+            return super().call(case, model)
+
+class AsyncAdapter(ae.EchoAdapter):
+    async def call(self, case, model):
+        with tracer.start_as_current_span("app.parse"):
+            return ae.EchoAdapter._reply(await model.acomplete(user=case.input))
+"""
+
+
+@needs_otel
+@pytest.mark.parametrize("kind", ["Adapter", "AsyncAdapter"])
+def test_an_app_span_inside_the_adapter_is_a_child_of_its_case(make_suite, cli, monkeypatch, kind) -> None:
+    monkeypatch.setenv("LOGFIRE_TOKEN", "pylf_v1_us_testtoken")
+    helper = SUITE.replace("adapter=ae.EchoAdapter()", f"adapter={kind}()").replace("import builtins\n", APP_SPANS, 1)
+    project = make_suite(helper=helper, config=LINEUP)
+    code, _, err = cli("compare", "--tracker", "memfire", "-m", "fake/echo", cwd=project)
+    assert code == 0, err
+    ours = builtins._agent_evals_spans.get_finished_spans()
+    app = builtins._app_spans.get_finished_spans()
+    cases = {s.context.span_id: s for s in ours if s.name.startswith("case ")}
+    assert len(app) == 4 and all(s.parent.span_id in cases for s in app)
+    assert {cases[s.parent.span_id].attributes["case.id"] for s in app} == {"a/001", "a/002", "b/001", "b/002"}
+    assert len({s.context.trace_id for s in [*ours, *app]}) == 1  # one trace for the run
+    del builtins._agent_evals_spans, builtins._app_spans
+
+
+@needs_otel
+def test_spans_speak_genai_and_openinference(make_suite, cli, monkeypatch) -> None:
+    monkeypatch.setenv("LOGFIRE_TOKEN", "pylf_v1_us_testtoken")
+    project = make_suite(helper=SUITE, config=LINEUP.replace("model: echo", "model: echo\n      temperature: 0.3"))
+    code, _, err = cli("compare", "--tracker", "memfire", cwd=project)
+    assert code == 0, err
+    spans = builtins._agent_evals_spans.get_finished_spans()
+    by_id = {s.context.span_id: s for s in spans}
+    (run,) = [s for s in spans if s.parent is None]
+    assert run.name.startswith("agent-evals compare ") and attributes(run)["openinference.span.kind"] == "CHAIN"
+    stamp = attributes(run)["agent_evals.stamp"]
+    assert read_logs(project)[0]["stamp"] == stamp and attributes(run)["errors"] == 4
+    assert attributes(run)["cost_usd"] == pytest.approx(0.004)
+    experiments = [s for s in spans if s.name.startswith("experiment ")]
+    assert all(s.parent.span_id == run.context.span_id for s in experiments)
+    echo = next(s for s in experiments if attributes(s)["model"] == "fake/echo")
+    assert attributes(echo)["cost_usd"] == pytest.approx(0.004) and attributes(echo)["tokens.input"] > 0
+    broken = next(s for s in experiments if attributes(s)["model"] == "fake/broken")
+    assert attributes(broken)["errors"] == 4
+    calls = [s for s in spans if s.name.startswith("chat ")]
+    assert len(calls) == 8  # one per model call, the failed ones too
+    call = next(s for s in calls if by_id[s.parent.span_id].attributes["case.id"] == "a/001" and "echo" in s.name)
+    a = attributes(call)
+    assert a["openinference.span.kind"] == "LLM" and a["gen_ai.operation.name"] == "chat"
+    assert a["gen_ai.request.model"] == a["llm.model_name"] == "fake/echo" and a["gen_ai.system"] == "fake"
+    assert a["gen_ai.usage.input_tokens"] == a["llm.token_count.prompt"] > 0 and a["gen_ai.request.temperature"] == 0.3
+    assert a["llm.cost.total"] == a["operation.cost"] == 0.001
+    assert a["input.value"].startswith('[{"role": "user", "content": "Question for a/001')
+    assert a["output.value"].startswith("Question for a/001")
+    case = by_id[call.parent.span_id]
+    assert attributes(case)["input.value"].startswith("Question for a/001")
+    assert attributes(case)["output.value"] == '{"v": "a1"}' and attributes(case)["gen_ai.request.model"] == "fake/echo"
+    assert case.start_time <= call.start_time <= call.end_time <= case.end_time
+    failed = next(s for s in calls if "broken" in s.name)
+    assert failed.status.status_code.name == "ERROR" and failed.events[0].name == "exception"
+    del builtins._agent_evals_spans
+
+
+AGENT = (
+    EXACT_HELPER.replace("import agent_evals as ae\n", "import agent_evals as ae\nimport json\n").replace(
+        'ae.configure(suite="routed", adapter=ae.EchoAdapter(), scorer=S())', ""
+    )
+    + """
+class Agent(ae.Adapter):
+    uses_tools = True
+
+    def call(self, case, model):
+        run = ae.run_tools(model, [{"role": "user", "content": case.input}], {"step": lambda n: f"step {n} done"})
+        return ae.Reply(output=json.loads(run.answer or "null"), transcript=run.transcript)
+
+ae.configure(suite="agent", adapter=Agent(), scorer=S())
+"""
+)
+
+
+@needs_braintrust
+def test_a_failed_agent_case_keeps_its_turns_in_the_log_and_the_tracker(make_suite, cli, monkeypatch) -> None:
+    def respond(request):
+        if len(request.body["messages"]) > 1:  # turn 2: the server fails
+            return Answer(500, {"error": {"message": "upstream down"}})
+        call = {"id": "call_1", "type": "function", "function": {"name": "step", "arguments": '{"n": 1}'}}
+        message = {"role": "assistant", "content": None, "tool_calls": [call]}
+        return Answer(body={"choices": [{"finish_reason": "tool_calls", "message": message}], "usage": {}})
+
+    lineup = "request_types: [prompt]\ndefaults:\n  retries: 0\nvendors:\n  openai:\n    - model: gpt-4o-mini\n"
+    with OpenAICompatible(respond) as model_server, FakeBraintrust() as server:
+        monkeypatch.setenv("OPENROUTER_BASE_URL", model_server.url + "/api/v1")
+        monkeypatch.setenv("OPENROUTER_API_KEY", "sk-or-test-agent")
+        monkeypatch.setenv("BRAINTRUST_APP_URL", server.url)
+        monkeypatch.setenv("BRAINTRUST_API_KEY", "bt-test-key-123456")
+        project = make_suite(helper=AGENT, config=lineup, cases=case_files("ds", "a/001", {"v": 1}))
+        code, _, err = cli("compare", "--tracker", "braintrust", "--project", "p", cwd=project)
+    assert code == 0, err
+    (row,) = read_logs(project)[0]["rows"]
+    assert row["error"].startswith("ProviderError: openrouter: openai/gpt-4o-mini: HTTP 500: upstream down")
+    assert row["turns"] == 2 and [m["role"] for m in row["transcript"]] == ["user", "assistant", "tool"]
+    (sent,) = server.rows()
+    assert sent["metadata"]["transcript"] == row["transcript"] and sent["metadata"]["turns"] == 2
+    first, second = sorted(server.rows("llm"), key=lambda r: r["metrics"]["start"])
+    assert first["output"]["tool_calls"][0]["function"]["name"] == "step" and "error" not in first
+    assert second["input"] == row["transcript"] and "HTTP 500" in second["error"]
