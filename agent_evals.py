@@ -5255,6 +5255,7 @@ class Logfire(Tracker):
         self.failures: list[str] = []
         self.lock = threading.RLock()
         self.spent, self.errors = Usage(), 0  # the run's, for its root span
+        self.board: dict[str, dict[str, Any]] = {}  # each experiment's score, errors and cost: the run's output
 
     @classmethod
     def problems(cls) -> list[str]:
@@ -5293,7 +5294,14 @@ class Logfire(Tracker):
                 from opentelemetry.sdk.trace import TracerProvider
                 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
-                resource = Resource.create({"service.name": "agent-evals", "service.version": __version__})
+                project = self.context.get("project") or self.context.get("suite") or "agent-evals"
+                resource = Resource.create(  # Phoenix files the spans under the project
+                    {
+                        "service.name": "agent-evals",
+                        "service.version": __version__,
+                        "openinference.project.name": project,
+                    }
+                )
                 self.provider = TracerProvider(resource=resource, shutdown_on_exit=False)
                 exporters = [self.exporter()]
                 if any(os.environ.get(v) for v in self.OTEL_VARIABLES) and os.environ.get(
@@ -5319,6 +5327,7 @@ class Logfire(Tracker):
         if (root := self.spans.get("run")) is None:
             run = {k: str(self.context.get(k)) for k in ("stamp", "command", "log_dir")}
             attributes = {f"agent_evals.{k}": v for k, v in run.items()} | {"suite": self.context.get("suite") or ""}
+            attributes["input.value"] = f"agent-evals {run['command']} of suite {attributes['suite']}"
             root = self._span("run", f"agent-evals {run['command']} {run['stamp']}", None, _chain(attributes))
         c = experiment.contender
         attributes = {
@@ -5361,7 +5370,7 @@ class Logfire(Tracker):
             "openinference.span.kind": "CHAIN",
             "input.value": _redact(result.case.input)[: self.TEXT_LIMIT],
             "output.value": _redact(_json_dumps(_jsonable(output, mend=True)))[: self.TEXT_LIMIT],
-            "output.mime_type": "application/json",
+            **_JSON_OUTPUT,
             "gen_ai.request.model": c.model,
             "case.id": result.case.id,
             "case.dataset": result.case.dataset,
@@ -5440,6 +5449,8 @@ class Logfire(Tracker):
             "tokens.output": summary.usage.output_tokens,
         }
         span.set_attributes(totals | {f"mean.{k}": v for k, v in summary.means.items() if v is not None})
+        span.set_attributes({"output.value": _json_dumps(totals | {"score": summary.score}), **_JSON_OUTPUT})
+        self.board[experiment.name] = {"score": summary.score, "errors": summary.errors, "cost_usd": totals["cost_usd"]}
         span.end()
         return {"url": None}
 
@@ -5448,12 +5459,16 @@ class Logfire(Tracker):
         if (root := self.spans.pop("run", None)) is not None:
             usage = self.spent
             root.set_attributes({"cost_usd": usage.cost_usd, "tokens.input": usage.input_tokens, "errors": self.errors})
-            root.set_attributes({"tokens.output": usage.output_tokens})
+            root.set_attributes({"tokens.output": usage.output_tokens, "output.value": _json_dumps(self.board)})
+            root.set_attributes(_JSON_OUTPUT)
             root.end()
         if self.provider is not None:
             self.provider.force_flush()
         if self.failures:
             raise RuntimeError(f"export failed: {self.failures[0]}")
+
+
+_JSON_OUTPUT = {"output.mime_type": "application/json"}  # OpenInference: viewers show the output as JSON
 
 
 def _chain(attributes: dict[str, Any]) -> dict[str, Any]:
