@@ -1292,7 +1292,7 @@ class Model:
         if not isinstance(completion, Completion):
             raise ProviderError(f"provider {self.provider.name} returned {type(completion).__name__}, not a Completion")
         if self.cache is not None:
-            self.cache.put(key, completion)
+            self.cache.put(key, completion, self.id)
         with self._lock:
             self.usage = self.usage + completion.usage
             self.finish_reason = completion.finish_reason
@@ -6015,7 +6015,7 @@ class _Cache:
 
     TURN = "agent_evals_turn"  # marks a stored conversation answer: its message and finish reason too
 
-    def put(self, key: str, completion: Completion) -> None:
+    def put(self, key: str, completion: Completion, model: str = "") -> None:
         raw = completion.raw
         if completion.message is not None:
             raw = {self.TURN: 1, "raw": raw, "message": completion.message, "finish_reason": completion.finish_reason}
@@ -6024,7 +6024,7 @@ class _Cache:
                 "INSERT OR REPLACE INTO completions VALUES (?, ?, ?, ?, ?, ?)",
                 (
                     key,
-                    "",
+                    model,
                     _redact(str(completion.text)),
                     _json_dumps(completion.usage.to_json()),
                     _redact_json(_json_dumps(raw), raw),
@@ -6033,12 +6033,9 @@ class _Cache:
             )
 
     def stats(self) -> list[tuple[str, int, float]]:
-        return [
-            (str(n), c, s)
-            for n, c, s in self._db().execute(
-                "SELECT 'all', COUNT(*), COALESCE(SUM(json_extract(usage, '$.cost_usd')), 0) FROM completions"
-            )
-        ]
+        """(model, answers, what they cost when first paid) per model id ("" for entries older than the column)."""
+        cost = "COALESCE(SUM(json_extract(usage, '$.cost_usd')), 0)"
+        return list(self._db().execute(f"SELECT model, COUNT(*), {cost} FROM completions GROUP BY model ORDER BY model"))
 
     def clear(self) -> int:
         with self._db() as db:
@@ -8481,9 +8478,12 @@ def _cmd_cache(args: argparse.Namespace) -> int:
     if args.action == "clear":
         print(f"{_display(path)}: cleared {cache.clear()} answers")
     else:
-        for _, count, cost in cache.stats():
-            size = path.stat().st_size + sum(p.stat().st_size for p in path.parent.glob(path.name + "-*"))
-            print(f"{_display(path)}: {count} answers, first paid {_fmt_cost(cost)}, {size / 1e6:.1f} MB")
+        stats = cache.stats()
+        count, cost = sum(n for _, n, _ in stats), sum(c for _, _, c in stats)
+        size = path.stat().st_size + sum(p.stat().st_size for p in path.parent.glob(path.name + "-*"))
+        print(f"{_display(path)}: {_n(count, 'answer')}, first paid {_fmt_cost(cost)}, {size / 1e6:.1f} MB")
+        for model, n, paid in stats:
+            print(f"  {_visible(model or '(model not noted)')}: {_n(n, 'answer')}, first paid {_fmt_cost(paid)}")
     return EXIT_OK
 
 
