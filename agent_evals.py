@@ -695,24 +695,25 @@ class Usage:
     cost_usd: float = 0.0
     cached_tokens: int = 0  # of the input, read from the provider's prompt cache
     reasoning_tokens: int = 0  # of the output, spent thinking: what a higher effort costs
+    # answers whose reported cost was no price (NaN, infinite, below 0, not a number): taken as
+    # unknown, so $0 or the catalog's price; the run warns once per contender
+    no_price: int = 0
 
     def __post_init__(self) -> None:
         cost = self.cost_usd
-        if not (isinstance(cost, int | float) and 0.0 <= cost < math.inf):  # NaN, inf, < 0, junk: unknown
-            _INVALID_COSTS[0] += 1
+        if not (isinstance(cost, int | float) and 0.0 <= cost < math.inf):
             object.__setattr__(self, "cost_usd", 0.0)
+            object.__setattr__(self, "no_price", self.no_price + 1)
 
     def __add__(self, other: Usage) -> Usage:
-        return Usage(
-            self.input_tokens + other.input_tokens,
-            self.output_tokens + other.output_tokens,
-            self.cost_usd + other.cost_usd,
-            self.cached_tokens + other.cached_tokens,
-            self.reasoning_tokens + other.reasoning_tokens,
-        )
+        return Usage(*(getattr(self, name) + getattr(other, name) for name in self.__slots__))
 
     def to_json(self) -> dict[str, Any]:
-        details = {"cached_tokens": self.cached_tokens, "reasoning_tokens": self.reasoning_tokens}
+        details = {
+            "cached_tokens": self.cached_tokens,
+            "reasoning_tokens": self.reasoning_tokens,
+            "no_price": self.no_price,
+        }
         totals = {"input_tokens": self.input_tokens, "output_tokens": self.output_tokens, "cost_usd": self.cost_usd}
         return totals | {key: n for key, n in details.items() if n}
 
@@ -728,6 +729,7 @@ class Usage:
                 float(value.get("cost_usd") or 0.0),
                 int(value.get("cached_tokens") or 0),
                 int(value.get("reasoning_tokens") or 0),
+                int(value.get("no_price") or 0),
             )
         raise TypeError(f"usage must be a Usage or a mapping, not {type(value).__name__}")
 
@@ -976,7 +978,6 @@ class Summary:
         }
 
 
-_INVALID_COSTS = [0]  # usages that reported a cost that is no price, taken as unknown ($0)
 CLUSTER = "cluster"  # the metadata.json key that groups cases into one unit of the statistics
 
 
@@ -3203,7 +3204,6 @@ class OpenRouter(Provider):
         self._catalog_loaded = False
         self._lock = threading.Lock()
         self.unpriced: set[str] = set()
-        self.bad_costs: set[str] = set()  # models whose response reported a cost that is no price
         self.notes: list[str] = []
         self._endpoints: tuple[Any, str, dict[str, str]] = (None, "", {})
         self._reached = False  # a response came back from the server in this run
@@ -3359,14 +3359,12 @@ class OpenRouter(Provider):
         cached = _count(prompt.get("cached_tokens")) if isinstance(prompt, dict) else 0
         reasoning = _count(completion.get("reasoning_tokens")) if isinstance(completion, dict) else 0
         cost = _price(usage.get("cost"))
-        if cost is None and usage.get("cost") is not None:  # NaN, infinite, negative or not a number: unknown
-            with self._lock:
-                self.bad_costs.add(model.id)
+        no_price = int(cost is None and usage.get("cost") is not None)  # NaN, infinite, negative, junk: unknown
         if cost is None:
             cost = _price(fields.get("x-litellm-response-cost"))
         if cost is None:
             cost = self._cost(model.id, tokens_in, tokens_out)
-        return Usage(tokens_in, tokens_out, cost, cached, reasoning)
+        return Usage(tokens_in, tokens_out, cost, cached, reasoning, no_price)
 
     def _cost(self, model_id: str, tokens_in: int, tokens_out: int) -> float:
         """Tokens times the catalog's prices, when the response carried no cost."""
@@ -6035,7 +6033,9 @@ class _Cache:
     def stats(self) -> list[tuple[str, int, float]]:
         """(model, answers, what they cost when first paid) per model id ("" for entries older than the column)."""
         cost = "COALESCE(SUM(json_extract(usage, '$.cost_usd')), 0)"
-        return list(self._db().execute(f"SELECT model, COUNT(*), {cost} FROM completions GROUP BY model ORDER BY model"))
+        return list(
+            self._db().execute(f"SELECT model, COUNT(*), {cost} FROM completions GROUP BY model ORDER BY model")
+        )
 
     def clear(self) -> int:
         with self._db() as db:
@@ -7750,7 +7750,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     streams = sys.stdout, sys.stderr
     sys.stdout, sys.stderr = _Guarded(streams[0]), _Guarded(streams[1])  # type: ignore[assignment]
     _Secrets.refresh()
-    _INVALID_COSTS[0] = 0
     handler = _catch_ctrl_c()
     try:
         words = sys.argv[1:] if argv is None else list(argv)
@@ -8358,15 +8357,12 @@ def _report_transport(suite: _Suite, experiments: Sequence[Experiment]) -> None:
                 f"(finish_reason: length; max_tokens {limit or 'the model default'}); they were scored as they "
                 "are: raise --max-tokens (or max_tokens:) if that is not meant"
             )
-    if _INVALID_COSTS[0]:
-        _warn(
-            f"{_INVALID_COSTS[0]} usages reported a cost that is not a price (NaN, infinite or below 0); taken as unknown ($0)"
-        )
-    for provider in suite.providers:
-        for model_id in sorted(getattr(provider, "bad_costs", ())):
+        if odd := sum(r.usage.no_price for r in experiment.results):
             _warn(
-                f"{model_id}: a response reported a cost that is not a price (NaN, infinite or below 0); it was taken as unknown"
+                f"{label}: {_n(odd, 'answer')} reported a cost that is not a price (NaN, infinite or below 0); "
+                "taken as unknown (the catalog's price, else $0)"
             )
+    for provider in suite.providers:
         for model_id in sorted(getattr(provider, "unpriced", ())):
             _warn(f"{model_id}: no cost in the response and no price in the catalog; its cost counts as $0")
 

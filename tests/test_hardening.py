@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import agent_evals as ae
-from conftest import write
+from conftest import read_logs, write
 
 CONFIG = "request_types: [prompt]\nvendors:\n  fake:\n    - model: echo\n"
 
@@ -154,8 +154,10 @@ ae.configure(providers=[Odd()])
     assert code == 0, err
     assert "$nan" not in out and "│ $0.0000 │" in out
     assert (
-        "warning: 4 usages reported a cost that is not a price (NaN, infinite or below 0); taken as unknown ($0)" in err
+        "warning: [ds] odd/m effort=default: 4 answers reported a cost that is not a price (NaN, infinite or below 0); "
+        "taken as unknown (the catalog's price, else $0)" in err
     )
+    assert read_logs(project)[0]["rows"][0]["usage"]["no_price"] == 1  # the log says which answers
     assert ae.Usage(1, 1, -2.0).cost_usd == 0.0 and ae.Usage(1, 1, 0.5).cost_usd == 0.5
 
 

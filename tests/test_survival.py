@@ -619,7 +619,7 @@ def test_a_cost_that_is_no_price_is_unknown_with_a_warning(suite, cost) -> None:
     assert code == 0, err
     assert "nan" not in out.lower() and "inf" not in out.lower()
     # unknown: the catalog's price stands in (tokens x price), never NaN
-    assert "openai/gpt-4.1-mini: a response reported a cost that is not a price" in err
+    assert "openai/gpt-4.1-mini effort=default: 5 answers reported a cost that is not a price" in err
     assert logs(project)[0]["summary"]["usage"]["cost_usd"] == pytest.approx(5 * (10 * 0.0000004 + 5 * 0.0000016))
 
 
