@@ -4236,6 +4236,7 @@ class _Session:
         self.journals: dict[int, Path] = {}
         self.stop = _Stop()  # this run's: Ctrl-C, a refused key or a full disk set it
         self.tracker_timeout = tracker_timeout
+        self.labels: dict[str, Any] = {}  # a shard's "shard" and "run_id", in each journal's header
         self.couriers = {t: _Courier(t, self) for t in trackers if not isinstance(t, LocalTracker)}
         # the trackers whose begin() does something, entered around each case on its thread
         self.live = [t for t in self.couriers if type(t).begin is not Tracker.begin]
@@ -4253,7 +4254,7 @@ class _Session:
             self.cannot_write(path, e)
             return None
         self.journals[journal] = path
-        header = {"journal": 1, "experiment": experiment.name, "dataset": experiment.dataset}
+        header = {"journal": 1, "experiment": experiment.name, "dataset": experiment.dataset, **self.labels}
         self.journal_write(journal, _json_dumps({**header, "contender": experiment.contender.to_json()}) + "\n")
         return journal
 
@@ -5059,6 +5060,7 @@ class LocalTracker(Tracker):
             "repeat": experiment.repeat,
             "order": experiment.order,
             "shard": self.context.get("shard"),
+            "run_id": self.context.get("run_id"),  # what the shards of one run share
             "rescored_from": self.context.get("rescored_from"),
             "metrics": [
                 {"name": m.name, "description": m.description, "primary": m.primary}
@@ -5553,7 +5555,7 @@ def _check_tracker(tracker: type[Tracker]) -> type[Tracker]:
 # ═══════════════════════════════════════════════════════════════════════════════
 
 
-_STAMP = re.compile(r"\.(\d{8}-\d{6}-\d{3}(?:-\d+)?)\.jsonl?$")
+_STAMP = re.compile(r"\.(\d{8}-\d{6}-\d{3}(?:-\d+)?(?:-shard\d+of\d+)?)\.jsonl?$")
 
 
 def _log_folder(helper: str | None) -> Path:
@@ -5683,6 +5685,8 @@ def _read_records(files: Iterable[Path], flag: str) -> dict[tuple[str, str], dic
             else:
                 record = json.loads(text)
             _check_record(record)
+            if stamp := _STAMP.search(path.name):  # a journal's header has none
+                record.setdefault("stamp", stamp[1])
             key = (json.dumps(record["contender"], sort_keys=True), record["dataset"])
         except OSError as e:
             raise ConfigError(f"{where}: cannot be read ({e.strerror or e})") from None
@@ -5777,13 +5781,15 @@ def _stamp() -> str:
     return time.strftime("%Y%m%d-%H%M%S", time.localtime(now)) + f"-{int(now * 1000) % 1000:03d}"
 
 
-def _reserve_stamp(log_dir: Path) -> str:
+def _reserve_stamp(log_dir: Path, shard: str | None = None) -> str:
     """A stamp no other run holds: claimed by creating ``.run.<stamp>`` exclusively (two
     runs started in the same millisecond get ``-1``, ``-2`` ... after the second one), and
-    never one whose files already exist."""
+    never one whose files already exist. A shard's ends ``-shardKofN``: the shards of one
+    run, started at once on many machines, never collide in the folder their logs meet in."""
     base, n = _stamp(), 0
+    tail = "-shard{}of{}".format(*shard.split("/")) if shard else ""
     while True:
-        stamp = base if n == 0 else f"{base}-{n}"
+        stamp = (base if n == 0 else f"{base}-{n}") + tail
         try:
             os.mkdir(log_dir / f".run.{stamp}")
         except FileExistsError:
@@ -5840,26 +5846,45 @@ def _check_writable(folder: Path) -> None:
         ) from None
 
 
-def _records_of(paths: Sequence[str], flag: str) -> dict[tuple[str, str], dict[str, Any]]:
-    """The experiments of every run the paths name, refusing ones that do not belong together."""
+def _records_of(
+    paths: Sequence[str], flag: str, partial: list[str] | None = None
+) -> dict[tuple[str, str], dict[str, Any]]:
+    """The experiments of every run the paths name, refusing ones that do not belong
+    together. The shards of one run (one ``run_id`` and count) are checked: a shard missing,
+    or given twice (a retried job: the newer is kept), is said in ``partial`` and warned."""
     merged: dict[tuple[str, str], dict[str, Any]] = {}
     suites: set[Any] = set()
     declared: set[str] = set()
     runs: set[tuple[Path, ...]] = set()
+    notes = [] if partial is None else partial
     for path in paths:
         try:
-            _, files = _resume_files(path, Path(path))
+            stamp, files = _resume_files(path, Path(path))
         except ConfigError as e:
             raise ConfigError(str(e).replace("--resume", flag)) from None
+        if not files:
+            continue
+        if Path(path).is_dir() or path == "latest":  # the newest run: all of its shards
+            files = [*files, *_shard_siblings(files[0].parent, stamp)]
         if tuple(files) in runs:
             continue  # another file of a run already read: each run counts once
         runs.add(tuple(files))
         for key, record in _read_records(files, flag).items():
             if key in merged:
-                raise ConfigError(
-                    f"{flag}: {record.get('experiment', key[1])} is in two of the logs given; "
-                    "give each shard's run once"
-                )
+                old = merged[key]
+                if not record.get("shard") or (old.get("shard"), old.get("run_id")) != (
+                    record.get("shard"),
+                    record.get("run_id"),
+                ):
+                    raise ConfigError(
+                        f"{flag}: {record.get('experiment', key[1])} is in two of the logs given; "
+                        "give each shard's run once"
+                    )
+                twice = f"shard {record['shard']}{_of_run(record)} is given twice"
+                older, newer = sorted((str(old["stamp"]), str(record["stamp"])))
+                note = f"{twice} ({older} and {newer}): the newer, {newer}, is shown"
+                notes += [] if note in notes else [note]
+                record = max(old, record, key=lambda r: str(r["stamp"]))
             merged[key] = record
             suites.add(record.get("suite"))
             declared.add(json.dumps(record.get("metrics") or [], sort_keys=True))
@@ -5869,7 +5894,44 @@ def _records_of(paths: Sequence[str], flag: str) -> dict[tuple[str, str], dict[s
         )
     if len(declared) > 1:
         raise ConfigError(f"{flag}: the logs declare different metrics; report runs of one scorer together")
+    shards: dict[tuple[Any, str], set[int]] = {}
+    for record in merged.values():
+        if re.fullmatch(r"\d+/\d+", str(record.get("shard"))):
+            k, n = record["shard"].split("/")
+            shards.setdefault((record.get("run_id"), n), set()).add(int(k))
+    for (run_id, n), present in shards.items():
+        if missing := [f"{k}/{n}" for k in range(1, int(n) + 1) if k not in present]:
+            where = _of_run({"run_id": run_id})
+            notes.append(f"shard{'s' * (len(missing) > 1)} {', '.join(missing)}{where} missing: partial")
+    for note in notes:
+        _warn(f"{flag}: {note}")
     return merged
+
+
+def _shard_siblings(folder: Path, stamp: str) -> list[Path]:
+    """The files of the other shards of ``stamp``'s run in ``folder``: the stamps that end in
+    the same shard count and whose headers name the same run id."""
+    if not (count := re.search(r"-shard\d+(of\d+)$", stamp)):
+        return []
+    found: dict[str, list[Path]] = {}
+    for path in folder.iterdir():
+        if (m := _STAMP.search(path.name)) and m[1].endswith(count[1]):
+            found.setdefault(m[1], []).append(path)
+
+    def run_id(paths: list[Path]) -> str | None:
+        try:
+            with min(paths).open(encoding="utf-8", errors="replace") as file:
+                match = re.search(r'"run_id": ("(?:[^"\\]|\\.)*")', file.read(8192))
+        except OSError:
+            return None
+        return json.loads(match[1]) if match else None
+
+    mine = run_id(found.pop(stamp, []))
+    return [p for paths in found.values() if mine and run_id(paths) == mine for p in paths]
+
+
+def _of_run(record: Mapping[str, Any]) -> str:
+    return f" of run {record['run_id']}" if record.get("run_id") else ""
 
 
 def _logged_metrics(records: Iterable[Mapping[str, Any]]) -> list[Metric]:
@@ -7992,7 +8054,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if args.dry_run:
         return _dry_run(args, plan)
     _prepare_run(args, plan)
-    stamp = _reserve_stamp(plan.log_dir)
+    stamp = _reserve_stamp(plan.log_dir, args.shard)
     try:
         session, interrupted = _execute(args, plan, stamp)
         return _report(args, plan, session, interrupted)
@@ -8030,6 +8092,7 @@ def _plan_run(args: argparse.Namespace) -> _Plan:
         experiment.order = contenders.index(experiment.contender)
         experiment.max_turns = max_turns
     if args.shard:
+        args.shard = _shard_spec(args.shard, os.environ)
         experiments = _shard(experiments, args.shard)
     gates = _Gates.parse(args, suite.metrics)
     notes = [] if args.dry_run else _load_env(suite, lineup)
@@ -8106,6 +8169,7 @@ def _execute(args: argparse.Namespace, plan: _Plan, stamp: str) -> tuple[_Sessio
         "adapter_metadata": _adapter_metadata(suite.adapter),
         "metrics": suite.metrics,
         "shard": args.shard,
+        "run_id": _run_id(os.environ) if args.shard else None,
         "tracker": plan.remote and plan.remote.name,
     }
     trackers: list[Tracker] = [LocalTracker({**context, "options": {}})]
@@ -8130,6 +8194,7 @@ def _execute(args: argparse.Namespace, plan: _Plan, stamp: str) -> tuple[_Sessio
         tracker_timeout=_chosen(args.tracker_timeout, suite.config.defaults.tracker_timeout),
         previous=plan.previous,
     )
+    session.labels = {k: context[k] for k in ("shard", "run_id") if context[k]}
     capture = _Capture(log_dir.parent / f"{args.command}.warnings.{stamp}.log")
     with capture:
         if capture.terminal is not None:  # descriptor 2 is captured now: the harness speaks on a copy
@@ -8279,12 +8344,74 @@ def _show_pages(pages: Sequence[tuple[str, str]], *, open_them: bool) -> None:
         webbrowser.open(pages[0][1])
 
 
+def _shard_spec(spec: str, env: Mapping[str, str]) -> str:
+    """``--shard``'s K/N; ``auto`` (or ``auto/N``) reads it from the engine running this
+    process: AGENT_EVALS_SHARD=K/N (a CI matrix), a Kubernetes Indexed Job's
+    JOB_COMPLETION_INDEX (0-based; N from auto/N or AGENT_EVALS_SHARDS), or a Slurm job
+    array's SLURM_ARRAY_TASK_ID with SLURM_ARRAY_TASK_COUNT (or _MIN and _MAX)."""
+    head, _, count = spec.partition("/")
+    if head != "auto":
+        k, n = head, count
+    else:
+        engines = [v for v in ("AGENT_EVALS_SHARD", "JOB_COMPLETION_INDEX", "SLURM_ARRAY_TASK_ID") if env.get(v)]
+        if len(engines) != 1:
+            raise ConfigError(
+                f"--shard {spec}: "
+                + (
+                    f"{' and '.join(engines)} are all set; give --shard K/N"
+                    if engines
+                    else "no shard in the environment: set AGENT_EVALS_SHARD=K/N, or run as a Kubernetes Indexed Job "
+                    "(JOB_COMPLETION_INDEX) or a Slurm job array (SLURM_ARRAY_TASK_ID)"
+                )
+            )
+        if engines[0] == "AGENT_EVALS_SHARD":
+            if not re.fullmatch(r"\d+/\d+", value := env["AGENT_EVALS_SHARD"]):
+                raise ConfigError(f"--shard {spec}: AGENT_EVALS_SHARD={value!r} is not K/N, like 2/3")
+            k, _, n = value.partition("/")
+        elif engines[0] == "JOB_COMPLETION_INDEX":
+            k = str(int(env["JOB_COMPLETION_INDEX"]) + 1) if env["JOB_COMPLETION_INDEX"].isdigit() else "?"
+            n = env.get("AGENT_EVALS_SHARDS") or count
+        else:
+            low, step = (env.get(f"SLURM_ARRAY_TASK_{v}", d) for v, d in (("MIN", "0"), ("STEP", "1")))
+            task, top = env["SLURM_ARRAY_TASK_ID"], env.get("SLURM_ARRAY_TASK_MAX", "")
+            if not all(x.isdigit() for x in (task, low, step)) or step == "0":
+                raise ConfigError(f"--shard {spec}: SLURM_ARRAY_TASK_ID {task!r}, _MIN or _STEP is not a count")
+            k = str((int(task) - int(low)) // int(step) + 1)
+            n = env.get("SLURM_ARRAY_TASK_COUNT") or (
+                str((int(top) - int(low)) // int(step) + 1) if top.isdigit() else ""
+            )
+        if count and n != count:
+            raise ConfigError(f"--shard {spec}: {engines[0]} says {k}/{n or '?'}, not one of {count}")
+        if not n:
+            raise ConfigError(
+                f"--shard {spec}: {engines[0]} gives the index but not the count: give --shard auto/N "
+                "or set AGENT_EVALS_SHARDS=N" + (" (or SLURM_ARRAY_TASK_COUNT)" if engines[0][0] == "S" else "")
+            )
+    if not (k.isdigit() and n.isdigit() and 1 <= int(k) <= int(n)):
+        given = f"the environment gives {k}/{n}; " if head == "auto" else ""
+        raise ConfigError(f"--shard {spec}: {given}expected K/N with 1 <= K <= N, like 2/3")
+    return f"{int(k)}/{int(n)}"
+
+
+def _run_id(env: Mapping[str, str]) -> str | None:
+    """What the shards of one run share, from AGENT_EVALS_RUN_ID or the engine: a Slurm
+    array's job id, a GitHub Actions run (and attempt), a Kubernetes Indexed Job's name."""
+    if env.get("AGENT_EVALS_RUN_ID"):
+        return env["AGENT_EVALS_RUN_ID"]
+    if env.get("SLURM_ARRAY_JOB_ID"):
+        return f"slurm-{env['SLURM_ARRAY_JOB_ID']}"
+    if env.get("GITHUB_RUN_ID"):
+        return f"github-{env['GITHUB_RUN_ID']}-{env.get('GITHUB_RUN_ATTEMPT', '1')}"
+    index, pod = env.get("JOB_COMPLETION_INDEX"), env.get("HOSTNAME", "")
+    if index and (job := re.fullmatch(rf"(.+)-{re.escape(index)}-[a-z0-9]{{5}}", pod)):
+        return f"k8s-{job[1]}"  # an Indexed Job's pods are named <job>-<index>-<5 characters>
+    return None
+
+
 def _shard(experiments: list[Experiment], spec: str) -> list[Experiment]:
     """The K-th of N slices of the matrix: round robin over experiments in a stable
     order (dataset, then name), so every machine cuts the same slices."""
     k, _, n = spec.partition("/")
-    if not (k.isdigit() and n.isdigit() and 1 <= int(k) <= int(n)):
-        raise ConfigError(f"--shard {spec}: expected K/N with 1 <= K <= N, like 2/3")
     ordered = sorted(experiments, key=lambda experiment: (experiment.dataset, experiment.name))
     chosen = {id(experiment) for i, experiment in enumerate(ordered) if i % int(n) == int(k) - 1}
     if not chosen:
@@ -8386,7 +8513,8 @@ def _adapter_metadata(adapter: Any) -> Mapping[str, Any]:
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
-    records = _records_of(args.logs, "report")
+    partial: list[str] = []
+    records = _records_of(args.logs, "report", partial)
     metrics = _logged_metrics(records.values())
     experiments = sorted(
         (_logged_experiment(r) for r in records.values()), key=lambda experiment: (experiment.dataset, experiment.order)
@@ -8399,7 +8527,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
         )
     if args.format == "json":  # with -o too: the page is written, and the document printed
         stamps = sorted({str(r.get("stamp")) for r in records.values() if r.get("stamp")})
-        context = {"suite": ", ".join(suites) or None, "command": "report", "stamps": stamps}
+        context = {"suite": ", ".join(suites) or None, "command": "report", "stamps": stamps, "partial": partial}
         print(_json_dumps(_results_document(experiments, metrics, context), indent=2))
     elif not args.output:
         print(_render_report(experiments, metrics, _style_for(sys.stdout), _width_of(sys.stdout)))
