@@ -77,6 +77,7 @@ __all__ = [
     "configure",
     "run_tools",
     # built in
+    "REQUEST_TYPES",
     "EchoAdapter",
     "FakeModel",
     "FakeProvider",
@@ -133,7 +134,11 @@ EXIT_INTERRUPTED = 130
 
 _EXIT_CODES = (
     (EXIT_OK, "the command did its job (errors inside a run are reported, not fatal)"),
-    (EXIT_FAILED, "verify found problems, or a gate the user asked for failed"),
+    (
+        EXIT_FAILED,
+        "verify found problems, a gate failed, a dataset's prepare failed, the provider stopped the run (a "
+        "refused key, no credits), a file of the run could not be written, or agent-evals itself failed",
+    ),
     (EXIT_USAGE, "usage or configuration error, before any model is called"),
     (EXIT_INTERRUPTED, "interrupted (Ctrl-C); what finished is kept"),
 )
@@ -144,6 +149,10 @@ CONFIG_JSON = ".agent-eval.config.json"  # the same keys as JSON: read with the 
 HELPER_NAME = "eval_helper.py"
 DEFAULT_CASES = "datasets/*/cases/**/input.txt"
 BEST_VALUE_MARGIN = 0.02  # "within two points of the top", on a 0..1 scale
+
+# The request types the built-in providers answer (the original's Config::REQUEST_TYPES);
+# a suite's own provider may add one, and --help lists those of the suite found.
+REQUEST_TYPES = ("prompt", "typesafe")
 
 # Reasoning efforts a lineup may name. "default" sends none, leaving the model's own.
 EFFORTS = ("default", "none", "minimal", "low", "medium", "high", "xhigh", "max")
@@ -3424,7 +3433,8 @@ class OpenRouter(Provider):
         except ProviderError as e:
             if e.stops_run and cached is None:  # a refused key, a server not there: nothing to go on
                 raise
-            self.notes.append(f"catalog not fetched ({e}); {'using the cached one' if cached else 'ids not checked'}")
+            fallback = "using the cached one" if cached else "no catalog to list or check model ids against"
+            self.notes.append(f"{self.title} catalog not fetched ({e}); {fallback}")
             return prices if cached is not None else None
         # OpenAI's shape, which OpenRouter extends with pricing and context_length; a local
         # server's ids (llama3.2:1b) carry no vendor, so they get the provider's own prefix
@@ -3499,6 +3509,9 @@ class TypeSafe(Provider):
     def catalog(self) -> list[str]:
         return sorted(self.PRICES)
 
+    def catalog_entries(self) -> list[tuple[str, float | None, float | None, int | None]]:
+        return [(model_id, i / 1e6, o / 1e6, None) for model_id, (i, o) in sorted(self.PRICES.items())]
+
     def complete(self, model: Model, *, system: str | None = None, user: str, json: bool = True) -> Completion:
         raise ProviderError(
             "no typesafe consumer yet: the typed request shape will be defined by the first "
@@ -3539,8 +3552,18 @@ class LiteLLM(Provider):
         return _import_optional("litellm", "the litellm provider (direct: litellm:)")
 
     def missing_keys(self, model_id: str) -> list[str]:
-        found = self._litellm().validate_environment(model=self.model_name(model_id))
-        return list(found.get("missing_keys") or [])
+        """LiteLLM's missing keys; where any one of them would do (Gemini: GEMINI_API_KEY
+        or GOOGLE_API_KEY), one entry that says so."""
+        check = self._litellm().validate_environment
+        missing = list(check(model=self.model_name(model_id)).get("missing_keys") or [])
+        enough = []
+        for key in missing if len(missing) > 1 else ():  # set each alone, for the check only
+            os.environ[key] = "probe"
+            try:
+                enough += [key] if check(model=self.model_name(model_id)).get("keys_in_environment") else []
+            finally:
+                del os.environ[key]
+        return [" or ".join(enough)] if enough else missing
 
     conversations = True
 
@@ -3746,9 +3769,8 @@ class Experiment:
         # a direct contender's provider is in its name: it never shares a file with a vendors: id
         via = f"--direct-{contender.provider}" if contender.provider else ""
         routed = f"--via-{_routing_text(contender.routing)}" if contender.routing else ""
-        self.name = _safe_name(
-            f"{dataset}--{contender.model}{via}{routed}--{contender.effort or 'default'}--t{_fmt_temp(contender.temperature)}"
-        )
+        temp = "" if contender.temperature is None else f"--t{_fmt_temp(contender.temperature)}"  # none set: none said
+        self.name = _safe_name(f"{dataset}--{contender.model}{via}{routed}--{contender.effort or 'default'}{temp}")
 
     @property
     def model(self) -> Model:
@@ -6695,7 +6717,10 @@ def _tools_called(reply: Reply | None) -> list[str]:
     return names
 
 
-def _render_cases(cases: Sequence[Case], scorer: Any, style: str) -> str:
+_CASE_COLUMNS = ("dataset", "id", "difficulty", "summary", "words")
+
+
+def _case_rows(cases: Sequence[Case], scorer: Any) -> list[list[Any]]:
     rows = []
     for case in cases:
         try:
@@ -6704,8 +6729,13 @@ def _render_cases(cases: Sequence[Case], scorer: Any, style: str) -> str:
             _reraise_ctrl_c(e)
             summary = f"summary raised {_describe(e)[0]}"
         difficulty = str(case.metadata.get("difficulty", case.variant))
-        rows.append([case.dataset, case.id, difficulty, _clip(summary, 60), str(len(case.input.split()))])
-    return _table(["dataset", "id", "difficulty", "summary", "words"], rows, [False, False, False, False, True], style)
+        rows.append([case.dataset, case.id, difficulty, summary, len(case.input.split())])
+    return rows
+
+
+def _render_cases(cases: Sequence[Case], scorer: Any, style: str) -> str:
+    rows = [[*row[:3], _clip(row[3], 60), str(row[4])] for row in _case_rows(cases, scorer)]
+    return _table(list(_CASE_COLUMNS), rows, [False, False, False, False, True], style)
 
 
 def _render_matrix(experiments: Sequence[Experiment], style: str) -> str:
@@ -7748,20 +7778,21 @@ def _parser(providers: Sequence[Provider] | None = None) -> _Parser:
         reserved.add_argument(
             flag, dest="reserved", action="store_true", help="reserved for logging; not yet implemented"
         )
+    listing = _Parser(add_help=False)  # the commands that print one table
+    listing.add_argument(
+        "--format", choices=("table", "json"), default="table", help="table, or one JSON document for scripts"
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    sub.add_parser("cases", parents=[common], help="list the cases; calls nothing")
+    sub.add_parser("cases", parents=[common, listing], help="list the cases; calls nothing")
     sub.add_parser("verify", parents=[common], help="offline checks: inputs, expected.json, adapter, scorer")
     sub.add_parser("run", parents=[common, running], help="run models over every dataset, with the per-case breakdown")
     sub.add_parser("compare", parents=[common, running], help="everything the lineup lists; leaderboard only")
     report = sub.add_parser(
-        "report", parents=[debug], help="the tables compare prints, from logs: merges the logs of every shard"
+        "report", parents=[debug, listing], help="the tables compare prints, from logs: merges the logs of every shard"
     )
     report.add_argument("logs", nargs="+", metavar="LOG", help="a log or journal of each run (its whole run is read)")
     report.add_argument("-o", "--output", metavar="FILE", help="write the report as one self-contained HTML file")
     report.add_argument("--open", action="store_true", help="open the HTML report in a browser (on a terminal)")
-    report.add_argument(
-        "--format", choices=("table", "json"), default="table", help="table, or one JSON document for scripts"
-    )
     rescore = sub.add_parser(
         "rescore", parents=[common], help="the current scorer over the replies logs kept; calls no model"
     )
@@ -7769,13 +7800,13 @@ def _parser(providers: Sequence[Provider] | None = None) -> _Parser:
     cache = sub.add_parser("cache", parents=[suite], help="the response cache: stats or clear")
     cache.add_argument("action", choices=("stats", "clear"), help="stats: what it holds; clear: empty it")
     models = sub.add_parser(
-        "models", parents=[suite], help="the model ids the providers serve, with prices and context length"
+        "models", parents=[suite, listing], help="the model ids the providers serve, with prices and context length"
     )
     models.add_argument("pattern", nargs="?", metavar="PATTERN", help="only ids containing PATTERN (or a glob: *mini*)")
     models.add_argument("--refresh", action="store_true", help="fetch the catalogs now (default: the cached ones)")
     models.add_argument("--provider", metavar="NAME", help="only this provider's models (openrouter, local, ...)")
     runs = sub.add_parser(
-        "runs", parents=[suite], help="the runs under log/agent-evals, newest first, with what each holds"
+        "runs", parents=[suite, listing], help="the runs under log/agent-evals, newest first, with what each holds"
     )
     runs.add_argument(
         "folder", nargs="?", metavar="FOLDER", help="the log folder (default: the suite's log/agent-evals)"
@@ -7974,7 +8005,11 @@ def _cmd_cases(args: argparse.Namespace) -> int:
     suite, cases, _ = _prepare(args)
     for refusal in _build_lineup(suite, _Overrides(), []).refused:
         _warn(refusal)
-    print(_render_cases(cases, suite.scorer, _style_for(sys.stdout)))
+    if args.format == "json":
+        entries = [dict(zip(_CASE_COLUMNS, row, strict=True)) for row in _case_rows(cases, suite.scorer)]
+        print(_json_dumps({"schema": "agent-evals/cases", "version": 1, "cases": entries}, indent=2))
+    else:
+        print(_render_cases(cases, suite.scorer, _style_for(sys.stdout)))
     return EXIT_OK
 
 
@@ -8441,10 +8476,11 @@ def _load_env(suite: _Suite, lineup: _Lineup) -> list[str]:
         for key in provider.missing_keys(contender.model):
             missing.setdefault(key, []).append(contender.model)
     if missing:
-        who = sorted({model for models in missing.values() for model in models})
-        raise ConfigError(
-            f"{', '.join(sorted(missing))} is not set (needed by {', '.join(who)}): export it or add it to an env file"
+        needs = "; ".join(
+            f"{key} is not set (needed by {', '.join(dict.fromkeys(models))})"
+            for key, models in sorted(missing.items())
         )
+        raise ConfigError(f"{needs}: export it or add it to an env file")
     return notes
 
 
@@ -8633,31 +8669,35 @@ def _cmd_models(args: argparse.Namespace) -> int:
                 f"--provider {args.provider}: unknown{_hint(args.provider, known)}; known: {', '.join(known)}"
             )
     pattern = args.pattern.lower() if args.pattern else None
-    rows, notes = [], []
+    found: list[tuple[str, str, float | None, float | None, int | None]] = []
+    notes: list[str] = []
     for provider in providers:
         provider.cache_dir, provider.offline = cache_dir, not args.refresh
         if args.refresh and hasattr(provider, "catalog_ttl"):
             provider.catalog_ttl = 0.0  # type: ignore[attr-defined]
+            provider.retries = 0  # a listing is asked for now: no minutes of retries on a network that is not there
         try:
             entries = provider.catalog_entries()
         except _SUITE_EXCEPTIONS as e:
             _reraise_ctrl_c(e)
-            notes.append(f"{provider.name}: its catalog failed: {_describe(e)[0]}")
+            needs = "the network" if provider.name == "openrouter" else "its server running"
+            notes.append(f"{provider.name}: no catalog ({_describe(e)[0]}); models --refresh needs {needs}")
             continue
         notes += list(getattr(provider, "notes", ()))
         for model_id, prompt, completion, context in entries or ():
             if pattern is None or pattern in model_id.lower() or fnmatch.fnmatch(model_id.lower(), pattern):
-                rows.append(
-                    [
-                        model_id,
-                        provider.name,
-                        "-" if prompt is None else f"${prompt * 1e6:,.2f}",
-                        "-" if completion is None else f"${completion * 1e6:,.2f}",
-                        "-" if context is None else f"{context:,}",
-                    ]
-                )
+                found.append((model_id, provider.name, prompt, completion, context))
     for note in dict.fromkeys(notes):
         print(f"note: {_redact(note)}", file=sys.stderr)
+    if args.format == "json":  # prices in dollars per token, as the catalogs give them
+        keys = ("model", "provider", "usd_per_input_token", "usd_per_output_token", "context")
+        listed = [dict(zip(keys, row, strict=True)) for row in found]
+        print(_json_dumps({"schema": "agent-evals/models", "version": 1, "models": listed}, indent=2))
+        return EXIT_OK
+    rows = [
+        [model_id, name, *("-" if p is None else f"${p * 1e6:,.2f}" for p in (i, o)), f"{c:,}" if c else "-"]
+        for model_id, name, i, o, c in found
+    ]
     if not rows:
         print(
             f"no models{f' match {args.pattern!r}' if pattern else ''}"
@@ -8684,19 +8724,26 @@ def _cmd_runs(args: argparse.Namespace) -> int:
     for path in listing:
         if match := _STAMP.search(path.name):
             by_stamp.setdefault(match[1], []).append(path)
-    rows = [_run_line(stamp, files) for stamp, files in sorted(by_stamp.items(), reverse=True)]
-    if not rows:
+    runs = [_run_line(stamp, files) for stamp, files in sorted(by_stamp.items(), reverse=True)]
+    headers = ["stamp", "command", "suite", "experiments", "cases", "errors", "cost", "best primary", "state"]
+    if args.format == "json":
+        keys = [h.replace(" ", "_").replace("cost", "cost_usd") for h in headers]
+        entries = [dict(zip(keys, run, strict=True)) for run in runs]
+        print(_json_dumps({"schema": "agent-evals/runs", "version": 1, "runs": entries}, indent=2))
+        return EXIT_OK
+    if not runs:
         print(f"no runs in {_display(folder)}", file=sys.stderr)
         return EXIT_OK
-    headers = ["stamp", "command", "suite", "experiments", "cases", "errors", "cost", "best primary", "state"]
+    rows = [[_fmt_cost(v) if isinstance(v, float) else "-" if v is None else str(v) for v in run] for run in runs]
     right = [False, False, False, True, True, True, True, False, False]
     print(f"{len(rows)} run{'s' if len(rows) != 1 else ''} in {_display(folder)}, newest first")
     print(_table(headers, rows, right, _style_for(sys.stdout)))
     return EXIT_OK
 
 
-def _run_line(stamp: str, files: Sequence[Path]) -> list[str]:
-    """One run's line: from its logs' headers, or from its journals when it never finished."""
+def _run_line(stamp: str, files: Sequence[Path]) -> list[Any]:
+    """One run's line: from its logs' headers, or from its journals when it never finished
+    (None where a journal cannot tell)."""
     logs = [p for p in files if p.suffix == ".json"]
     journals = [p for p in files if p.suffix == ".jsonl"]
     headers: list[dict[str, Any]] = []
@@ -8724,7 +8771,7 @@ def _run_line(stamp: str, files: Sequence[Path]) -> list[str]:
             with contextlib.suppress(OSError):
                 cases += max(path.read_bytes().count(b"\n") - 1, 0)  # the first line is its header
         state = "unreadable: " + "; ".join(unreadable) if unreadable else "stopped before its logs: --resume it"
-        return [stamp, "-", "-", str(len(journals)), str(cases), "-", "-", "-", state]
+        return [stamp, None, None, len(journals), cases, None, None, None, state]
     primary = next((m.get("name") for m in headers[0].get("metrics") or [] if m.get("primary")), None)
     best, best_model = None, ""
     for header in headers:
@@ -8739,13 +8786,13 @@ def _run_line(stamp: str, files: Sequence[Path]) -> list[str]:
         state += "; unreadable: " + "; ".join(unreadable)
     return [
         stamp,
-        str(headers[0].get("command") or "-"),
-        str(headers[0].get("suite") or "-"),
-        str(len(headers)),
-        str(sum(int(h["summary"].get("cases") or 0) for h in headers)),
-        str(sum(int(h["summary"].get("errors") or 0) for h in headers)),
-        _fmt_cost(cost),
-        "-" if best is None else f"{primary} {_fmt_pct(best)} {best_model}",
+        headers[0].get("command"),
+        headers[0].get("suite"),
+        len(headers),
+        sum(int(h["summary"].get("cases") or 0) for h in headers),
+        sum(int(h["summary"].get("errors") or 0) for h in headers),
+        cost,
+        None if best is None else f"{primary} {_fmt_pct(best)} {best_model}",
         state,
     ]
 

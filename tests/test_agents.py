@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -228,3 +229,19 @@ def test_a_transcript_that_is_no_list_of_messages_is_that_cases_error(make_suite
         "not a list of messages (dicts with a role)"
         for row in rows
     )
+
+
+def test_the_readme_agent_adapter_runs_as_written(agent: Path) -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    match = re.search(r"<!-- example: agent adapter -->\n```python\n(.+?)\n```", readme, re.S)
+    assert match
+    helper = agent / "evals" / "eval_helper.py"
+    example = helper.read_text()
+    scorer = example[example.index("class Scorer") :]  # the example suite's scorer and configure()
+    helper.write_text(match[1] + "\n\nfrom pathlib import Path\n\n\n" + scorer)
+    done = run_agent_evals("run", "--local", cwd=agent)
+    assert done.returncode == 0, done.stderr
+    assert "│ arith   │ fake/tooluser │ default │    - │  100.0% │    100.0% │      0 │" in done.stdout
+    # fake/echo answers with the question, not a number: a wrong answer (0), never an error
+    assert "│ arith   │ fake/echo     │ default │    - │    0.0% │      0.0% │      0 │" in done.stdout
+    assert "model failed: not a number:" in done.stdout

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import agent_evals as ae
-from conftest import ROOT, run_agent_evals
+from conftest import ROOT, read_logs, run_agent_evals
 
 TOY = ROOT / "examples" / "toy_suite"
 CONFIG_ONLY = ROOT / "examples" / "config_only_suite"
@@ -258,3 +258,30 @@ def test_a_dry_run_in_json_prints_the_matrix_as_data(make_suite, cli) -> None:
     assert document["experiments"] == [
         {"dataset": "ds", "contender": ae.Contender("fake/echo", "default").to_json(), "cases": 4, "repeat": 1}
     ]
+
+
+def test_every_listing_prints_json_for_scripts(make_suite, cli) -> None:
+    project = make_suite()
+    code, out, err = cli("cases", "--format", "json", cwd=project)
+    assert code == 0, err
+    cases = json.loads(out)
+    assert cases["schema"] == "agent-evals/cases" and len(cases["cases"]) == 4
+    assert cases["cases"][0] | {"dataset": "ds", "id": "a/001"} == cases["cases"][0]
+    assert isinstance(cases["cases"][0]["words"], int)
+    code, out, err = cli("models", "jev", "--format", "json")
+    assert code == 0, err
+    (latest, _) = json.loads(out)["models"]
+    assert latest == {
+        "model": "typesafe/jev-latest",
+        "provider": "typesafe",
+        "usd_per_input_token": pytest.approx(0.40e-6),
+        "usd_per_output_token": pytest.approx(1.60e-6),
+        "context": None,
+    }
+    code, _, err = cli("compare", "--local")
+    code, out, err = cli("runs", "--format", "json")
+    (run,) = json.loads(out)["runs"]
+    assert run["command"] == "compare" and run["experiments"] >= 1 and isinstance(run["cost_usd"], float)
+    assert run["state"] == "complete" and run["stamp"] == read_logs(project)[0]["stamp"]
+    code, out, err = cli("verify", "--format", "json")  # a command with no table to turn into JSON refuses it
+    assert code == 2 and "unrecognized arguments: --format json" in err

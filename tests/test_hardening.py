@@ -173,7 +173,7 @@ def test_a_journal_that_cannot_be_created_stops_the_run_and_is_named(make_suite,
     monkeypatch.setattr(ae.os, "open", refuse)  # the disk itself cannot be filled from a test
     code, out, err = cli("compare", "--local", cwd=project)
     assert code == 1 and out == ""  # nothing ran: no case could be journaled
-    assert "could not write log/agent-evals/ds--fake-echo--default--t." in err and "No space left on device" in err
+    assert "could not write log/agent-evals/ds--fake-echo--default." in err and "No space left on device" in err
     assert not list((project / "log" / "agent-evals").glob("*.tmp"))
 
 

@@ -428,7 +428,7 @@ def test_runs_lists_every_run_newest_first_with_what_it_holds(make_suite, cli, t
     assert cli("compare", "--local", "--repeat", "2")[0] == 0
     folder = project / "log" / "agent-evals"
     # a run killed before its logs: only its journal; and a log that is not one
-    (folder / "ds--fake-echo--default--t.20990101-000000-000.jsonl").write_text('{"journal": 1}\n{"case": "a/001"}\n')
+    (folder / "ds--fake-echo--default.20990101-000000-000.jsonl").write_text('{"journal": 1}\n{"case": "a/001"}\n')
     (folder / "broken.20000101-000000-000.json").write_text("{not json")
     code, out, err = cli("runs", cwd=project / "evals" / "datasets")
     assert code == 0, err

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 from servers import Answer, OpenAICompatible, chat_answer
@@ -96,7 +97,7 @@ def test_a_direct_contender_and_a_vendors_one_with_the_same_id_stay_apart(make_s
     # nothing answers at OpenRouter's URL in this run: a setup error that stops the run, named once
     assert code == 1 and "error: the run stopped after " in err and "cannot reach http://127.0.0.1:9/api/v1" in err
     names = sorted(p.name.split(".2")[0] for p in (project / "log" / "agent-evals").glob("*.json"))
-    assert names == ["ds--typesafe-jev-latest--default--t", "ds--typesafe-jev-latest--direct-typesafe--default--t"]
+    assert names == ["ds--typesafe-jev-latest--default", "ds--typesafe-jev-latest--direct-typesafe--default"]
     logs = {log["provider"]: log for log in read_logs(project)}
     typesafe = logs["typesafe"]  # stopped with the run: what it finished, and what it never asked
     assert all(row["error"].startswith("ProviderError: no typesafe consumer yet") for row in typesafe["rows"])
@@ -243,6 +244,18 @@ def test_litellm_missing_key_fails_before_any_call(routed, make_suite, cli, monk
     code, _, err = cli("compare", "--local", cwd=project)
     assert code == 2 and "OPENAI_API_KEY is not set (needed by litellm/openai/gpt-4o-mini)" in err
     assert routed.requests == []
+    # two vendors' keys missing: one clause each; where either of two keys would do, it says so
+    for key in ("GEMINI_API_KEY", "GOOGLE_API_KEY"):
+        monkeypatch.delenv(key, raising=False)
+    (project / "evals" / ".agent-eval.config.yml").write_text(
+        LITELLM_LINEUP + "    - model: gemini/gemini-2.5-flash\n    - model: vertex_ai/gemini-pro\n"
+    )
+    code, _, err = cli("compare", "--local")
+    assert code == 2 and err.count("\n") == 1, err
+    assert "GOOGLE_API_KEY or GEMINI_API_KEY is not set (needed by litellm/gemini/gemini-2.5-flash)" in err
+    assert "; OPENAI_API_KEY is not set (needed by litellm/openai/gpt-4o-mini)" in err
+    assert "VERTEXAI_LOCATION is not set (needed by litellm/vertex_ai/gemini-pro)" in err
+    assert "probe" not in os.environ.get("GEMINI_API_KEY", "") + os.environ.get("GOOGLE_API_KEY", "")
 
 
 def test_litellm_missing_package_names_the_extra(make_suite, cli, monkeypatch) -> None:
@@ -439,4 +452,17 @@ def test_models_outside_a_suite_uses_the_built_in_providers_and_names_a_failing_
     project = make_suite(helper=helper, config="request_types: [prompt]\nvendors:\n  acme:\n    - model: m1\n")
     code, out, err = cli("models", "--provider", "upper", cwd=project)  # the first catalog replaced: Upper's
     assert code == 0 and out == ""
-    assert "note: upper: its catalog failed: OSError: catalog offline" in err and "no models" in err
+    assert "note: upper: no catalog (OSError: catalog offline); models --refresh needs its server running" in err
+    assert "no models" in err
+
+
+def test_models_shows_the_prices_typesafe_ships_and_fails_fast_offline(make_suite, cli, monkeypatch) -> None:
+    monkeypatch.setenv("OPENROUTER_BASE_URL", "http://127.0.0.1:9/api/v1")  # nothing listens there
+    monkeypatch.setenv("LOCAL_BASE_URL", "http://127.0.0.1:9/v1")
+    project = make_suite()
+    began = time.monotonic()
+    code, out, err = cli("models", "--refresh", cwd=project)
+    assert code == 0 and time.monotonic() - began < 5, err
+    assert "│ typesafe/jev-latest │ typesafe │  $0.40 │   $1.60 │       - │" in out
+    assert "note: openrouter: no catalog (ProviderError: openrouter: cannot reach http://127.0.0.1:9/api/v1" in err
+    assert "models --refresh needs the network" in err and "ids not checked" not in err

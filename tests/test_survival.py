@@ -361,8 +361,7 @@ def test_a_disk_that_fills_during_the_run_stops_it_names_the_file_and_keeps_the_
     assert "│ ds      │ fake/echo │" in out  # the tables of what finished
     last = err.strip().splitlines()[-1]
     assert (
-        last.startswith("error: could not write log/agent-evals/ds--fake-echo--default--t.")
-        and "File too large" in last
+        last.startswith("error: could not write log/agent-evals/ds--fake-echo--default.") and "File too large" in last
     )
     assert "the local log is complete" not in err and "Traceback" not in err
     assert not list(project.rglob("*.tmp"))

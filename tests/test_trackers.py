@@ -128,7 +128,7 @@ def test_logfire_end_to_end_through_the_real_otlp_exporter(make_suite, cli, monk
     assert request.headers["content-type"] == "application/x-protobuf"
     spans = dict(decode(request))
     assert spans["case a/001"]["case.id"] == "a/001" and spans["case a/001"]["score"] == 1.0
-    assert spans["experiment ds--fake-echo--default--t"]["model"] == "fake/echo"
+    assert spans["experiment ds--fake-echo--default"]["model"] == "fake/echo"
     assert "pylf_v1_us_secrettoken" not in err
 
 
@@ -252,12 +252,12 @@ def test_braintrust_gets_one_span_per_case_through_the_real_sdk(make_suite, cli,
         case = row["metadata"]["case"].removeprefix("ds/")
         assert row["metrics"]["end"] - row["metrics"]["start"] == pytest.approx(logged[(model, case)], abs=1e-5)
     # experiments are named with the run; the second run's are compared with the first's, contender by contender
-    assert first == {f"ds--fake-echo--default--t.{stamps[0]}", f"ds--fake-broken--default--t.{stamps[0]}"}
+    assert first == {f"ds--fake-echo--default.{stamps[0]}", f"ds--fake-broken--default.{stamps[0]}"}
     second = [b for name, b in made.items() if name not in first]
     assert all(server.experiments[b["name"].replace(stamps[1], stamps[0])] == b["base_exp_id"] for b in second)
     assert all("provider" not in b["metadata"] for b in made.values())  # no provider: null
     assert runs[0]["tracker"] == "braintrust"
-    assert f"braintrust: {server.url}/app/myorg/p/tracked/experiments/ds--fake-echo--default--t.{stamps[1]}" in err
+    assert f"braintrust: {server.url}/app/myorg/p/tracked/experiments/ds--fake-echo--default.{stamps[1]}" in err
     assert "bt-test-key-123456" not in out + err
 
 
