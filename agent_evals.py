@@ -231,6 +231,14 @@ _SETTINGS = (
         "seconds a tracker may take for one call, and to send what is left once the cases end (0: no limit)",
         metavar="S",
     ),
+    _Setting(
+        "budget",
+        ("--budget",),
+        "number",
+        None,
+        "most dollars the run may spend: refused when the forecast says more; no call starts that could pass it",
+        metavar="USD",
+    ),
     _Setting("timeout", ("--timeout",), "seconds", 600.0, "seconds to wait for an answer", metavar="S", transport=True),
     _Setting("connect_timeout", (), "seconds", 10.0, "seconds to wait for a connection", transport=True),
     _Setting(
@@ -1101,6 +1109,11 @@ class Provider:
         ids = self.catalog()
         return None if ids is None else [(model_id, None, None, None) for model_id in ids]
 
+    def price(self, model_id: str) -> tuple[float, float, float] | None:
+        """Dollars per input token, per output token and per request for ``model_id``, when
+        known: the forecast and ``--budget`` count with it. None: no price (never taken as $0)."""
+        return None
+
     def complete(self, model: Model, *, system: str | None = None, user: str, json: bool = True) -> Completion:
         """Ask ``model`` once: the text it answered and what it cost, as a ``Completion``.
 
@@ -1167,6 +1180,8 @@ class Model:
         self.max_turns = _SETTING["max_turns"].default  # the most calls an agent's loop makes per case
         self.transcript: list[dict[str, Any]] | None = None  # a conversation's messages, the answers included
         self.exchanges: list[dict[str, Any]] | None = None  # each call, when a tracker shows them
+        self.budget: _Budget | None = None  # --budget: each call holds its worst case until it settles
+        self._held = (0.0, 0.0, 0.0)  # (held for the call in flight, its worst case, the spend before it)
         self._lock = threading.Lock()
 
     @property
@@ -1265,6 +1280,9 @@ class Model:
             self.calls += 1
             if "messages" in request:
                 self.transcript = list(request["messages"])
+        if self.budget is not None:
+            worst = self.budget.worst(self, request)
+            self._held = (self.budget.hold(worst, self.stop), worst, self.usage.cost_usd)
         return time.time()
 
     def _turn(
@@ -1276,6 +1294,10 @@ class Model:
             answer = completion.message or {"role": "assistant", "content": completion.text}
             with self._lock:
                 self.transcript = [*request["messages"], dict(answer)]
+        if self.budget is not None and self._held[1]:  # a call that was sent: what it held becomes what it spent
+            held, _, before = self._held
+            self.budget.settle(held, self.usage.cost_usd - before)
+            self._held = (0.0, 0.0, 0.0)
         if self.exchanges is not None:
             failure = None if error is None else _describe(error)[0]
             call = {"start": began, "end": time.time(), "request": request, "completion": completion, "error": failure}
@@ -1315,9 +1337,13 @@ class Model:
             self.usage = self.usage + usage
 
     def note_retry(self) -> None:
-        """A provider tried again: counted per case in the log."""
+        """A provider tried again: counted per case in the log; under ``--budget`` the new
+        try holds its own worst case first (when it cannot, the call fails and the run stops)."""
         with self._lock:
             self.retries += 1
+        if self.budget is not None:
+            held, worst, before = self._held
+            self._held = (held + self.budget.hold(worst, self.stop), worst, before)
 
     def __repr__(self) -> str:
         return f"Model({self.id!r}, provider={self.provider.name!r}, settings={self.settings!r})"
@@ -1639,6 +1665,7 @@ class _Defaults:
     max_turns: int = _SETTING["max_turns"].default
     case_timeout: float = _SETTING["case_timeout"].default
     tracker_timeout: float = _SETTING["tracker_timeout"].default
+    budget: float | None = None
     transport: dict[str, float] = field(default_factory=dict)  # timeout, retries, ... as Provider names them
     routing: list[str | None] = field(default_factory=lambda: [None])  # provider: preferences, as canonical JSON
 
@@ -3375,6 +3402,11 @@ class OpenRouter(Provider):
             cost = self._cost(model.id, tokens_in, tokens_out)
         return Usage(tokens_in, tokens_out, cost, cached, reasoning, no_price)
 
+    def price(self, model_id: str) -> tuple[float, float, float] | None:
+        catalog = self._load_catalog() or {}
+        prompt, completion, _ = catalog.get(_catalog_id(self, model_id, catalog) or "", (None, None, None))
+        return None if prompt is None or completion is None else (prompt, completion, 0.0)
+
     def _cost(self, model_id: str, tokens_in: int, tokens_out: int) -> float:
         """Tokens times the catalog's prices, when the response carried no cost."""
         catalog = self._load_catalog() or {}
@@ -3512,6 +3544,10 @@ class TypeSafe(Provider):
     def catalog_entries(self) -> list[tuple[str, float | None, float | None, int | None]]:
         return [(model_id, i / 1e6, o / 1e6, None) for model_id, (i, o) in sorted(self.PRICES.items())]
 
+    def price(self, model_id: str) -> tuple[float, float, float] | None:
+        prices = self.PRICES.get(model_id)
+        return None if prices is None else (prices[0] / 1e6, prices[1] / 1e6, 0.0)
+
     def complete(self, model: Model, *, system: str | None = None, user: str, json: bool = True) -> Completion:
         raise ProviderError(
             "no typesafe consumer yet: the typed request shape will be defined by the first "
@@ -3550,6 +3586,11 @@ class LiteLLM(Provider):
     def _litellm() -> Any:
         os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no download at import
         return _import_optional("litellm", "the litellm provider (direct: litellm:)")
+
+    def price(self, model_id: str) -> tuple[float, float, float] | None:
+        entry = self._litellm().model_cost.get(self.model_name(model_id)) or {}
+        p_in, p_out = entry.get("input_cost_per_token"), entry.get("output_cost_per_token")
+        return None if p_in is None or p_out is None else (float(p_in), float(p_out), 0.0)
 
     def missing_keys(self, model_id: str) -> list[str]:
         """LiteLLM's missing keys; where any one of them would do (Gemini: GEMINI_API_KEY
@@ -3673,6 +3714,9 @@ class FakeProvider(Provider):
     def catalog(self) -> list[str]:
         return sorted(f"fake/{name}" for name in self.models)
 
+    def price(self, model_id: str) -> tuple[float, float, float] | None:
+        return (0.0, 0.0, self.COST_USD) if model_id in self.catalog() else None
+
     def complete(self, model: Model, **request: Any) -> Completion:
         r = _Request(**request)
         system, user, messages, tools = r.system, r.user, r.messages, r.tools
@@ -3734,6 +3778,42 @@ def _builtin_providers() -> list[Provider]:
 # ═══════════════════════════════════════════════════════════════════════════════
 
 
+_BUDGET = "budget reached"  # a case the budget stopped before its call: --resume asks it again
+
+
+class _Budget:
+    """``--budget``: what one run may spend. Every model call holds its worst case (each
+    input byte a token, the full ``max_tokens`` out, at the provider's prices) before it is
+    sent, and settles at what it spent when it returns, so what was spent and what is held
+    never passes the limit: with concurrency, retries (each try holds again), repeats and
+    agents' turns. A call that does not fit stops the run."""
+
+    def __init__(self, limit: float) -> None:
+        self.limit, self.spent, self.held = limit, 0.0, 0.0
+        self.lock = threading.Lock()
+
+    @staticmethod
+    def worst(model: Model, request: Mapping[str, Any]) -> float:
+        p_in, p_out, p_request = model.provider.price(model.id) or (0.0, 0.0, 0.0)
+        sent = {k: v for k, v in request.items() if k != "json"}
+        tokens_in = len(_json_dumps(sent).encode()) + 16  # a token is at least a byte; a little for the roles
+        return tokens_in * p_in + (model.max_tokens or 0) * p_out + p_request
+
+    def hold(self, amount: float, stop: _Stop) -> float:
+        with self.lock:
+            if self.spent + self.held + amount > self.limit:
+                reason = f"{_BUDGET}: {_fmt_cost(self.spent)} of {_fmt_cost(self.limit)}"
+                stop.set(reason)
+                raise ProviderError(f"{reason}; this call could cost {_fmt_cost(amount)}", stops_run=True)
+            self.held += amount
+        return amount
+
+    def settle(self, held: float, spent: float) -> None:
+        with self.lock:
+            self.held -= held
+            self.spent += spent
+
+
 class Experiment:
     """One contender over one dataset's cases; results stay in case order."""
 
@@ -3766,6 +3846,7 @@ class Experiment:
         self.began = 0.0  # time.monotonic() when it started: the progress line's pace
         self.halted: str | None = None  # why its remaining cases were not asked (a model the server lacks)
         self.exchanges = False  # its models note each call, for a tracker that shows them
+        self.budget: _Budget | None = None  # the run's --budget, shared by every experiment
         # a direct contender's provider is in its name: it never shares a file with a vendors: id
         via = f"--direct-{contender.provider}" if contender.provider else ""
         routed = f"--via-{_routing_text(contender.routing)}" if contender.routing else ""
@@ -3779,6 +3860,7 @@ class Experiment:
         model.routing = c.routing
         model.cache, model.stop, model.max_turns = self.cache, self.stop, self.max_turns
         model.exchanges = [] if self.exchanges else None
+        model.budget = self.budget
         return model
 
 
@@ -5633,7 +5715,7 @@ def _load_previous(
         for row in record.get("rows", ()):
             case = known.get((record["dataset"], row.get("case")))
             error = row.get("error")
-            if case is None or (error and (retry_errors or str(error).startswith(_ABANDONED))):
+            if case is None or (error and (retry_errors or str(error).startswith(_ABANDONED) or _BUDGET in str(error))):
                 continue
             out.setdefault(key, {})[(case.id, int(row.get("repeat") or 0))] = _result_from_row(row, case)
     return out
@@ -6120,6 +6202,15 @@ class _Cache:
         return list(
             self._db().execute(f"SELECT model, COUNT(*), {cost} FROM completions GROUP BY model ORDER BY model")
         )
+
+    def mean_cost(self, model: str) -> float | None:
+        """What one of ``model``'s stored answers cost when it was first paid for, on average."""
+        (mean,) = (
+            self._db()
+            .execute("SELECT AVG(json_extract(usage, '$.cost_usd')) FROM completions WHERE model = ?", (model,))
+            .fetchone()
+        )
+        return None if mean is None else float(mean)
 
     def clear(self) -> int:
         with self._db() as db:
@@ -8065,6 +8156,116 @@ def _suite_problems(suite: _Suite, dataset: str, cases: list[Case]) -> list[str]
     return problems
 
 
+@dataclass(frozen=True, slots=True)
+class _Forecast:
+    """What one experiment should cost (``expected``) and at most (``worst``), and from what."""
+
+    experiment: Experiment
+    basis: str  # earlier runs | the cache | input size | no price | no max_tokens
+    expected: float | None = None
+    worst: float | None = None
+
+
+def _forecast(experiment: Experiment, log_dir: Path, cache: _Cache | None, turns: int) -> _Forecast:
+    """From this suite's earlier logs of the experiment (each case's own cost, its costliest
+    for the worst case), else the cache's mean answer for the model, else the inputs' size
+    with the full ``max_tokens`` out: always at the provider's prices, never $0 for none."""
+    runs, repeat = len(experiment.cases) * experiment.repeat, experiment.repeat
+    history = _cost_history(log_dir, experiment.name)
+    if history:
+        every = [cost for costs in history.values() for cost in costs]
+        mean, top = sum(every) / len(every), max(every)
+        seen = [history.get(case_id) for case_id in _ids(experiment.cases)]
+        expected = sum(sum(c) / len(c) if c else mean for c in seen) * repeat
+        return _Forecast(experiment, "earlier runs", expected, sum(max(c) if c else top for c in seen) * repeat)
+    c = experiment.contender
+    price = experiment.provider.price(c.model)
+    if price is None:
+        return _Forecast(experiment, "no price")
+    p_in, p_out, p_request = price
+    folders = experiment.cases.found if isinstance(experiment.cases, _Cases) else []
+    size = sum(_file_size(Path(f.folder) / f.file) for f in folders) or sum(len(x.input) for x in experiment.cases)
+    out = c.max_tokens if c.max_tokens is not None or p_out else 0  # no max_tokens: the output has no bound
+    per_case = None if out is None else out * p_out + p_request
+    worst = None if per_case is None else (size * p_in + len(experiment.cases) * per_case) * repeat * turns
+    if cache is not None and (mean_cost := cache.mean_cost(c.model)) is not None:
+        return _Forecast(experiment, "the cache", mean_cost * runs, worst)
+    if per_case is None:
+        return _Forecast(experiment, "no max_tokens")
+    return _Forecast(experiment, "input size", (size / 4 * p_in + len(experiment.cases) * per_case) * repeat, worst)
+
+
+def _resumed(f: _Forecast, previous: Mapping[tuple[str, str], Mapping[tuple[str, int], RunResult]]) -> _Forecast:
+    """The forecast of what is left once --resume skips the finished case runs."""
+    experiment = f.experiment
+    done = len(previous.get((_contender_key(experiment.contender), experiment.dataset), {}))
+    left = 1 - done / max(len(experiment.cases) * experiment.repeat, 1)
+    return dataclasses.replace(f, **{k: v * left for k in ("expected", "worst") if (v := getattr(f, k)) is not None})
+
+
+def _file_size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def _cost_history(log_dir: Path, name: str) -> dict[str, list[float]]:
+    """Each case's cost (its first price, for a cached answer) in the newest three logs of
+    experiment ``name``."""
+    import glob
+
+    costs: dict[str, list[float]] = {}
+    for path in sorted(log_dir.glob(f"{glob.escape(name)}.*.json"), reverse=True)[:3]:
+        try:
+            rows = json.loads(path.read_bytes()).get("rows") or []
+        except (OSError, ValueError, AttributeError, RecursionError):
+            continue
+        for row in rows if isinstance(rows, list) else ():
+            with contextlib.suppress(AttributeError, TypeError, ValueError):
+                cost = float(row["usage"].get("cost_usd") or 0) + float(row.get("saved_usd") or 0)
+                costs.setdefault(str(row["case"]), []).append(cost)
+    return costs
+
+
+def _render_forecast(forecasts: Sequence[_Forecast], style: str) -> str:
+    """The forecast per contender (its datasets together), and the run's total."""
+    rows: dict[str, list[Any]] = {}
+    for f in forecasts:
+        c = f.experiment.contender
+        row = rows.setdefault(c.label, [c.shown, c.effort or "default", _fmt_temp(c.temperature), [], 0, 0.0, 0.0])
+        row[3].append(f.basis)
+        row[4] += len(f.experiment.cases) * f.experiment.repeat
+        row[5] = None if f.expected is None or row[5] is None else row[5] + f.expected
+        row[6] = None if f.worst is None or row[6] is None else row[6] + f.worst
+    cells = [
+        [*r[:3], ", ".join(dict.fromkeys(r[3])), str(r[4]), *("-" if v is None else _fmt_cost(v) for v in r[5:])]
+        for r in rows.values()
+    ]
+    headers = ["model", "effort", "temp", "basis", "case runs", "expected", "at most"]
+    return (
+        _table(headers, cells, [False, False, True, False, True, True, True], style) + "\n" + _forecast_line(forecasts)
+    )
+
+
+def _forecast_line(forecasts: Sequence[_Forecast]) -> str:
+    """One line: the expected and worst cost of the experiments that have a forecast, and
+    how many have none (never counted as $0)."""
+    import collections
+
+    known = [f for f in forecasts if f.expected is not None]
+    runs = sum(len(f.experiment.cases) * f.experiment.repeat for f in forecasts)
+    bases = ", ".join(f"{n} from {b}" for b, n in collections.Counter(f.basis for f in forecasts).items())
+    if not known:
+        return f"forecast: none: no experiment has a price to count with ({bases})"
+    text = f"forecast: {_fmt_cost(sum(f.expected or 0 for f in known))} expected"
+    if all(f.worst is not None for f in known):
+        text += f", {_fmt_cost(sum(f.worst or 0 for f in known))} at most"
+    missing = len(forecasts) - len(known)
+    text += f", over {_n(runs, 'case run')} ({bases})"
+    return text + (f"; {_n(missing, 'experiment')} not counted" if missing else "")
+
+
 @dataclass(eq=False)  # internal records are never compared: no __eq__ to build at import
 class _Plan:
     """What ``run`` or ``compare`` will do, decided before any model is called."""
@@ -8081,6 +8282,8 @@ class _Plan:
     previous: dict[tuple[str, str], dict[tuple[str, int], RunResult]] = field(default_factory=dict)
     resumed_from: str | None = None  # the stamp --resume continues
     baseline: Mapping[tuple[str, str], Mapping[str, Any]] | None = None
+    forecasts: list[_Forecast] = field(default_factory=list)
+    budget: _Budget | None = None
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
@@ -8139,7 +8342,45 @@ def _plan_run(args: argparse.Namespace) -> _Plan:
     keys = {f.key for f in selected}
     twice = [(key, problem) for key, problem in twice if key in keys]
     log_dir = suite.project_root / LOG_DIR
-    return _Plan(suite, lineup, experiments, by_dataset, twice, gates, notes, log_dir)
+    plan = _Plan(suite, lineup, experiments, by_dataset, twice, gates, notes, log_dir)
+    cached = log_dir / "cache" / "completions.sqlite3"
+    cache = _Cache(cached) if (args.cache or suite.config.cache) and cached.is_file() else None
+    turns = max_turns if getattr(suite.adapter, "uses_tools", False) else 1
+    plan.forecasts = [_forecast(experiment, log_dir, cache, turns) for experiment in experiments]
+    return plan
+
+
+def _apply_budget(plan: _Plan, limit: float | None) -> None:
+    """``--budget``: a contender whose cost cannot be counted (no price, no max_tokens) is
+    refused by name; a run whose forecast passes the limit is refused before any call."""
+    if limit is None:
+        return
+    keep = []
+    for f in plan.forecasts:
+        c, provider = f.experiment.contender, f.experiment.provider
+        price = provider.price(c.model)
+        why = "no price" if price is None else "no max_tokens" if c.max_tokens is None and price[1] else ""
+        if why:
+            refusal = (
+                f"{c.label} refused: --budget cannot count what it spends ({why}; set max_tokens, or leave it out)"
+            )
+            if refusal not in plan.lineup.refused:
+                plan.lineup.refused.append(refusal)
+                _warn(refusal)
+        else:
+            keep.append(f)
+    if not keep:
+        raise ConfigError("nothing to run: --budget refused every contender (see the warnings above)")
+    expected = sum(f.expected or 0 for f in keep)
+    if expected > limit:
+        raise ConfigError(
+            f"--budget {_fmt_cost(limit)}: the {_forecast_line(keep)}; raise --budget, or ask fewer "
+            "cases or contenders (-d, -c, -m)"
+        )
+    plan.forecasts, plan.budget = keep, _Budget(limit)
+    plan.experiments = [f.experiment for f in keep]
+    for experiment in plan.experiments:
+        experiment.budget = plan.budget
 
 
 def _dry_run(args: argparse.Namespace, plan: _Plan) -> int:
@@ -8148,14 +8389,22 @@ def _dry_run(args: argparse.Namespace, plan: _Plan) -> int:
         list(cases)  # nothing runs: read them all now, to name their problems
     _warn_case_problems(plan.by_dataset.values(), plan.twice)
     _print_notes(args, plan.notes)
-    if args.format == "json":  # the matrix as data: one entry per experiment, what it would ask
+    _apply_budget(plan, _chosen(args.budget, plan.suite.config.defaults.budget))
+    if args.format == "json":  # the matrix as data: one entry per experiment, what it would ask and cost
         matrix = [
-            {"dataset": e.dataset, "contender": e.contender.to_json(), "cases": len(e.cases), "repeat": e.repeat}
-            for e in plan.experiments
+            {
+                "dataset": f.experiment.dataset,
+                "contender": f.experiment.contender.to_json(),
+                "cases": len(f.experiment.cases),
+                "repeat": f.experiment.repeat,
+                "forecast": {"basis": f.basis, "expected_usd": f.expected, "worst_usd": f.worst},
+            }
+            for f in plan.forecasts
         ]
         print(_json_dumps({"schema": "agent-evals/matrix", "version": 1, "experiments": matrix}, indent=2))
     else:
-        print(_render_matrix(plan.experiments, _style_for(sys.stdout)))
+        style = _style_for(sys.stdout)
+        print(_render_matrix(plan.experiments, style) + "\n\n" + _render_forecast(plan.forecasts, style))
     return EXIT_OK
 
 
@@ -8177,11 +8426,15 @@ def _prepare_run(args: argparse.Namespace, plan: _Plan) -> None:
         print(
             f"resume: {skipped} finished cases from the run of {plan.resumed_from} are not asked again", file=sys.stderr
         )
+    if plan.previous:  # what --resume does not ask again costs nothing now
+        plan.forecasts = [_resumed(f, plan.previous) for f in plan.forecasts]
+    _apply_budget(plan, _chosen(args.budget, suite.config.defaults.budget))
     plan.baseline = _read_run(args.baseline, log_dir, "--baseline") if args.baseline else None
     cache = _Cache(log_dir / "cache" / "completions.sqlite3") if args.cache or suite.config.cache else None
     for experiment in plan.experiments:
         experiment.keep_raw = not args.no_raw
         experiment.cache = cache
+    print(_forecast_line(plan.forecasts), file=sys.stderr)  # every check passed: the run's first line
 
 
 def _chosen(flag: Any, configured: Any) -> Any:
@@ -8266,6 +8519,9 @@ def _report(args: argparse.Namespace, plan: _Plan, session: _Session, interrupte
         if interrupted or not session.stop.reason
         else f"the run stopped after {finished} of {total} cases: {session.stop.reason}"
     )
+    if stopped and plan.budget is not None and str(session.stop.reason).startswith(_BUDGET):
+        spent = f"{_fmt_cost(plan.budget.spent)} of {_fmt_cost(plan.budget.limit)}"
+        stopped = f"{_BUDGET}: {spent}; {finished} of {total} cases asked; --resume with a higher --budget continues"
     shown = [experiment for experiment in experiments if experiment.results]
     # every file first: a reader that stops reading the tables (| head) loses none of them
     if args.output:
