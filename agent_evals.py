@@ -560,14 +560,17 @@ def _n(count: int, word: str) -> str:
     return f"{count:,} {word}{'' if count == 1 else 's'}"
 
 
-def _fmt_cost(value: float) -> str:
+def _fmt_cost(value: float, up: bool = False) -> str:
     """Dollars to four places, or to two significant digits where four places would show
-    none: a local server's $0.000027 is not shown as $0.0000.
+    none: a local server's $0.000027 is not shown as $0.0000. ``up``: rounded up, for a
+    bound that must never read below what it bounds.
 
-    >>> _fmt_cost(0.004), _fmt_cost(2.7e-05), _fmt_cost(0.0), _fmt_cost(12.34567)
-    ('$0.0040', '$0.000027', '$0.0000', '$12.3457')
+    >>> _fmt_cost(0.004), _fmt_cost(2.7e-05), _fmt_cost(0.0), _fmt_cost(12.34567), _fmt_cost(0.01374, up=True)
+    ('$0.0040', '$0.000027', '$0.0000', '$12.3457', '$0.0138')
     """
     places = 4 if not 0 < value < 0.00005 else 1 - math.floor(math.log10(value))
+    if up:
+        value = math.ceil(value * 10**places - 1e-9) / 10**places
     return f"${value:.{places}f}"
 
 
@@ -8212,7 +8215,7 @@ def _file_size(path: Path) -> int:
 
 def _cost_history(log_dir: Path, name: str) -> dict[str, list[float]]:
     """Each case's cost (its first price, for a cached answer) in the newest three logs of
-    experiment ``name``."""
+    experiment ``name``; a run that ended in an error spent part of a case's cost, and is left out."""
     import glob
 
     costs: dict[str, list[float]] = {}
@@ -8222,7 +8225,9 @@ def _cost_history(log_dir: Path, name: str) -> dict[str, list[float]]:
         except (OSError, ValueError, AttributeError, RecursionError):
             continue
         for row in rows if isinstance(rows, list) else ():
-            with contextlib.suppress(AttributeError, TypeError, ValueError):
+            with contextlib.suppress(AttributeError, TypeError, ValueError, KeyError):
+                if row.get("error"):
+                    continue
                 cost = float(row["usage"].get("cost_usd") or 0) + float(row.get("saved_usd") or 0)
                 costs.setdefault(str(row["case"]), []).append(cost)
     return costs
@@ -8239,7 +8244,12 @@ def _render_forecast(forecasts: Sequence[_Forecast], style: str) -> str:
         row[5] = None if f.expected is None or row[5] is None else row[5] + f.expected
         row[6] = None if f.worst is None or row[6] is None else row[6] + f.worst
     cells = [
-        [*r[:3], ", ".join(dict.fromkeys(r[3])), str(r[4]), *("-" if v is None else _fmt_cost(v) for v in r[5:])]
+        [
+            *r[:3],
+            ", ".join(dict.fromkeys(r[3])),
+            str(r[4]),
+            *("-" if v is None else _fmt_cost(v, up=i == 1) for i, v in enumerate(r[5:])),
+        ]
         for r in rows.values()
     ]
     headers = ["model", "effort", "temp", "basis", "case runs", "expected", "at most"]
@@ -8260,7 +8270,7 @@ def _forecast_line(forecasts: Sequence[_Forecast]) -> str:
         return f"forecast: none: no experiment has a price to count with ({bases})"
     text = f"forecast: {_fmt_cost(sum(f.expected or 0 for f in known))} expected"
     if all(f.worst is not None for f in known):
-        text += f", {_fmt_cost(sum(f.worst or 0 for f in known))} at most"
+        text += f", {_fmt_cost(sum(f.worst or 0 for f in known), up=True)} at most"
     missing = len(forecasts) - len(known)
     text += f", over {_n(runs, 'case run')} ({bases})"
     return text + (f"; {_n(missing, 'experiment')} not counted" if missing else "")
