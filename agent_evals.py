@@ -8182,7 +8182,7 @@ def _forecast(experiment: Experiment, log_dir: Path, cache: _Cache | None, turns
         expected = sum(sum(c) / len(c) if c else mean for c in seen) * repeat
         return _Forecast(experiment, "earlier runs", expected, sum(max(c) if c else top for c in seen) * repeat)
     c = experiment.contender
-    price = experiment.provider.price(c.model)
+    price = _price_of(experiment.provider, c.model)
     if price is None:
         return _Forecast(experiment, "no price")
     p_in, p_out, p_request = price
@@ -8204,6 +8204,15 @@ def _resumed(f: _Forecast, previous: Mapping[tuple[str, str], Mapping[tuple[str,
     done = len(previous.get((_contender_key(experiment.contender), experiment.dataset), {}))
     left = 1 - done / max(len(experiment.cases) * experiment.repeat, 1)
     return dataclasses.replace(f, **{k: v * left for k in ("expected", "worst") if (v := getattr(f, k)) is not None})
+
+
+def _price_of(provider: Provider, model_id: str) -> tuple[float, float, float] | None:
+    """The provider's price, or None when it cannot say (its catalog unreachable, its code raising)."""
+    try:
+        return provider.price(model_id)
+    except _SUITE_EXCEPTIONS as e:
+        _reraise_ctrl_c(e)
+        return None
 
 
 def _file_size(path: Path) -> int:
@@ -8368,7 +8377,7 @@ def _apply_budget(plan: _Plan, limit: float | None) -> None:
     keep = []
     for f in plan.forecasts:
         c, provider = f.experiment.contender, f.experiment.provider
-        price = provider.price(c.model)
+        price = _price_of(provider, c.model)
         why = "no price" if price is None else "no max_tokens" if c.max_tokens is None and price[1] else ""
         if why:
             refusal = (
@@ -8401,7 +8410,7 @@ def _dry_run(args: argparse.Namespace, plan: _Plan) -> int:
     _print_notes(args, plan.notes)
     _apply_budget(plan, _chosen(args.budget, plan.suite.config.defaults.budget))
     if args.format == "json":  # the matrix as data: one entry per experiment, what it would ask and cost
-        matrix = [
+        entries = [
             {
                 "dataset": f.experiment.dataset,
                 "contender": f.experiment.contender.to_json(),
@@ -8411,10 +8420,11 @@ def _dry_run(args: argparse.Namespace, plan: _Plan) -> int:
             }
             for f in plan.forecasts
         ]
-        print(_json_dumps({"schema": "agent-evals/matrix", "version": 1, "experiments": matrix}, indent=2))
+        print(_json_dumps({"schema": "agent-evals/matrix", "version": 1, "experiments": entries}, indent=2))
     else:
         style = _style_for(sys.stdout)
-        print(_render_matrix(plan.experiments, style) + "\n\n" + _render_forecast(plan.forecasts, style))
+        matrix, last = _render_matrix(plan.experiments, style).rsplit("\n", 1)  # the dry run's last word last
+        print(f"{matrix}\n{_render_forecast(plan.forecasts, style)}\n{last}")
     return EXIT_OK
 
 
@@ -8444,7 +8454,6 @@ def _prepare_run(args: argparse.Namespace, plan: _Plan) -> None:
     for experiment in plan.experiments:
         experiment.keep_raw = not args.no_raw
         experiment.cache = cache
-    print(_forecast_line(plan.forecasts), file=sys.stderr)  # every check passed: the run's first line
 
 
 def _chosen(flag: Any, configured: Any) -> Any:
@@ -8505,6 +8514,7 @@ def _execute(args: argparse.Namespace, plan: _Plan, stamp: str) -> tuple[_Sessio
             except _SUITE_EXCEPTIONS as e:
                 _reraise_ctrl_c(e)
                 raise SuiteError(f"before_run raised {_describe(e)[0]}") from None
+        print(_forecast_line(plan.forecasts), file=progress.err)  # every check passed: the run's first line
         interrupted = _run_experiments(session, experiments, concurrency)
     if capture.failure:
         session.unwritten.append(capture.failure)

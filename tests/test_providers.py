@@ -370,7 +370,9 @@ def test_a_local_server_with_vendor_free_ids_is_reached_and_its_catalog_checked(
         chats = [r for r in server.requests if r.method == "POST"]
         assert {r.body["model"] for r in chats} == {"llama3.2:1b"}  # the server's own id, no prefix
         assert all("authorization" not in r.headers for r in server.requests)  # no key set: none sent
-        assert "no price" not in err and "unpriced" not in err
+        warnings = [line for line in err.splitlines() if not line.startswith("forecast: ")]
+        assert not any("no price" in line or "unpriced" in line for line in warnings), err
+        assert "forecast: none: no experiment has a price to count with (1 from no price)" in err  # never $0
         (project / "evals" / ".agent-eval.config.yml").write_text(LOCAL_LINEUP.replace("1b", "1bb"))
         code, _, err = cli("compare", "--local")
         assert code == 2 and "local/llama3.2:1bb: provider local has no such model" in err
