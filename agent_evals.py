@@ -3850,6 +3850,7 @@ class Experiment:
         self.halted: str | None = None  # why its remaining cases were not asked (a model the server lacks)
         self.exchanges = False  # its models note each call, for a tracker that shows them
         self.budget: _Budget | None = None  # the run's --budget, shared by every experiment
+        self.decided: str | None = None  # --until-decided: why its remaining cases need not be asked
         # a direct contender's provider is in its name: it never shares a file with a vendors: id
         via = f"--direct-{contender.provider}" if contender.provider else ""
         routed = f"--via-{_routing_text(contender.routing)}" if contender.routing else ""
@@ -4030,6 +4031,7 @@ class _ExperimentRun:
                 if (p := previous.get((ids[i // self.repeat], i % self.repeat))) is not None:
                     self.results[i] = dataclasses.replace(p, experiment=experiment)
         self.todo = [i for i, result in enumerate(self.results) if result is None]
+        self.decider: Any = None  # --until-decided: releases its cases round by round (``_Decider``)
         self.answered = False  # a case of it got an answer: its 400s are the cases', not the contender's
         self.refused: dict[str, int] = {}
         self.claim = itertools.count().__next__  # atomic under the GIL
@@ -4082,7 +4084,9 @@ class _ExperimentRun:
         if owner.orphaned or self.closed or self.run.stop.event.is_set() or self.experiment.halted:
             return None
         k = self.claim()
-        return self.todo[k] if k < len(self.todo) else None
+        if k >= len(self.todo) or (self.decider is not None and not self.decider.admits(self, k)):
+            return None
+        return self.todo[k]
 
     def _begin(self, i: int, owner: _Owner) -> tuple[int, Model, float]:
         """The case's place, its model and its start; the case is in flight from here."""
@@ -4151,6 +4155,8 @@ class _ExperimentRun:
             run.progress.add(result)
             self._record()
             self._judge(result)
+            if self.decider is not None:
+                self.decider.update()
         return line
 
     def _judge(self, result: RunResult) -> None:
@@ -4188,6 +4194,8 @@ class _ExperimentRun:
                     self.results[i], self.lines[i] = result, line
                     self.run.progress.add(result)
                     self._record()
+                    if self.decider is not None:
+                        self.decider.update()
                 else:
                     line = ""
             self.run.journal_write(self.journal, f"{line}\n" if line else "")
@@ -4344,6 +4352,8 @@ class _Session:
         self.stop = _Stop()  # this run's: Ctrl-C, a refused key or a full disk set it
         self.tracker_timeout = tracker_timeout
         self.labels: dict[str, Any] = {}  # a shard's "shard" and "run_id", in each journal's header
+        self.decide: Callable[[str, threading.Condition, int], Any] | None = None  # --until-decided: one a dataset
+        self.decisions: list[str] = []  # what --until-decided settled, in order
         self.couriers = {t: _Courier(t, self) for t in trackers if not isinstance(t, LocalTracker)}
         # the trackers whose begin() does something, entered around each case on its thread
         self.live = [t for t in self.couriers if type(t).begin is not Tracker.begin]
@@ -4454,12 +4464,17 @@ def _run_experiments(run: _Session, experiments: list[Experiment], concurrency: 
                     experiment.not_run, experiment.failure = _ids(experiment.cases), failure
                 continue
             pending = list(group)
+            # --until-decided asks a dataset's contenders round by round, side by side: all at once
+            decider = run.decide(dataset, threading.Condition(run.lock), len(group)) if run.decide else None
             while pending or running:
-                while pending and not stop.event.is_set() and (concurrency == 0 or len(running) < concurrency):
+                together = concurrency == 0 or decider is not None
+                while pending and not stop.event.is_set() and (together or len(running) < concurrency):
                     experiment = pending.pop(0)
                     started = _ExperimentRun(
                         run, experiment, previous.get((_contender_key(experiment.contender), experiment.dataset), {})
                     )
+                    if decider is not None:
+                        decider.join(started)
                     running.append(started)
                     started.start()
                 if stop.event.is_set():
@@ -5105,6 +5120,86 @@ def _betainc(a: float, b: float, x: float) -> float:
         if abs(c * d - 1) < 1e-12:
             break
     return front * result
+
+
+def _decide(values: Mapping[str, Mapping[str, float]], z: float, least: int = 10) -> tuple[str, dict[str, Any]]:
+    """The top contender by mean, and each other one shown below it: label -> (difference,
+    low, high, cases), from the paired differences over the cases both answered, each a z
+    interval at ``z``. Fewer than ``least`` shared cases decide nothing."""
+    means = {label: sum(v.values()) / len(v) for label, v in values.items() if v}
+    top = max(means, key=lambda label: means[label])
+    settled = {}
+    for label, own in values.items():
+        shared = values[top].keys() & own.keys()
+        if label == top or len(shared) < least:
+            continue
+        d = [values[top][k] - own[k] for k in shared]
+        n, mean = len(d), sum(d) / len(d)
+        half = z * math.sqrt(sum((x - mean) ** 2 for x in d) / (n - 1) / n)
+        if mean - half > 0:
+            settled[label] = (mean, mean - half, mean + half, n)
+    return top, settled
+
+
+class _Decider:
+    """``--until-decided`` for one dataset. Its contenders' case runs are asked in one seeded
+    random order (the same for each), a tenth at a time; after each round the top contender
+    (the primary metric, errors counted as wrong) is tested against each other one, paired
+    over the cases both answered. One shown below the top is asked no more; once only the
+    top is left, the dataset is decided. Every test is a z interval at alpha / (2 × rounds ×
+    comparisons), Bonferroni over every look and every comparison, so the chance of ever
+    declaring a wrong order stays under alpha however many rounds are looked at (a 5% test
+    at each of ten looks would declare one in about a fifth of runs with no difference)."""
+
+    LOOKS = 10
+
+    def __init__(self, dataset: str, cond: threading.Condition, count: int, primary: str, notes: list[str]) -> None:
+        from statistics import NormalDist
+
+        self.dataset, self.cond, self.count, self.primary, self.notes = dataset, cond, count, primary, notes
+        self.runs: list[Any] = []
+        self.size = self.step = self.limit = 0
+        self.z = NormalDist().inv_cdf(1 - ALPHA / (2 * self.LOOKS * max(count - 1, 1)))
+
+    def join(self, run: Any) -> None:
+        import random
+
+        random.Random(self.dataset).shuffle(run.todo)  # seeded: every contender, every rerun, one order
+        run.decider = self
+        self.runs.append(run)
+        self.size = max(self.size, len(run.todo))
+        self.step = self.limit = max(1, math.ceil(self.size / self.LOOKS))
+
+    def admits(self, run: Any, k: int) -> bool:
+        """Whether claim ``k`` may run: it waits for its round, unless the contender is decided."""
+        with self.cond:
+            while k >= self.limit and not (run.experiment.decided or run.closed or run.run.stop.event.is_set()):
+                self.cond.wait(0.5)
+            return k < self.limit and not run.experiment.decided
+
+    def update(self) -> None:
+        """After a case finished (the caller holds the run's lock): test once the round is in."""
+        active = [r for r in self.runs if not (r.experiment.decided or r.experiment.halted)]
+        if len(self.runs) < self.count or self.limit >= self.size or not active:
+            return
+        if any(r.results[u] is None for r in active for u in r.todo[: self.limit]):
+            return
+        values = {str(i): _case_values(filter(None, r.results), self.primary, 0.0) for i, r in enumerate(active)}
+        top, settled = _decide(values, self.z)
+        best = active[int(top)].experiment
+        for label, (mean, low, high, n) in settled.items():
+            loser = active[int(label)].experiment
+            loser.decided = (
+                f"below {best.contender.label} by {mean * 100:.1f} points [{low * 100:.1f}, {high * 100:.1f}]"
+            )
+            self.notes.append(
+                f"decided [{self.dataset}] {loser.contender.label}: {loser.decided} after {_n(n, 'case')}"
+            )
+        if len(settled) == len(active) - 1 and len(active) > 1:
+            best.decided = "the top: every other contender is below it"
+            self.notes.append(f"decided [{self.dataset}] {best.contender.label}: {best.decided}")
+        self.limit += self.step
+        self.cond.notify_all()
 
 
 def _case_values(results: Iterable[RunResult], metric: str, errors_as: float | None = None) -> dict[str, float]:
@@ -7795,6 +7890,12 @@ def _parser(providers: Sequence[Provider] | None = None) -> _Parser:
     chosen.add_argument(
         "--retry-errors", action="store_true", help="with --resume: ask the cases that ended in an error again"
     )
+    chosen.add_argument(
+        "--until-decided",
+        action="store_true",
+        help="ask cases in rounds, in a seeded random order, and stop asking a contender once it is shown below "
+        "the top (sequential tests: README, How the numbers are computed)",
+    )
     sent = running.add_argument_group("what the models are sent (beats the config file's defaults and entries)")
     how = running.add_argument_group("how the run goes (beats the config file's defaults)")
     for setting in _SETTINGS:
@@ -8438,6 +8539,10 @@ def _prepare_run(args: argparse.Namespace, plan: _Plan) -> None:
     for flag, value in (("--junit", args.junit), ("--html", args.html), ("-o", args.output)):
         if isinstance(value, str):
             _check_target(value, flag)
+    if args.resume and args.until_decided:
+        raise ConfigError(
+            "--until-decided and --resume cannot be combined: a sequential run starts from its first round"
+        )
     if args.resume:
         plan.resumed_from, files = _resume_files(args.resume, log_dir)
         every = [case for group in plan.by_dataset.values() for case in group]
@@ -8502,6 +8607,9 @@ def _execute(args: argparse.Namespace, plan: _Plan, stamp: str) -> tuple[_Sessio
         previous=plan.previous,
     )
     session.labels = {k: context[k] for k in ("shard", "run_id") if context[k]}
+    if args.until_decided:
+        primary = _primary(suite.metrics).name
+        session.decide = lambda dataset, cond, count: _Decider(dataset, cond, count, primary, session.decisions)
     capture = _Capture(log_dir.parent / f"{args.command}.warnings.{stamp}.log")
     with capture:
         if capture.terminal is not None:  # descriptor 2 is captured now: the harness speaks on a copy
@@ -8588,6 +8696,7 @@ def _report(args: argparse.Namespace, plan: _Plan, session: _Session, interrupte
             "stopped": stopped,
             "baseline": None if changes is None else [_change_document(c) for c in changes],
             "refused": plan.lineup.refused,
+            "decided": session.decisions if args.until_decided else None,
         }
         print(_json_dumps(_results_document(shown, suite.metrics, context), indent=2), file=out)
     if interrupted:
@@ -8601,6 +8710,16 @@ def _report(args: argparse.Namespace, plan: _Plan, session: _Session, interrupte
         print(
             f"error: [{experiment.dataset}] {experiment.contender.label} stopped after {len(experiment.results)} of "
             f"{len(experiment.cases) * experiment.repeat} cases: {experiment.halted}; --resume asks the rest once it is fixed",
+            file=err,
+        )
+    for line in session.decisions:
+        print(line, file=err)
+    if args.until_decided:
+        asked = sum(len(e.results) for e in experiments if e.decided)
+        unasked = sum(len(e.cases) * e.repeat - len(e.results) for e in experiments if e.decided)
+        print(
+            f"until decided: {_n(unasked, 'case run')} not asked ({asked} asked by the decided contenders); the "
+            "decisions' intervals are sequential (Bonferroni over rounds and comparisons), the tables' the usual 95%",
             file=err,
         )
     if stopped and not unwritten:
