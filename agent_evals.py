@@ -137,7 +137,8 @@ _EXIT_CODES = (
     (
         EXIT_FAILED,
         "verify found problems, a gate failed, a dataset's prepare failed, the provider stopped the run (a "
-        "refused key, no credits), a file of the run could not be written, or agent-evals itself failed",
+        "refused key, no credits), the budget was reached, a file of the run could not be written, or "
+        "agent-evals itself failed",
     ),
     (EXIT_USAGE, "usage or configuration error, before any model is called"),
     (EXIT_INTERRUPTED, "interrupted (Ctrl-C); what finished is kept"),

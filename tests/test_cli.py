@@ -113,6 +113,18 @@ def test_python_dash_m_and_help(tmp_path: Path) -> None:
     )
     assert "request types" in result.stdout and "prompt" in result.stdout and "typesafe" in result.stdout
     assert "exit codes:" in result.stdout and "130" in result.stdout
+    # every cause of exit 1 the README lists (#27.6), in --help's own words
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    causes = (
+        "verify found problems",
+        "a gate failed",
+        "prepare failed",
+        "the provider stopped the run",
+        "could not be written",
+        "agent-evals itself failed",
+    )
+    help_text = " ".join(result.stdout.split())
+    assert all(cause in help_text and cause in " ".join(readme.replace("`", "").split()) for cause in causes)
     for command in ("cases", "verify", "run", "compare"):
         assert command in result.stdout
     sub = agent_evals("compare", "--help", cwd=tmp_path)

@@ -10,7 +10,7 @@ from statistics import NormalDist
 import pytest
 
 import agent_evals as ae
-from conftest import case_files, read_logs
+from conftest import EXACT_HELPER, many, read_logs
 
 
 def sequential(rng: random.Random, p_top: float, p_other: float, cases: int, z: float) -> int | None:
@@ -46,36 +46,23 @@ def test_a_ten_point_gap_over_1000_cases_stops_before_half_on_average() -> None:
     assert sum(stops) / len(stops) < 500
 
 
-SLOPPY = """
-import agent_evals as ae
+SLOPPY = (
+    EXACT_HELPER
+    + """
 import zlib
 
 def sloppy(system, user):
     # wrong on about a third of the cases, the same ones every run
     return user if zlib.crc32(user.encode()) % 3 else "{}"
 
-class S(ae.Scorer):
-    def metrics(self):
-        return [ae.Metric("exact", "1 when right.", primary=True)]
-
-    def call(self, case, reply, context):
-        right = float(reply.output == case.expected)
-        return ae.Score(value=right, metrics={"exact": right})
-
-ae.configure(suite="decide", adapter=ae.EchoAdapter(), scorer=S(), providers=[ae.FakeProvider({"sloppy": sloppy})])
+ae.configure(providers=[ae.FakeProvider({"sloppy": sloppy})])
 """
-
-
-def many_cases(n: int) -> dict[str, str]:
-    files: dict[str, str] = {}
-    for i in range(1, n + 1):
-        files |= case_files("ds", f"a/{i:03d}", {"v": i})
-    return files
+)
 
 
 def test_until_decided_stops_asking_a_contender_shown_below_the_top(make_suite, cli) -> None:
     lineup = "request_types: [prompt]\nvendors:\n  fake:\n    - model: echo\n    - model: sloppy\n"
-    project = make_suite(helper=SLOPPY, config=lineup, cases=many_cases(300))
+    project = make_suite(helper=SLOPPY, config=lineup, cases=many(300))
     code, out, err = cli("compare", "--local", "--until-decided", "-p", "8", cwd=project)
     assert code == 0, err
     assert "decided [ds] fake/sloppy effort=default: below fake/echo effort=default by " in err
@@ -90,7 +77,7 @@ def test_until_decided_stops_asking_a_contender_shown_below_the_top(make_suite, 
 
 def test_with_no_difference_every_case_is_asked(make_suite, cli) -> None:
     lineup = "request_types: [prompt]\nvendors:\n  fake:\n    - model: echo\n      effort: [low, high]\n"
-    project = make_suite(helper=SLOPPY, config=lineup, cases=many_cases(60))
+    project = make_suite(helper=SLOPPY, config=lineup, cases=many(60))
     code, _, err = cli("compare", "--local", "--until-decided", cwd=project)
     assert code == 0, err
     assert "decided [" not in err and "until decided: 0 case runs not asked" in err
