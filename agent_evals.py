@@ -6125,9 +6125,9 @@ def _shard_siblings(folder: Path, stamp: str) -> list[Path]:
         try:
             with min(paths).open(encoding="utf-8", errors="replace") as file:
                 match = re.search(r'"run_id": ("(?:[^"\\]|\\.)*")', file.read(8192))
-        except OSError:
+            return str(json.loads(match[1])) if match else None
+        except (OSError, ValueError):  # unreadable, or not a JSON string after all: no run of this one
             return None
-        return json.loads(match[1]) if match else None
 
     mine = run_id(found.pop(stamp, []))
     return [p for paths in found.values() if mine and run_id(paths) == mine for p in paths]

@@ -260,3 +260,15 @@ def test_shard_logs_record_shard_and_run_id_even_in_a_journal(make_suite, cli, m
         == json.loads(j.read_text().splitlines()[0])
         for j in journals
     )
+
+
+def test_a_shard_log_with_a_broken_header_is_no_sibling_and_no_traceback(make_suite, cli, monkeypatch) -> None:
+    project = make_suite(helper=SYNC, config=LINEUP, cases=cases())
+    monkeypatch.setenv("AGENT_EVALS_RUN_ID", "r1")
+    code, _, err = cli("compare", "--local", "--shard", "1/2", cwd=project)
+    assert code == 0, err
+    logs = project / "log" / "agent-evals"
+    (logs / "x.20000101-000000-000-shard2of2.json").write_text('{\n  "run_id": "\\q", "rows": [')
+    code, out, err = cli("report", str(logs))
+    assert code == 0 and "Traceback" not in err
+    assert "warning: report: shard 2/2 of run r1 missing: partial" in err and "│ one " in out
