@@ -7027,11 +7027,9 @@ def _compare_runs(
                 rates = len(raised_a) / cases, len(raised_b) / cases
                 changes.append(_Change(record["dataset"], record["contender"], ERRORS, *rates, test, raised, fixed))
     for metric in [*metrics, ERRORS]:  # Holm over each metric's family of experiments
-        family = [i for i, c in enumerate(changes) if c.metric == metric and c.paired is not None]
-        adjusted = _holm([changes[i].paired.p for i in family])  # type: ignore[union-attr]
-        for i, holm_p in zip(family, adjusted, strict=True):
-            paired = dataclasses.replace(changes[i].paired, adjusted=holm_p)  # type: ignore[type-var]
-            changes[i] = dataclasses.replace(changes[i], paired=paired)
+        family = [(i, pair) for i, c in enumerate(changes) if c.metric == metric and (pair := c.paired) is not None]
+        for (i, paired), holm_p in zip(family, _holm([paired.p for _, paired in family]), strict=True):
+            changes[i] = dataclasses.replace(changes[i], paired=dataclasses.replace(paired, adjusted=holm_p))
     return changes
 
 
