@@ -110,6 +110,7 @@ if __name__ == "__main__" or sys.argv[0].rpartition("/")[2].startswith("agent-ev
         signal.signal(signal.SIGINT, lambda *_: sys.exit(130))
 
 import argparse
+import contextvars
 import dataclasses
 import importlib
 import inspect
@@ -1150,6 +1151,21 @@ class Provider:
         return model_id
 
 
+class _Hold:
+    """One model call's share of ``--budget``: what it holds, its worst case per try, and
+    what its failed tries cost (an in-band error carries its price)."""
+
+    __slots__ = ("held", "spent", "token", "worst")
+
+    def __init__(self, held: float, worst: float) -> None:
+        self.held, self.worst, self.spent = held, worst, 0.0
+        self.token: Any = None
+
+
+# the --budget hold of the model call in flight in this context (asyncio.to_thread carries it)
+_CALL: contextvars.ContextVar[_Hold | None] = contextvars.ContextVar("agent_evals_call", default=None)
+
+
 class Model:
     """The handle an adapter calls: one contender's model and settings.
 
@@ -1185,7 +1201,6 @@ class Model:
         self.transcript: list[dict[str, Any]] | None = None  # a conversation's messages, the answers included
         self.exchanges: list[dict[str, Any]] | None = None  # each call, when a tracker shows them
         self.budget: _Budget | None = None  # --budget: each call holds its worst case until it settles
-        self._held = (0.0, 0.0, 0.0)  # (held for the call in flight, its worst case, the spend before it)
         self._lock = threading.Lock()
 
     @property
@@ -1225,11 +1240,11 @@ class Model:
         key, hit = self._cached(request)
         if hit is not None:
             return self._turn(request, hit, time.time())
-        began = self._sending(request)
+        began, hold = self._sending(request)
         try:
-            return self._turn(request, self._paid(key, self.provider.complete(self, **request)), began)
+            return self._turn(request, self._paid(key, self.provider.complete(self, **request)), began, hold=hold)
         except BaseException as e:
-            self._turn(request, None, began, e)
+            self._turn(request, None, began, e, hold)
             raise
 
     async def acomplete(
@@ -1248,11 +1263,13 @@ class Model:
         key, hit = self._cached(request)
         if hit is not None:
             return self._turn(request, hit, time.time())
-        began = self._sending(request)
+        began, hold = self._sending(request)
         try:
-            return self._turn(request, self._paid(key, await self.provider.acomplete(self, **request)), began)
+            return self._turn(
+                request, self._paid(key, await self.provider.acomplete(self, **request)), began, hold=hold
+            )
         except BaseException as e:
-            self._turn(request, None, began, e)
+            self._turn(request, None, began, e, hold)
             raise
 
     def _request(
@@ -1277,31 +1294,40 @@ class Model:
             request["tool_choice"] = tool_choice
         return request
 
-    def _sending(self, request: Mapping[str, Any]) -> float:
+    def _sending(self, request: Mapping[str, Any]) -> tuple[float, _Hold | None]:
         """A call is made: counted, and a conversation's transcript is what is sent, so a
-        case that fails on this turn keeps the turns so far."""
+        case that fails on this turn keeps the turns so far; under ``--budget`` it holds
+        its worst case first (the hold is the call's own, whatever else runs at once)."""
         with self._lock:
             self.calls += 1
             if "messages" in request:
                 self.transcript = list(request["messages"])
+        hold = None
         if self.budget is not None:
             worst = self.budget.worst(self, request)
-            self._held = (self.budget.hold(worst, self.stop), worst, self.usage.cost_usd)
-        return time.time()
+            hold = _Hold(self.budget.hold(worst, self.stop), worst)
+            hold.token = _CALL.set(hold)  # the provider's retries and in-band costs find it here
+        return time.time(), hold
 
     def _turn(
-        self, request: Mapping[str, Any], completion: Any, began: float, error: BaseException | None = None
+        self,
+        request: Mapping[str, Any],
+        completion: Any,
+        began: float,
+        error: BaseException | None = None,
+        hold: _Hold | None = None,
     ) -> Any:
-        """Note a call: a conversation's transcript gains the answer, and a tracker that
-        shows each call (``exchanges``) gets its times, request and answer or failure."""
+        """Note a call: a conversation's transcript gains the answer, what it held becomes what
+        it spent, and a tracker that shows each call (``exchanges``) gets its times, request
+        and answer or failure."""
         if "messages" in request and completion is not None:
             answer = completion.message or {"role": "assistant", "content": completion.text}
             with self._lock:
                 self.transcript = [*request["messages"], dict(answer)]
-        if self.budget is not None and self._held[1]:  # a call that was sent: what it held becomes what it spent
-            held, _, before = self._held
-            self.budget.settle(held, self.usage.cost_usd - before)
-            self._held = (0.0, 0.0, 0.0)
+        if hold is not None and self.budget is not None:
+            with contextlib.suppress(ValueError):  # set in another context (a provider's own threads)
+                _CALL.reset(hold.token)
+            self.budget.settle(hold.held, hold.spent + (completion.usage.cost_usd if completion is not None else 0.0))
         if self.exchanges is not None:
             failure = None if error is None else _describe(error)[0]
             call = {"start": began, "end": time.time(), "request": request, "completion": completion, "error": failure}
@@ -1339,15 +1365,16 @@ class Model:
         error carries its cost): the case's spend counts it."""
         with self._lock:
             self.usage = self.usage + usage
+        if (hold := _CALL.get()) is not None:
+            hold.spent += usage.cost_usd
 
     def note_retry(self) -> None:
         """A provider tried again: counted per case in the log; under ``--budget`` the new
         try holds its own worst case first (when it cannot, the call fails and the run stops)."""
         with self._lock:
             self.retries += 1
-        if self.budget is not None:
-            held, worst, before = self._held
-            self._held = (held + self.budget.hold(worst, self.stop), worst, before)
+        if self.budget is not None and (hold := _CALL.get()) is not None:
+            hold.held += self.budget.hold(hold.worst, self.stop)
 
     def __repr__(self) -> str:
         return f"Model({self.id!r}, provider={self.provider.name!r}, settings={self.settings!r})"

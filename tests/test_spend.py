@@ -198,3 +198,17 @@ def test_the_budget_is_never_passed_in_1000_simulated_runs() -> None:
     assert all(spent == pytest.approx(charged) for _, charged, spent in runs)  # it counts what was charged
     stopped = sum(charged > 0.5 * limit for limit, charged, _ in runs)
     assert stopped > 500  # most runs reach their limit: the test is not passing for want of spending
+
+
+def test_concurrent_calls_of_one_case_each_settle_their_own_hold() -> None:
+    import asyncio
+
+    model = ae.FakeModel("echo")
+    model.budget = ae._Budget(1.0)
+
+    async def gathered() -> list[ae.Completion]:
+        return await asyncio.gather(*(model.acomplete(user=f"question {i}") for i in range(5)))
+
+    answers = asyncio.run(gathered())
+    assert [a.text for a in answers] == [f"question {i}" for i in range(5)]
+    assert model.budget.spent == pytest.approx(0.005) and model.budget.held == pytest.approx(0.0)
