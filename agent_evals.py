@@ -8024,7 +8024,11 @@ def _parser(providers: Sequence[Provider] | None = None) -> _Parser:
         "models", parents=[suite, listing], help="the model ids the providers serve, with prices and context length"
     )
     models.add_argument("pattern", nargs="?", metavar="PATTERN", help="only ids containing PATTERN (or a glob: *mini*)")
-    models.add_argument("--refresh", action="store_true", help="fetch the catalogs now (default: the cached ones)")
+    models.add_argument(
+        "--refresh",
+        action="store_true",
+        help="fetch the catalogs now (default: the cached ones; a first one is fetched)",
+    )
     models.add_argument("--provider", metavar="NAME", help="only this provider's models (openrouter, local, ...)")
     runs = sub.add_parser(
         "runs", parents=[suite, listing], help="the runs under log/agent-evals, newest first, with what each holds"
@@ -9093,10 +9097,13 @@ def _cmd_models(args: argparse.Namespace) -> int:
     found: list[tuple[str, str, float | None, float | None, int | None]] = []
     notes: list[str] = []
     for provider in providers:
-        provider.cache_dir, provider.offline = cache_dir, not args.refresh
+        provider.cache_dir, provider.retries = cache_dir, 0  # a listing is asked for now: no minutes of retries
+        path = getattr(provider, "_cache_path", lambda: None)()
+        # a catalog that lasts (OpenRouter's) and was never fetched is fetched now; a local server's on --refresh
+        first = getattr(provider, "catalog_ttl", 0) > 0 and path is not None and not path.is_file()
+        provider.offline = not (args.refresh or first)
         if args.refresh and hasattr(provider, "catalog_ttl"):
             provider.catalog_ttl = 0.0  # type: ignore[attr-defined]
-            provider.retries = 0  # a listing is asked for now: no minutes of retries on a network that is not there
         try:
             entries = provider.catalog_entries()
         except _SUITE_EXCEPTIONS as e:

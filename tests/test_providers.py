@@ -385,15 +385,17 @@ def test_models_lists_the_catalog_with_prices_and_context(make_suite, cli, monke
     with OpenAICompatible() as server:
         monkeypatch.setenv("OPENROUTER_BASE_URL", server.url + "/api/v1")
         project = make_suite()
-        code, out, err = cli("models", "mini", "--provider", "openrouter", cwd=project)
-        assert code == 0 and out == "" and "no cached OpenRouter catalog yet" in err and "--refresh" in err
-        code, out, err = cli("models", "mini", "--provider", "openrouter", "--refresh")
+        code, out, err = cli("models", "mini", "--provider", "openrouter", cwd=project)  # none cached: fetched
         assert code == 0, err
         assert "│ openai/gpt-4o-mini  │ openrouter │  $0.15 │   $0.60 │ 128,000 │" in out
         assert "│ openai/gpt-4.1-mini │ openrouter │  $0.40 │   $1.60 │       - │" in out and "llama" not in out
+        code, out, err = cli("models", "mini", "--provider", "openrouter")  # cached now: not fetched again
+        assert code == 0 and "│ openai/gpt-4o-mini  │" in out and len(server.requests) == 1
+        code, out, err = cli("models", "mini", "--provider", "openrouter", "--refresh")
+        assert code == 0 and "│ openai/gpt-4o-mini  │" in out, err
         fetched = len(server.requests)
     code, out, _ = cli("models", "*4o*", "--provider", "openrouter")  # the cached catalog: no server needed
-    assert code == 0 and "openai/gpt-4o-mini" in out and "gpt-4.1" not in out and fetched == 1
+    assert code == 0 and "openai/gpt-4o-mini" in out and "gpt-4.1" not in out and fetched == 2
     code, _, err = cli("models", "--provider", "openruter")
     assert code == 2 and 'did you mean "openrouter"' in err
 

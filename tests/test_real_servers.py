@@ -292,3 +292,57 @@ def test_the_cache_keys_on_routing_and_keeps_a_cut_off_answer(tmp_path) -> None:
     cache.put(cache.key(plain, request), ae.Completion("{", ae.Usage(1, 8, 0.1), raw, finish_reason="length"))
     hit = cache.get(cache.key(plain, request))
     assert hit is not None and hit.finish_reason == "length" and hit.usage == ae.Usage(1, 8, 0.1)
+
+
+def test_your_first_real_eval_as_the_readme_walks_it(tmp_path, monkeypatch) -> None:
+    """The README's guide, step by step: copy the toy suite, list real models (its YAML block),
+    give a key in a .env file, look before spending, then run, against a stand-in OpenRouter."""
+    import re
+    import shutil
+
+    from servers import OpenAICompatible, chat_answer
+
+    from conftest import ROOT, run_agent_evals
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    guide = readme[readme.index("## Your first real eval") : readme.index("## Writing a suite")]
+    lineup = re.search(r"```yaml\n(.+?)\n\s*```", guide, re.S)[1]
+    lineup = "\n".join(line[3:] if line.startswith("   ") else line for line in lineup.splitlines())
+    project = tmp_path / "mine"
+    for folder in ("evals", "toy_suite"):  # step 1: the suite, and the package with its adapter and scorer
+        source = ROOT / "examples" / "toy_suite" / folder
+        shutil.copytree(source, project / folder, ignore=shutil.ignore_patterns("log", "__pycache__"))
+    helper = project / "evals" / "eval_helper.py"
+    # step 4: the key in the project root's .env, named in configure(env_files=["../.env"])
+    helper.write_text(helper.read_text().replace("configure(", 'configure(env_files=["../.env"], ', 1))
+    (project / "evals" / ".agent-eval.config.yml").write_text(lineup + "\n")
+    (project / ".env").write_text("OPENROUTER_API_KEY=sk-or-from-dotenv-123456\n")
+    models = [m for m in re.findall(r"- model: (\S+)", lineup)]
+    vendors = re.findall(r"^  (\w+):$", lineup, re.M)
+    ids = ["openai/gpt-4.1-mini", "openai/gpt-4.1", "anthropic/claude-haiku-5.5"]
+    assert models == ["gpt-4.1-mini", "gpt-4.1", "claude-haiku-5.5"] and vendors == ["openai", "anthropic"]
+    catalog = [{"id": i, "pricing": {"prompt": "0.000001", "completion": "0.000004"}} for i in ids]
+
+    def respond(request):
+        text = request.body["messages"][-1]["content"]
+        return chat_answer(text[text.index("Answer: ") + 8 :].strip() if "Answer: " in text else "{}")
+
+    with OpenAICompatible(respond, catalog=catalog) as server:
+        env = {"OPENROUTER_BASE_URL": server.url + "/api/v1"}
+        for command in (["verify"], ["models", "gpt-4.1"], ["compare", "-n"]):
+            done = run_agent_evals(*command, cwd=project, env=env)
+            assert done.returncode in (0, 1), done.stderr  # verify may find the toy cases' own nits
+        assert (
+            "│ openai/gpt-4.1-mini │ openrouter │" in run_agent_evals("models", "gpt-4.1", cwd=project, env=env).stdout
+        )
+        dry = run_agent_evals("compare", "-n", cwd=project, env=env)
+        assert dry.stdout.count("│ animals │") == 4 and "8 experiments, 32 case runs" in dry.stdout, dry.stdout
+        assert server.chats() == []  # looking costs nothing
+        one = run_agent_evals("run", "-m", "openai/gpt-4.1-mini", "-c", "clear/001", "--local", cwd=project, env=env)
+        assert one.returncode == 0, one.stderr
+        assert len(server.chats()) == 2  # one case in each of the two datasets
+        assert all(r.headers["authorization"] == "Bearer sk-or-from-dotenv-123456" for r in server.chats())
+        whole = run_agent_evals("compare", "--local", cwd=project, env=env)
+        assert whole.returncode == 0, whole.stderr
+    assert "leaderboard: all datasets" in whole.stdout and "sk-or-from-dotenv" not in whole.stdout + whole.stderr
+    assert "stamp" in run_agent_evals("runs", cwd=project, env=env).stdout
