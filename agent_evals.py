@@ -6110,7 +6110,7 @@ def _records_of(
                         f"{flag}: {record.get('experiment', key[1])} is in two of the logs given; "
                         "give each shard's run once"
                     )
-                twice = f"shard {record['shard']}{_of_run(record)} is given twice"
+                twice = f"shard {record['shard']}{_of_run(record.get('run_id'))} is given twice"
                 older, newer = sorted((str(old["stamp"]), str(record["stamp"])))
                 note = f"{twice} ({older} and {newer}): the newer, {newer}, is shown"
                 notes += [] if note in notes else [note]
@@ -6131,11 +6131,14 @@ def _records_of(
             shards.setdefault((record.get("run_id"), n), set()).add(int(k))
     for (run_id, n), present in shards.items():
         if missing := [f"{k}/{n}" for k in range(1, int(n) + 1) if k not in present]:
-            where = _of_run({"run_id": run_id})
-            notes.append(f"shard{'s' * (len(missing) > 1)} {', '.join(missing)}{where} missing: partial")
+            notes.append(f"shard{'s' * (len(missing) > 1)} {', '.join(missing)}{_of_run(run_id)} missing: partial")
     for note in notes:
         _warn(f"{flag}: {note}")
     return merged
+
+
+def _of_run(run_id: Any) -> str:
+    return f" of run {run_id}" if run_id else ""
 
 
 def _shard_siblings(folder: Path, stamp: str) -> list[Path]:
@@ -6158,10 +6161,6 @@ def _shard_siblings(folder: Path, stamp: str) -> list[Path]:
 
     mine = run_id(found.pop(stamp, []))
     return [p for paths in found.values() if mine and run_id(paths) == mine for p in paths]
-
-
-def _of_run(record: Mapping[str, Any]) -> str:
-    return f" of run {record['run_id']}" if record.get("run_id") else ""
 
 
 def _logged_metrics(records: Iterable[Mapping[str, Any]]) -> list[Metric]:
@@ -8411,9 +8410,8 @@ def _forecast_line(forecasts: Sequence[_Forecast]) -> str:
     text = f"forecast: {_fmt_cost(sum(f.expected or 0 for f in known))} expected"
     if all(f.worst is not None for f in known):
         text += f", {_fmt_cost(sum(f.worst or 0 for f in known), up=True)} at most"
-    missing = len(forecasts) - len(known)
     text += f", over {_n(runs, 'case run')} ({bases})"
-    return text + (f"; {_n(missing, 'experiment')} not counted" if missing else "")
+    return text + (f"; {_n(missing, 'experiment')} not counted" if (missing := len(forecasts) - len(known)) else "")
 
 
 @dataclass(eq=False)  # internal records are never compared: no __eq__ to build at import

@@ -192,7 +192,7 @@ def test_configure_merges_lists_and_rejects_unknown_settings() -> None:
 # statistics, suite checks and real-server handling of #22, #23, #26 and part of #24 brought
 # it to about 8,300, and the trackers of #25 (off the run's path, spans at case start, GenAI
 # attributes, Braintrust spans), the shards and listings of #27 and the forecast, budget and
-# sequential decisions of #28 to 9,219. #21's target of 7,400 cannot be met with every one of
+# sequential decisions of #28 to 9,250. #21's target of 7,400 cannot be met with every one of
 # those behaviours kept (the issue forbids dropping any, and the optional integrations stay in
 # the one file): which to give up, or a new target, is the decision #21 waits on. Until then
 # the ceiling is the size at which it stopped, so that the next feature pays for its lines.
