@@ -186,6 +186,7 @@ class FakeBraintrust(OpenAICompatible):
         super().__init__(self.answer, catalog=None)
         self.delay = delay
         self.experiments: dict[str, str] = {}
+        self.token = os.urandom(4).hex()  # its experiments' ids are its own, whatever port it has
 
     def answer(self, request):
         path, body = request.path, request.body
@@ -199,17 +200,22 @@ class FakeBraintrust(OpenAICompatible):
             known = [{"id": self.experiments[name], "name": name}] if name in self.experiments else []
             return Answer(200, {"objects": known})
         if path.startswith("/v1/experiment") and "summarize" not in path:
-            self.experiments[body["name"]] = f"exp{len(self.requests)}"
+            self.experiments[body["name"]] = f"exp-{self.token}-{len(self.requests)}"
             return Answer(200, {"id": self.experiments[body["name"]], "name": body["name"]})
         if "summarize" in path:
             return Answer(200, {"scores": {}, "metrics": {}}, delay=self.delay)
         return Answer(200, {}, delay=self.delay)
 
     def rows(self, kind: str = "eval") -> list[dict]:
-        """The rows as Braintrust stores them: the events of one span (its start, its end) merged by id."""
+        """The rows as Braintrust stores them: the events of one span (its start, its end) merged by id.
+        Only this server's experiments': an earlier test's abandoned SDK thread may still retry into
+        a port the system has since given to this one."""
         merged: dict[str, dict] = {}
+        mine = set(self.experiments.values())
         for request in self.requests:
             for row in request.body["rows"] if request.path.startswith("/logs3") else ():
+                if row.get("experiment_id") not in mine:
+                    continue
                 into = merged.setdefault(row["id"], {})
                 metrics = {**into.get("metrics", {}), **(row.get("metrics") or {})}
                 into.update(row, metrics=metrics)
