@@ -206,12 +206,12 @@ class FakeBraintrust(OpenAICompatible):
             return Answer(200, {"scores": {}, "metrics": {}}, delay=self.delay)
         return Answer(200, {}, delay=self.delay)
 
-    def rows(self, kind: str = "eval") -> list[dict]:
-        """The rows as Braintrust stores them: the events of one span (its start, its end) merged by id.
-        Only this server's experiments': an earlier test's abandoned SDK thread may still retry into
-        a port the system has since given to this one."""
+    def rows(self, kind: str = "eval", stamp: str = "") -> list[dict]:
+        """The rows as Braintrust stores them: the events of one span (its start, its end) merged by id;
+        with ``stamp``, only that run's experiments' (an earlier test's abandoned SDK thread may still
+        retry, login and all, into a port the system has since given to this server)."""
         merged: dict[str, dict] = {}
-        mine = set(self.experiments.values())
+        mine = {v for name, v in self.experiments.items() if stamp in name}
         for request in self.requests:
             for row in request.body["rows"] if request.path.startswith("/logs3") else ():
                 if row.get("experiment_id") not in mine:
@@ -323,7 +323,8 @@ def test_a_slow_tracker_is_off_the_experiments_clocks(make_suite, cli, monkeypat
         code, _, err = cli("compare", "--tracker", "braintrust", "--project", "p")
     assert code == 0, err
     on = {name: t for name, t in experiment_times(project).items()}
-    assert len(server.rows()) == 8 and max(on.values()) < 0.3 and max(off.values()) < 0.3
+    stamp = max(log["stamp"] for log in read_logs(project))
+    assert len(server.rows(stamp=stamp)) == 8 and max(on.values()) < 0.3 and max(off.values()) < 0.3
     sent = re.search(r"braintrust: sent in (\d+\.\d) s, apart from the experiments' own times", err)
     assert sent and float(sent[1]) >= 0.8
 
@@ -468,8 +469,9 @@ def test_a_failed_agent_case_keeps_its_turns_in_the_log_and_the_tracker(make_sui
     (row,) = read_logs(project)[0]["rows"]
     assert row["error"].startswith("ProviderError: openrouter: openai/gpt-4o-mini: HTTP 500: upstream down")
     assert row["turns"] == 2 and [m["role"] for m in row["transcript"]] == ["user", "assistant", "tool"]
-    (sent,) = server.rows()
+    stamp = read_logs(project)[0]["stamp"]
+    (sent,) = server.rows(stamp=stamp)
     assert sent["metadata"]["transcript"] == row["transcript"] and sent["metadata"]["turns"] == 2
-    first, second = sorted(server.rows("llm"), key=lambda r: r["metrics"]["start"])
+    first, second = sorted(server.rows("llm", stamp), key=lambda r: r["metrics"]["start"])
     assert first["output"]["tool_calls"][0]["function"]["name"] == "step" and "error" not in first
     assert second["input"] == row["transcript"] and "HTTP 500" in second["error"]
