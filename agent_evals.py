@@ -1151,6 +1151,18 @@ class Provider:
         return model_id
 
 
+def _price_of(provider: Provider, model_id: str) -> tuple[float, float, float] | None:
+    """The provider's price, or None when it cannot say: its catalog unreachable, its code
+    raising, or an answer that is no three finite dollar amounts from 0 up."""
+    try:
+        price: Any = provider.price(model_id)
+        ok = len(price) == 3 and all(not isinstance(p, bool) and 0 <= float(p) < math.inf for p in price)
+    except _SUITE_EXCEPTIONS as e:
+        _reraise_ctrl_c(e)
+        return None
+    return (float(price[0]), float(price[1]), float(price[2])) if ok else None
+
+
 class _Hold:
     """One model call's share of ``--budget``: what it holds, its worst case per try, and
     what its failed tries cost (an in-band error carries its price)."""
@@ -3825,7 +3837,7 @@ class _Budget:
 
     @staticmethod
     def worst(model: Model, request: Mapping[str, Any]) -> float:
-        p_in, p_out, p_request = model.provider.price(model.id) or (0.0, 0.0, 0.0)
+        p_in, p_out, p_request = _price_of(model.provider, model.id) or (0.0, 0.0, 0.0)
         sent = {k: v for k, v in request.items() if k != "json"}
         tokens_in = len(_json_dumps(sent).encode()) + 16  # a token is at least a byte; a little for the roles
         return tokens_in * p_in + (model.max_tokens or 0) * p_out + p_request
@@ -4327,8 +4339,8 @@ class _Courier:
         busy, limit = self.busy, self.run.tracker_timeout
         if busy is None or not limit or now - busy[1] <= limit or self.tracker in self.run.failed:
             return False
-        name = self.tracker.name
-        self.run.failed[self.tracker] = f"tracker {name}: {busy[0]} took more than {limit:g} s (tracker_timeout)"
+        tracker = self.tracker
+        self.run.failed[tracker] = f"tracker {tracker.name}: {busy[0]} took over {limit:g} s (tracker_timeout)"
         return True
 
     def wait(self, deadline: float) -> None:
@@ -4569,10 +4581,7 @@ def _deliver(run: _Session, tracker: Tracker, courier: _Courier) -> None:
         with contextlib.suppress(Exception):
             tracker.abandon()
     else:
-        print(
-            f"{tracker.name}: sent in {courier.spent:.1f} s, apart from the experiments' own times",
-            file=run.progress.err,
-        )
+        print(f"{tracker.name}: sent in {courier.spent:.1f} s, off the experiments' clocks", file=run.progress.err)
 
 
 def _drain(run: _Session, running: list[_ExperimentRun], deadline: float) -> None:
@@ -6126,7 +6135,7 @@ def _records_of(
         raise ConfigError(f"{flag}: the logs declare different metrics; report runs of one scorer together")
     shards: dict[tuple[Any, str], set[int]] = {}
     for record in merged.values():
-        if re.fullmatch(r"\d+/\d+", str(record.get("shard"))):
+        if re.fullmatch(r"\d{1,6}/\d{1,5}", str(record.get("shard"))):  # no engine runs 100,000 shards
             k, n = record["shard"].split("/")
             shards.setdefault((record.get("run_id"), n), set()).add(int(k))
     for (run_id, n), present in shards.items():
@@ -8334,15 +8343,6 @@ def _resumed(f: _Forecast, previous: Mapping[tuple[str, str], Mapping[tuple[str,
     done = len(previous.get((_contender_key(experiment.contender), experiment.dataset), {}))
     left = 1 - done / max(len(experiment.cases) * experiment.repeat, 1)
     return dataclasses.replace(f, **{k: v * left for k in ("expected", "worst") if (v := getattr(f, k)) is not None})
-
-
-def _price_of(provider: Provider, model_id: str) -> tuple[float, float, float] | None:
-    """The provider's price, or None when it cannot say (its catalog unreachable, its code raising)."""
-    try:
-        return provider.price(model_id)
-    except _SUITE_EXCEPTIONS as e:
-        _reraise_ctrl_c(e)
-        return None
 
 
 def _file_size(path: Path) -> int:

@@ -212,3 +212,46 @@ def test_concurrent_calls_of_one_case_each_settle_their_own_hold() -> None:
     answers = asyncio.run(gathered())
     assert [a.text for a in answers] == [f"question {i}" for i in range(5)]
     assert model.budget.spent == pytest.approx(0.005) and model.budget.held == pytest.approx(0.0)
+
+
+@pytest.mark.parametrize(
+    "junk", ["'cheap'", "(float('nan'), 0, 0)", "(-1, 0, 0)", "(1e-6, 1e-6)", "(True, 0, 0)", "1 / 0"]
+)
+def test_a_price_that_is_no_price_is_none_never_a_traceback(make_suite, cli, junk) -> None:
+    helper = f"""
+import agent_evals as ae
+
+class Odd(ae.FakeProvider):
+    name = "odd"
+    prefix = "odd/"
+
+    def catalog(self):
+        return ["odd/echo"]
+
+    def price(self, model_id):
+        return {junk}
+
+    def complete(self, model, **request):
+        return super().complete(ae.Model("fake/echo", self), **request)
+
+ae.configure(providers=[Odd()])
+"""
+    config = "request_types: [prompt]\ndefaults:\n  max_tokens: 10\nvendors:\n  odd:\n    - model: echo\n"
+    project = make_suite(config=config, extra={"odd.py": helper})
+    (project / "evals" / "eval_helper.py").write_text(
+        (project / "evals" / "eval_helper.py").read_text() + "\nimport odd\n"
+    )
+    code, out, err = cli("compare", "-n", cwd=project)
+    assert code == 0 and "│ odd/echo │ default │    - │ no price │" in out and "Traceback" not in err, err
+    code, _, err = cli("compare", "--local", "--budget", "1")
+    assert code == 2 and "odd/echo effort=default refused: --budget cannot count what it spends (no price" in err
+
+
+def test_a_log_claiming_a_shard_count_no_engine_runs_is_not_believed(make_suite, cli) -> None:
+    project = make_suite()
+    code, _, err = cli("compare", "--local", "--shard", "1/1", cwd=project)
+    assert code == 0, err
+    (log,) = (project / "log" / "agent-evals").glob("*.json")
+    log.write_text(log.read_text().replace('"shard": "1/1"', '"shard": "1/99999999999"'))
+    code, out, err = cli("report", str(log))  # no loop over a hundred billion shards: the run is shown
+    assert code == 0 and "│ ds " in out and "missing" not in err, err
