@@ -255,3 +255,12 @@ def test_a_log_claiming_a_shard_count_no_engine_runs_is_not_believed(make_suite,
     log.write_text(log.read_text().replace('"shard": "1/1"', '"shard": "1/99999999999"'))
     code, out, err = cli("report", str(log))  # no loop over a hundred billion shards: the run is shown
     assert code == 0 and "│ ds " in out and "missing" not in err, err
+
+
+@pytest.mark.parametrize("flag", ["--budget", "--tracker-timeout"])
+@pytest.mark.parametrize("value", ["nan", "-1", "inf", "abc"])
+def test_a_budget_or_tracker_timeout_that_is_no_number_is_one_line(make_suite, cli, flag, value) -> None:
+    project = make_suite()
+    code, out, err = cli("compare", "-n", flag, value, cwd=project)
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1
+    assert f"argument {flag}: expected " in err and "from 0 up" in err and f"got '{value}'" in err
