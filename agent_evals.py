@@ -388,6 +388,9 @@ class _Stop:
 # KeyboardInterrupt, so that one raised by suite code is told apart from it. A signal
 # belongs to the process, not to a run: ``main`` clears it as it returns.
 _CTRL_C = threading.Event()
+# One thread at a time formats a traceback: CPython 3.11 parses code for its carets with process-wide
+# AST state that concurrent parses corrupt (gh-106905), failing every ast.parse after (coverage's too).
+_TRACEBACKS = threading.Lock()
 
 
 # What suite code may raise (anything at all: see ``_suite_fault``), caught at every hook.
@@ -449,7 +452,8 @@ def _describe(error: BaseException) -> tuple[str, str]:
     except Exception:  # a message that cannot be read must not lose the row
         message = "(its message could not be read)"
     try:
-        trace = "".join(traceback.format_exception(type(error), error, error.__traceback__, limit=-4))
+        with _TRACEBACKS:
+            trace = "".join(traceback.format_exception(type(error), error, error.__traceback__, limit=-4))
     except Exception:
         trace = ""
     return _redact(f"{type(error).__name__.lstrip('_')}: {message}"), _redact(trace)
@@ -1168,10 +1172,10 @@ class _Hold:
     what its failed tries cost (an in-band error carries its price)."""
 
     __slots__ = ("held", "spent", "token", "worst")
+    token: Any
 
     def __init__(self, held: float, worst: float) -> None:
-        self.held, self.worst, self.spent = held, worst, 0.0
-        self.token: Any = None
+        self.held, self.worst, self.spent, self.token = held, worst, 0.0, None
 
 
 # the --budget hold of the model call in flight in this context (asyncio.to_thread carries it)
@@ -5438,11 +5442,9 @@ class Braintrust(Tracker):
 def _sent_before(name: str, context: Mapping[str, Any], tracker: str) -> str | None:
     """The stamp of the latest earlier run whose log of experiment ``name`` says it was sent to
     ``tracker`` in this project: the one a tracker compares this run's experiment with."""
-    import glob
-
     folder, stamp = Path(context.get("log_dir") or "."), str(context.get("stamp"))
     wanted = {"tracker": json.dumps(tracker), "project": json.dumps(context.get("project"))}
-    for path in sorted(folder.glob(f"{glob.escape(name)}.*.json"), reverse=True):
+    for path in sorted(folder.glob(f"{name}.*.json"), reverse=True):  # a safe name: no glob characters
         earlier = path.name[len(name) + 1 : -len(".json")]
         if earlier >= stamp or "." in earlier:
             continue
@@ -8353,12 +8355,10 @@ def _file_size(path: Path) -> int:
 
 
 def _cost_history(log_dir: Path, name: str) -> dict[str, list[float]]:
-    """Each case's cost (its first price, for a cached answer) in the newest three logs of
-    experiment ``name``; a run that ended in an error spent part of a case's cost, and is left out."""
-    import glob
-
+    """Each case's cost (a cached answer's first price) in the newest three logs of experiment
+    ``name`` (a safe name: no glob characters); error rows, which spent part of one, left out."""
     costs: dict[str, list[float]] = {}
-    for path in sorted(log_dir.glob(f"{glob.escape(name)}.*.json"), reverse=True)[:3]:
+    for path in sorted(log_dir.glob(f"{name}.*.json"), reverse=True)[:3]:
         try:
             rows = json.loads(path.read_bytes()).get("rows") or []
         except (OSError, ValueError, AttributeError, RecursionError):
