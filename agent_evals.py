@@ -110,6 +110,7 @@ if __name__ == "__main__" or sys.argv[0].rpartition("/")[2].startswith("agent-ev
         signal.signal(signal.SIGINT, lambda *_: sys.exit(130))
 
 import argparse
+import atexit
 import contextvars
 import dataclasses
 import importlib
@@ -542,6 +543,22 @@ def _sorted_if_possible(items: Iterable[Any]) -> list[Any]:
         return sorted(items)
     except TypeError:
         return list(items)
+
+
+def _header_fields(path: Path, *keys: str) -> dict[str, Any]:
+    """Top-level string (or null) fields of a log or journal, read from its first 8 KiB alone
+    (its header comes first): None for one absent, unreadable or not a JSON string."""
+    try:
+        with path.open(encoding="utf-8", errors="replace") as file:
+            head = file.read(8192)
+    except OSError:
+        head = ""
+    fields: dict[str, Any] = dict.fromkeys(keys)
+    for key in keys:
+        for value in re.findall(rf'"{key}": ("(?:[^"\\]|\\.)*"|null)', head)[:1]:  # the first: the header's
+            with contextlib.suppress(ValueError):  # no JSON string after all
+                fields[key] = json.loads(value)
+    return fields
 
 
 def _importable(module: str) -> bool:
@@ -4200,7 +4217,7 @@ class _ExperimentRun:
             self._record()
             self._judge(result)
             if self.decider is not None:
-                self.decider.update()
+                self.decider.update(self)
         return line
 
     def _judge(self, result: RunResult) -> None:
@@ -4239,7 +4256,7 @@ class _ExperimentRun:
                     self.run.progress.add(result)
                     self._record()
                     if self.decider is not None:
-                        self.decider.update()
+                        self.decider.update(self)
                 else:
                     line = ""
             self.run.journal_write(self.journal, f"{line}\n" if line else "")
@@ -5199,6 +5216,7 @@ class _Decider:
 
         self.dataset, self.cond, self.count, self.primary, self.notes = dataset, cond, count, primary, notes
         self.runs: list[Any] = []
+        self.stored: dict[int, int] = {}  # cases each contender has stored, by id(run)
         self.size = self.step = self.limit = 0
         self.z = NormalDist().inv_cdf(1 - ALPHA / (2 * self.LOOKS * max(count - 1, 1)))
 
@@ -5218,12 +5236,14 @@ class _Decider:
                 self.cond.wait(0.5)
             return k < self.limit and not run.experiment.decided
 
-    def update(self) -> None:
-        """After a case finished (the caller holds the run's lock): test once the round is in."""
+    def update(self, run: Any) -> None:
+        """After a case of ``run`` finished (the caller holds the run's lock): test once every active
+        contender has stored as many cases as the round admits (a claim past it waits)."""
+        self.stored[id(run)] = self.stored.get(id(run), 0) + 1
         active = [r for r in self.runs if not (r.experiment.decided or r.experiment.halted)]
         if len(self.runs) < self.count or self.limit >= self.size or not active:
             return
-        if any(r.results[u] is None for r in active for u in r.todo[: self.limit]):
+        if any(self.stored.get(id(r), 0) < self.limit for r in active):
             return
         values = {str(i): _case_values(filter(None, r.results), self.primary, 0.0) for i, r in enumerate(active)}
         top, settled = _decide(values, self.z)
@@ -5380,8 +5400,6 @@ class Braintrust(Tracker):
         )
 
     def abandon(self) -> None:
-        import atexit
-
         if self.state is not None:  # the SDK flushes at exit, which would wait on the server again
             atexit.unregister(self.state.global_bg_logger()._finalize)
 
@@ -5443,17 +5461,10 @@ def _sent_before(name: str, context: Mapping[str, Any], tracker: str) -> str | N
     """The stamp of the latest earlier run whose log of experiment ``name`` says it was sent to
     ``tracker`` in this project: the one a tracker compares this run's experiment with."""
     folder, stamp = Path(context.get("log_dir") or "."), str(context.get("stamp"))
-    wanted = {"tracker": json.dumps(tracker), "project": json.dumps(context.get("project"))}
+    wanted = {"tracker": tracker, "project": context.get("project")}
     for path in sorted(folder.glob(f"{name}.*.json"), reverse=True):  # a safe name: no glob characters
         earlier = path.name[len(name) + 1 : -len(".json")]
-        if earlier >= stamp or "." in earlier:
-            continue
-        try:
-            with path.open(encoding="utf-8", errors="replace") as file:
-                head = file.read(4096)
-        except OSError:
-            continue
-        if dict(re.findall(r'^  "(tracker|project)": (".*?"|null),?$', head, re.MULTILINE)) == wanted:
+        if earlier < stamp and "." not in earlier and _header_fields(path, *wanted) == wanted:
             return earlier
     return None
 
@@ -5569,7 +5580,7 @@ class Logfire(Tracker):
             run = {k: str(self.context.get(k)) for k in ("stamp", "command", "log_dir")}
             attributes = {f"agent_evals.{k}": v for k, v in run.items()} | {"suite": self.context.get("suite") or ""}
             attributes["input.value"] = f"agent-evals {run['command']} of suite {attributes['suite']}"
-            root = self._span("run", f"agent-evals {run['command']} {run['stamp']}", None, _chain(attributes))
+            root = self._span("run", f"agent-evals {run['command']} {run['stamp']}", None, _CHAIN | attributes)
         c = experiment.contender
         attributes = {
             "suite": self.context.get("suite") or "",
@@ -5583,7 +5594,7 @@ class Logfire(Tracker):
             "repeat": experiment.repeat,
         }
         attributes |= {k: v for k, v in (("temperature", c.temperature), ("max_tokens", c.max_tokens)) if v is not None}
-        return self._span(id(experiment), f"experiment {experiment.name}", root, _chain(attributes))
+        return self._span(id(experiment), f"experiment {experiment.name}", root, _CHAIN | attributes)
 
     def start(self, experiment: Experiment) -> None:
         self._experiment_span(experiment)
@@ -5710,10 +5721,7 @@ class Logfire(Tracker):
 
 
 _JSON_OUTPUT = {"output.mime_type": "application/json"}  # OpenInference: viewers show the output as JSON
-
-
-def _chain(attributes: dict[str, Any]) -> dict[str, Any]:
-    return {"openinference.span.kind": "CHAIN", **attributes}
+_CHAIN = {"openinference.span.kind": "CHAIN"}  # a span that holds others (run, experiment, case)
 
 
 def _failed_span(span: Any, error: str | None, trace_text: str | None = None) -> None:
@@ -6103,8 +6111,6 @@ def _records_of(
             stamp, files = _resume_files(path, Path(path))
         except ConfigError as e:
             raise ConfigError(str(e).replace("--resume", flag)) from None
-        if not files:
-            continue
         if Path(path).is_dir() or path == "latest":  # the newest run: all of its shards
             files = [*files, *_shard_siblings(files[0].parent, stamp)]
         if tuple(files) in runs:
@@ -6162,16 +6168,10 @@ def _shard_siblings(folder: Path, stamp: str) -> list[Path]:
         if (m := _STAMP.search(path.name)) and m[1].endswith(count[1]):
             found.setdefault(m[1], []).append(path)
 
-    def run_id(paths: list[Path]) -> str | None:
-        try:
-            with min(paths).open(encoding="utf-8", errors="replace") as file:
-                match = re.search(r'"run_id": ("(?:[^"\\]|\\.)*")', file.read(8192))
-            return str(json.loads(match[1])) if match else None
-        except (OSError, ValueError):  # unreadable, or not a JSON string after all: no run of this one
-            return None
-
-    mine = run_id(found.pop(stamp, []))
-    return [p for paths in found.values() if mine and run_id(paths) == mine for p in paths]
+    mine = _header_fields(min(found.pop(stamp)), "run_id")["run_id"]  # a header that cannot be read: no sibling
+    return [
+        p for paths in found.values() if mine and _header_fields(min(paths), "run_id")["run_id"] == mine for p in paths
+    ]
 
 
 def _logged_metrics(records: Iterable[Mapping[str, Any]]) -> list[Metric]:

@@ -91,7 +91,6 @@ def test_until_decided_and_resume_do_not_mix(make_suite, cli) -> None:
     assert code == 2 and "--until-decided and --resume cannot be combined" in err
 
 
-@pytest.mark.parametrize("contenders", [3])
-def test_three_contenders_spend_alpha_over_both_comparisons(contenders) -> None:
-    decider = ae._Decider("ds", None, contenders, "exact", [])  # type: ignore[arg-type]
+def test_three_contenders_spend_alpha_over_both_comparisons() -> None:
+    decider = ae._Decider("ds", None, 3, "exact", [])  # type: ignore[arg-type]
     assert decider.z == pytest.approx(NormalDist().inv_cdf(1 - 0.05 / (2 * 10 * 2)))
