@@ -168,7 +168,7 @@ class _Setting:
 
     key: str  # defaults.<key> in the config file; "" when only the flag sets it
     flags: tuple[str, ...]  # the run/compare flags; () when only the config file sets it
-    kind: str  # efforts | temperatures | whole | seconds | number
+    kind: str  # efforts | temperatures | whole | seconds | number | switch
     default: Any  # what applies when neither the flag nor the config file sets it
     help: str
     low: int = 0  # the least a whole number may be
@@ -276,6 +276,24 @@ _SETTINGS = (
         "number",
         32.0,
         "the largest response body read, in MiB; more is that case's error",
+        transport=True,
+    ),
+    _Setting(
+        "check_models",
+        (),
+        "switch",
+        True,
+        "check the lineup's ids against each server's model list before the run (false: a local server "
+        "that loads models on demand lists none; the first answer tells)",
+        transport=True,
+    ),
+    _Setting(
+        "drop_params",
+        (),
+        "switch",
+        False,
+        "ask a LiteLLM proxy to drop the settings its deployment refuses (reasoning_effort, say) instead of "
+        "answering 400",
         transport=True,
     ),
 )
@@ -1116,6 +1134,8 @@ class Provider:
     # Set by the run from flags and the config's defaults: (see README, "Timeouts and retries")
     timeout: float = _SETTING["timeout"].default  # seconds to wait for an answer; reasoning models think for minutes
     connect_timeout: float = _SETTING["connect_timeout"].default
+    check_models: bool = True  # the lineup's ids are checked against its catalog before the run
+    drop_params: bool = False  # LiteLLM: settings a deployment refuses are dropped (sent as drop_params)
     retries: int = _SETTING["retries"].default  # tries after the first, for failures worth retrying
     retry_wait: float = _SETTING["retry_wait"].default  # most seconds one request may spend waiting between tries
     retry_backoff: float = _SETTING["retry_backoff"].default  # the first wait; it doubles with each retry
@@ -1234,6 +1254,7 @@ class Model:
         self.transcript: list[dict[str, Any]] | None = None  # a conversation's messages, the answers included
         self.exchanges: list[dict[str, Any]] | None = None  # each call, when a tracker shows them
         self.budget: _Budget | None = None  # --budget: each call holds its worst case until it settles
+        self.empty = ""  # why the last answer had no text, when it had none
         self._lock = threading.Lock()
 
     @property
@@ -1391,6 +1412,7 @@ class Model:
         with self._lock:
             self.usage = self.usage + completion.usage
             self.finish_reason = completion.finish_reason
+            self.empty = "" if completion.text or completion.tool_calls else _why_empty(completion)
         return completion
 
     def note_spent(self, usage: Usage) -> None:
@@ -1411,6 +1433,19 @@ class Model:
 
     def __repr__(self) -> str:
         return f"Model({self.id!r}, provider={self.provider.name!r}, settings={self.settings!r})"
+
+
+def _why_empty(completion: Completion) -> str:
+    """What to say of an answer with no text: that the model wrote tokens all the same
+    (thinking that filled max_tokens, or a server that puts the text elsewhere)."""
+    tokens = completion.usage.output_tokens
+    message = completion.message or {}
+    thought = message.get("reasoning_content") or message.get("reasoning")
+    if not tokens and not thought:
+        return ""
+    where = f"; its reasoning ({len(str(thought)):,} characters) came back alone" if thought else ""
+    cut = ", cut off at max_tokens" if completion.finish_reason == "length" else ""
+    return f"the answer's text was empty though the model wrote {_n(tokens, 'output token')}{cut}{where}"
 
 
 class Adapter:
@@ -2059,6 +2094,10 @@ def _setting_value(setting: _Setting, value: Any) -> Any:
             bad = next(t for t in values if not (t is None or (_is_number(t) and 0 <= t <= 2)))
             raise ValueError(f"temperature must be a number from 0 to 2, got {bad!r}")
         return [None if t is None else float(t) for t in values]
+    if setting.kind == "switch":
+        if not isinstance(value, bool):
+            raise ValueError(f"expected true or false, got {_shown(value)}")
+        return value
     if setting.kind == "whole":
         # a float that is a whole number (2.0, as YAML may write it) is taken as one
         if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
@@ -2849,8 +2888,14 @@ def _catalog_problems(lineup: _Lineup) -> list[str]:
             _reraise_ctrl_c(e)
             problems.append(f"{model_id}: provider {provider.name}'s catalog failed: {_describe(e)[0]}")
             continue
-        if catalog is not None and _catalog_id(provider, model_id, catalog) is None:
-            problems.append(f"{model_id}: provider {provider.name} has no such model{_hint(model_id, catalog)}")
+        if catalog is not None and _catalog_id(provider, model_id, catalog) is None and provider.check_models:
+            why = ""
+            if getattr(provider, "dialect", "") == "openai" or not catalog:  # a server of your own
+                why = (
+                    f"; its server listed {_n(len(catalog), 'model')} (one that loads models on demand lists only "
+                    "those it has loaded: defaults.check_models: false asks it anyway)"
+                )
+            problems.append(f"{model_id}: provider {provider.name} has no such model{_hint(model_id, catalog)}{why}")
     return problems
 
 
@@ -2874,6 +2919,9 @@ def _catalog_id(provider: Provider, model_id: str, catalog: Iterable[str]) -> st
 # HTTP/1.1 transport: keep-alive connections for worker threads, with retries
 # ═══════════════════════════════════════════════════════════════════════════════
 
+
+_USER_AGENT = f"agent-evals/{__version__}"
+_LIST_TIMEOUT = 30.0  # seconds for a list of models: small, so a reasoning model's --timeout does not apply
 
 # Statuses worth another try (OpenRouter's own and its edge's), and those that end the run.
 _RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504, 524, 529})
@@ -2907,10 +2955,13 @@ def _retry_after(value: str | None) -> float | None:
 
 
 def _error_text(data: Any, raw: bytes) -> str:
-    """OpenRouter's error message from a body, or the start of the body itself."""
-    error = data.get("error") if isinstance(data, dict) else None
+    """The error message of a body: OpenRouter's (OpenAI's) ``error``, FastAPI's ``detail``
+    (a string, or a list of what failed), or the start of the body itself."""
+    error = data.get("error") or data.get("detail") if isinstance(data, dict) else None
     if isinstance(error, dict):
         return str(error.get("message") or error.get("code") or "no error text")
+    if isinstance(error, list):
+        return "; ".join(str(e.get("msg", e) if isinstance(e, dict) else e) for e in error)[:500]
     if error:
         return str(error)
     text = raw[:200].decode("utf-8", errors="replace").strip()
@@ -2920,9 +2971,9 @@ def _error_text(data: Any, raw: bytes) -> str:
 class _Retry(Exception):
     """Raised by one attempt when the failure is worth another try."""
 
-    def __init__(self, failure: str, retry_after: float | None = None) -> None:
+    def __init__(self, failure: str, retry_after: float | None = None, *, timeout: bool = False) -> None:
         super().__init__(failure)
-        self.failure, self.retry_after = failure, retry_after
+        self.failure, self.retry_after, self.timeout = failure, retry_after, timeout
 
 
 class _Tries:
@@ -2931,16 +2982,18 @@ class _Tries:
 
     def __init__(self, provider: Provider, label: str, model: Model | None) -> None:
         self.provider, self.label, self.model = provider, label, model
-        self.count, self.waited, self.failure = 0, 0.0, ""
+        self.count, self.waited, self.failure, self.timeouts = 0, 0.0, "", 0
 
     def wait_after(self, e: _Retry) -> float:
-        """Seconds to wait before the next try; raises when the budget is spent."""
+        """Seconds to wait before the next try; raises when the budget is spent. A second
+        timeout ends it: a third wait on the same stuck upstream is not worth its time."""
         provider, self.failure = self.provider, e.failure
         if (delay := e.retry_after) is None:
             import random
 
             delay = provider.retry_backoff * 2**self.count * random.uniform(0.5, 1)
-        if self.count >= provider.retries or self.waited + delay > provider.retry_wait:
+        self.timeouts += e.timeout
+        if self.count >= provider.retries or self.waited + delay > provider.retry_wait or self.timeouts > 1:
             raise ProviderError(f"{self.label}: {e.failure} (gave up after {self.count} retries)")
         self.count += 1
         self.waited += delay
@@ -2975,19 +3028,21 @@ def _socket_gaierror() -> type[OSError]:
 
 
 def _transport_failure(e: Exception, label: str) -> Exception:
-    """What a connection's failure means: worth a retry, except a certificate that is not
-    trusted, which fails the same way every time (ValueError: a length or chunk size
-    that is not a number)."""
-    if isinstance(e, _TooLarge):
-        return ProviderError(f"{label}: {e}")
+    """What a connection's failure means: worth a retry, except a response that cannot be
+    read (too large, an encoding it cannot decode) and a certificate that is not trusted,
+    which fail the same way every time (ValueError: a length or chunk size that is not a
+    number). A timeout is marked: another wait on a stuck upstream is worth one try at most."""
+    if isinstance(e, _Unreadable):
+        return ProviderError(f"{label}: {e}", stops_run=e.stops_run)
     ssl = sys.modules.get("ssl")  # loaded whenever a connection was https
     if ssl is not None and isinstance(e, ssl.SSLCertVerificationError):
         return ProviderError(
             f"{label}: the server's TLS certificate is not trusted ({e.verify_message}); if your own CA "
-            "signs it, point SSL_CERT_FILE at that CA's certificate file",
+            f"signs it, point SSL_CERT_FILE (or REQUESTS_CA_BUNDLE) at that CA's certificate file (trusted now: "
+            f"{_trust()[1]})",
             stops_run=True,  # every request would fail alike: one message, not one error per case
         )
-    return _Retry(f"{type(e).__name__}: {e}" if str(e) else type(e).__name__)
+    return _Retry(f"{type(e).__name__}: {e}" if str(e) else type(e).__name__, timeout=isinstance(e, TimeoutError))
 
 
 class _TransportError(OSError):
@@ -3088,23 +3143,137 @@ def _origin(url: str) -> tuple[str, str, int, str]:
     return origin
 
 
-_TLS: list[Any] = [None, None]  # (the trust settings it was made under, the context)
+_TRUST_VARIABLES = ("SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "SSL_CERT_DIR")
+_TLS: list[Any] = [None, None, ""]  # (the variables it was made under, the context, where it trusts from)
 
 
-def _tls_context() -> Any:
-    """The default TLS context, made once: loading the system's CA bundle takes tens of
-    milliseconds, which per connection would cost seconds at hundreds in flight. Made
-    again when SSL_CERT_FILE or SSL_CERT_DIR changes."""
-    trust = (os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR"))
-    if _TLS[0] != trust or _TLS[1] is None:
+def _trust() -> tuple[Any, str]:
+    """The TLS context and where its CAs come from: SSL_CERT_FILE (OpenSSL reads it
+    itself); failing that, the bundle requests and curl read (REQUESTS_CA_BUNDLE, then
+    CURL_CA_BUNDLE), which corporate machines set for every Python tool; else OpenSSL's
+    default, SSL_CERT_DIR or the system's store. Made once: loading a bundle takes tens of
+    milliseconds, which per connection would cost seconds at hundreds in flight; made again
+    when one of the variables changes."""
+    given = tuple(os.environ.get(name) or None for name in _TRUST_VARIABLES)
+    if _TLS[0] != given or _TLS[1] is None:
         import ssl
 
-        _TLS[:] = [trust, ssl.create_default_context()]
-    return _TLS[1]
+        named = [(name, value) for name, value in zip(_TRUST_VARIABLES, given, strict=True) if value]
+        if not named or named[0][0].startswith("SSL_"):
+            context = ssl.create_default_context()
+            where = "=".join(named[0]) if named else "the system's certificates"
+        else:
+            name, path = named[0]
+            try:
+                folder = os.path.isdir(path)
+                context = ssl.create_default_context(cafile=None if folder else path, capath=path if folder else None)
+            except (OSError, ssl.SSLError) as e:
+                raise ProviderError(
+                    f"{name}={path}: no CA certificates could be read from it ({e}); point {name} at a PEM "
+                    "bundle, or unset it",
+                    stops_run=True,
+                ) from None
+            where = f"{name}={path}"
+        _TLS[:] = [given, context, where]
+    return _TLS[1], _TLS[2]
 
 
-class _TooLarge(Exception):
-    """A response body past the provider's ``max_response_mb``: that case's error, not retried."""
+@dataclass(frozen=True, slots=True)
+class _Proxy:
+    """The proxy a server is reached through, and the variable that named it (for messages)."""
+
+    host: str
+    port: int
+    variable: str
+    shown: str  # its address, never its credentials
+    auth: str | None  # the Proxy-Authorization header's value, from user:password@ in its URL
+
+
+def _proxy_for(scheme: str, host: str, port: int) -> _Proxy | None:
+    """The proxy for a server, read as the standard library reads it (``<scheme>_proxy``,
+    else ``all_proxy``, either case; ``no_proxy`` bypasses it), or None to go direct."""
+    import urllib.parse
+    import urllib.request
+
+    proxies = urllib.request.getproxies()
+    kind = scheme if proxies.get(scheme) else "all"
+    if not (url := proxies.get(kind)) or urllib.request.proxy_bypass(f"{host}:{port}"):
+        return None
+    names = (f"{kind}_proxy", f"{kind.upper()}_PROXY")
+    variable = next((name for name in names if os.environ.get(name) == url), f"the system's {kind} proxy")
+    parts = urllib.parse.urlsplit(url if "://" in url else f"http://{url}")
+    try:
+        address = (parts.hostname or "", parts.port or 80)
+    except ValueError:
+        address = ("", 0)
+    if parts.scheme != "http" or not address[0]:
+        raise ProviderError(
+            f"{variable}: {parts.scheme}://{address[0]} is no proxy agent-evals can use; it speaks to http:// "
+            "proxies (HTTPS goes through them in a CONNECT tunnel): write it as http://host:port",
+            stops_run=True,
+        )
+    auth = None
+    if parts.username is not None:
+        import base64
+
+        pair = f"{urllib.parse.unquote(parts.username)}:{urllib.parse.unquote(parts.password or '')}"
+        auth = f"Basic {base64.b64encode(pair.encode()).decode()}"
+    return _Proxy(*address, variable, f"http://{_authority(*address)}", auth)
+
+
+def _authority(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def _route(url: str) -> str:
+    """How a server is reached, for -v: through which proxy, trusting which certificates."""
+    scheme, host, port, _ = _origin(url)
+    proxy = _proxy_for(scheme, host, port)
+    how = f"through the proxy {proxy.shown} ({proxy.variable})" if proxy else "directly"
+    return f"{how}, trusting {_trust()[1]}" if scheme == "https" else how
+
+
+class _ProxyFailure(ConnectionError):
+    """The proxy could not be reached, or would not open the way to the server."""
+
+
+def _proxy_refused(proxy: _Proxy) -> ProviderError:
+    what = "refused the credentials in" if proxy.auth else "asks for credentials: put them in"
+    return ProviderError(
+        f"the proxy {proxy.shown} {what} {proxy.variable} (HTTP 407), as user:password@host:port after its http://",
+        stops_run=True,
+    )
+
+
+def _tunnel(sock: Any, proxy: _Proxy, authority: str) -> None:
+    """A CONNECT tunnel through ``proxy`` to ``authority``: TLS then runs end to end, so the
+    key never crosses the proxy in clear."""
+    auth = f"Proxy-Authorization: {proxy.auth}\r\n" if proxy.auth else ""
+    sock.sendall(
+        f"CONNECT {authority} HTTP/1.1\r\nHost: {authority}\r\nUser-Agent: {_USER_AGENT}\r\n{auth}\r\n".encode()
+    )
+    head = b""
+    while b"\r\n\r\n" not in head:  # headers alone: the server says nothing before TLS's hello
+        if not (data := sock.recv(4096)) or len(head) > 65536:
+            raise _ProxyFailure(f"the proxy {proxy.shown} ({proxy.variable}) hung up on CONNECT {authority}")
+        head += data
+    status_line = head.split(b"\r\n", 1)[0].decode("latin-1")
+    status = status_line.split(None, 2)[1:2]
+    if status == ["407"]:
+        raise _proxy_refused(proxy)
+    if status != ["200"]:
+        raise _ProxyFailure(f"the proxy {proxy.shown} ({proxy.variable}) answered CONNECT {authority}: {status_line}")
+
+
+class _Unreadable(Exception):
+    """A response that cannot be read, and would not be on another try: that case's error,
+    or the run's when every answer would be alike (an encoding it cannot decode)."""
+
+    stops_run = False
+
+
+class _TooLarge(_Unreadable):
+    """A response body past the provider's ``max_response_mb``."""
 
     def __init__(self, limit: int) -> None:
         super().__init__(
@@ -3112,17 +3281,61 @@ class _TooLarge(Exception):
         )
 
 
-class _Connection:
-    """One blocking keep-alive HTTP/1.1 connection, for a worker thread. The request line
-    and headers are encoded once per connection (the same all run long)."""
+def _decoded(body: bytes, coding: str, limit: int) -> bytes:
+    """A body as it was before its Content-Encoding (gzip or deflate), never past ``limit``
+    bytes however small it came (a compressed bomb is too large, not a lost process).
 
-    def __init__(self, scheme: str, host: str, port: int, connect: float, read: float) -> None:
+    >>> import gzip; _decoded(gzip.compress(b'{"a": 1}'), "gzip", 100)
+    b'{"a": 1}'
+    """
+    import zlib
+
+    for name in reversed([c.strip().lower() for c in coding.split(",")]):
+        if name in ("identity", ""):
+            continue
+        if name not in ("gzip", "x-gzip", "deflate"):
+            unknown = _Unreadable(
+                f"the server answered in the {name} encoding, which agent-evals does not decode (it asks for gzip)"
+            )
+            unknown.stops_run = True  # every answer of that server would come so
+            raise unknown
+        # deflate is zlib's format, though some servers send it raw
+        for wbits in (16 + zlib.MAX_WBITS,) if name != "deflate" else (zlib.MAX_WBITS, -zlib.MAX_WBITS):
+            try:
+                inflated = zlib.decompressobj(wbits).decompress(body, limit + 1)
+                break
+            except zlib.error as e:
+                failure = e
+        else:
+            raise _TransportError(f"the {name} body cannot be decoded ({failure})")
+        if len(body := inflated) > limit:
+            raise _TooLarge(limit)
+    return body
+
+
+class _Connection:
+    """One blocking keep-alive HTTP/1.1 connection, for a worker thread, direct or through
+    a proxy. The request line and headers are encoded once per connection (the same all
+    run long)."""
+
+    def __init__(self, scheme: str, host: str, port: int, connect: float, read: float, proxy: _Proxy | None) -> None:
         import socket
 
-        self.host = host if port in (80, 443) else f"{host}:{port}"
+        authority = _authority(host, port)
+        self.host = authority if port not in (80, 443) else authority.rpartition(":")[0]
+        self.proxy = proxy
+        # plain HTTP through a proxy names the whole URL; HTTPS goes through a tunnel instead
+        self.prefix = f"http://{self.host}" if proxy is not None and scheme == "http" else ""
         self.head: tuple[Any, ...] = ()  # (method, path, headers, their encoding) last sent
         self.buffer = bytearray()  # what has arrived and is not yet part of an answered response
-        sock = socket.create_connection((host, port), timeout=connect)
+        try:
+            sock = socket.create_connection((proxy.host, proxy.port) if proxy else (host, port), timeout=connect)
+        except OSError as e:
+            if proxy is None:
+                raise
+            raise _ProxyFailure(
+                f"cannot reach the proxy {proxy.shown} ({proxy.variable}: {type(e).__name__}: {e})"
+            ) from None
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.read = read
         # a blocking socket with the kernel's own timeouts: Python's settimeout would poll()
@@ -3130,7 +3343,9 @@ class _Connection:
         # request, which at hundreds of requests in flight is most of the client's cost
         self.kernel = scheme != "https" and sys.platform != "win32"
         if scheme == "https":
-            sock = _tls_context().wrap_socket(sock, server_hostname=host)
+            if proxy is not None:
+                _tunnel(sock, proxy, authority)
+            sock = _trust()[0].wrap_socket(sock, server_hostname=host)
         self.sock = sock
         self._bound(read)  # the connect timeout was for the handshake only
 
@@ -3152,18 +3367,23 @@ class _Connection:
 
     def request(self, method: str, path: str, body: bytes | None, headers: Mapping[str, str]) -> bytes:
         if self.head[:3] != (method, path, headers):
-            lines = [f"{method} {path} HTTP/1.1", f"Host: {self.host}", *(f"{k}: {v}" for k, v in headers.items())]
+            auth = [f"Proxy-Authorization: {self.proxy.auth}"] if self.prefix and self.proxy and self.proxy.auth else []
+            lines = [f"{method} {self.prefix}{path} HTTP/1.1", f"Host: {self.host}", *auth]
+            lines += [f"{k}: {v}" for k, v in headers.items()]
             self.head = (method, path, headers, "\r\n".join(lines).encode())  # UTF-8: a title "évals ✓" never fails
         body = body or b""
         return b"%s\r\nContent-Length: %d\r\n\r\n%s" % (self.head[3], len(body), body)
 
     def exchange(
-        self, method: str, path: str, body: bytes | None, headers: Mapping[str, str], limit: int
+        self, method: str, path: str, body: bytes | None, headers: Mapping[str, str], limit: int, read: float
     ) -> tuple[int, dict[str, str], bytes, bool]:
         """Send one request and read its response: (status, headers, body, keep the connection).
-        The whole response must arrive within the read timeout (a server trickling a byte a
+        The whole response must arrive within ``read`` seconds (a server trickling a byte a
         second holds a case no longer), and be no larger than ``limit`` bytes."""
         deadline = None
+        if read != self.read:  # a list of models waits less than an answer
+            self.read = read
+            self._bound(read)
         try:
             self.sock.sendall(self.request(method, path, body, headers))
             closed = False
@@ -3194,7 +3414,7 @@ class _Client:
     per origin and each request takes one (or opens one), so no more are open than
     requests were ever in flight at once, whichever threads send them. Lean on purpose:
     at hundreds of requests in flight, the client's own CPU per request is the harness's
-    overhead."""
+    overhead; a proxy is looked up only when a connection is opened."""
 
     def __init__(self) -> None:
         self._idle: dict[tuple[str, str, int], list[_Connection]] = {}
@@ -3208,10 +3428,11 @@ class _Client:
         connect: float,
         read: float,
         limit: int = 1 << 62,
-        resent: Callable[[], None] | None = None,
     ) -> tuple[int, dict[str, str], bytes]:
-        """One request's (status, headers, body). ``resent`` is called when it is sent again
-        on a fresh connection (the server closed the idle one): spend that must be seen."""
+        """One request's (status, headers, body), the body decoded. One that fails on a
+        reused idle connection before a byte of its answer arrived (the server had closed it
+        meanwhile, as uvicorn does after 5 s) is sent again at once on a fresh one, as
+        urllib3 does: nothing was answered, so it is no retry and holds nothing again."""
         scheme, host, port, path = _origin(url)
         if (idle := self._idle.get(key := (scheme, host, port))) is None:
             idle = self._idle.setdefault(key, [])
@@ -3219,23 +3440,23 @@ class _Client:
             try:  # list.pop and list.append are atomic: no lock
                 conn, reused = idle.pop(), True
             except IndexError:
-                conn, reused = _Connection(scheme, host, port, connect, read), False
+                conn, reused = _Connection(scheme, host, port, connect, read, _proxy_for(scheme, host, port)), False
             try:
-                status, fields, payload, keep = conn.exchange(method, path, body, headers, limit)
+                status, fields, payload, keep = conn.exchange(method, path, body, headers, limit, read)
             except BaseException as e:
                 conn.close()
-                # the server had closed that idle keep-alive connection meanwhile (not a
-                # failure of the request): it is sent again, once
                 stale = isinstance(e, ConnectionResetError | BrokenPipeError | ConnectionAbortedError)
-                if reused and attempt == 1 and stale:
-                    if resent is not None:
-                        resent()
+                if reused and attempt == 1 and stale and not conn.buffer:
                     continue
                 raise
             if keep:
                 idle.append(conn)
             else:
                 conn.close()
+            if status == 407 and conn.proxy is not None:
+                raise _proxy_refused(conn.proxy)
+            if coding := fields.get("content-encoding"):
+                payload = _decoded(payload, coding, limit)
             return status, fields, payload
         raise AssertionError("unreachable")  # pragma: no cover
 
@@ -3347,6 +3568,8 @@ class OpenRouter(Provider):
             headers = {
                 **({"Authorization": f"Bearer {given[1]}"} if given[1] else {}),
                 "Content-Type": "application/json",
+                "Accept-Encoding": "gzip, deflate",  # a reasoning model's long answer shrinks several-fold
+                "User-Agent": _USER_AGENT,
             }
             if self.dialect == "openrouter":  # attribution: OpenRouter's own headers, sent to it alone
                 headers |= {"HTTP-Referer": self.referer, "X-OpenRouter-Title": self.app_name, "X-Title": self.app_name}
@@ -3359,21 +3582,16 @@ class OpenRouter(Provider):
         """The JSON answer to one request, its status and header fields, retrying what is
         worth retrying within the bounds: an in-band error whose code is 429 or 5xx too."""
         url, headers = self._endpoint(path)
-        resent = model.note_retry if model is not None else None
+        wait = self.timeout if model is not None else min(self.timeout, _LIST_TIMEOUT)
 
         def attempt() -> tuple[Any, int, Mapping[str, str]]:
             try:
                 status, fields, raw = self._http.request(
-                    method, url, body, headers, self.connect_timeout, self.timeout, self._limit, resent
+                    method, url, body, headers, self.connect_timeout, wait, self._limit
                 )
-            except (OSError, ValueError, _TooLarge) as e:
-                if not self._reached and isinstance(e, ConnectionRefusedError | _socket_gaierror()):
-                    # never reached in this run: a server that is not there, not one that hiccups
-                    raise ProviderError(
-                        f"{self.name}: cannot reach {_URL_PASSWORD.sub('', self.base_url)} ({type(e).__name__}: "
-                        f"{e}); start the server, or point {self.base_url_env} at it",
-                        stops_run=True,
-                    ) from None
+            except (OSError, ValueError, _Unreadable) as e:
+                if not self._reached:
+                    self._unreached(e, method, path, wait)
                 raise _transport_failure(e, f"{self.name}: {model_id}") from None
             self._reached = True
             data, status = self._answer(model_id, status, fields, raw)
@@ -3386,6 +3604,25 @@ class OpenRouter(Provider):
             return data, status, fields
 
         return _retrying(self, f"{self.name}: {model_id}", model, attempt)
+
+    def _unreached(self, e: Exception, method: str, path: str, wait: float) -> None:
+        """A failure before the server ever answered in this run: a proxy or a server that
+        is not there, or one that never answers, is one line that ends the run, not a
+        storm of retries (a server that answered once and then hiccups is retried)."""
+        server = _URL_PASSWORD.sub("", self.base_url)
+        if isinstance(e, _ProxyFailure):
+            fix = "start it, fix that variable, or name the server in NO_PROXY"
+            raise ProviderError(f"{self.name}: {e}; {fix}", stops_run=True) from None
+        if isinstance(e, ConnectionRefusedError | _socket_gaierror()):
+            fix = f"start the server, or point {self.base_url_env} at it"
+            failure = f"{type(e).__name__}: {e}"
+            raise ProviderError(f"{self.name}: cannot reach {server} ({failure}); {fix}", stops_run=True) from None
+        if isinstance(e, TimeoutError) and method == "GET":  # a list of models is small: it does not take minutes
+            raise ProviderError(
+                f"{self.name}: no whole answer from {server} within {wait:g} s ({method} {path}); check that the "
+                "server is up and not stuck, then run again",
+                stops_run=True,
+            ) from None
 
     @property
     def _limit(self) -> int:
@@ -3414,7 +3651,8 @@ class OpenRouter(Provider):
         if status >= 400:
             raise ProviderError(f"{self.name}: {model_id}: HTTP {status}: {_error_text(data, raw)}")
         if data is None:
-            raise ProviderError(f"{self.name}: {model_id}: HTTP {status}, the body is not JSON: {raw[:200]!r}")
+            packed = " (gzip data with no Content-Encoding header)" if raw[:2] == b"\x1f\x8b" else ""
+            raise ProviderError(f"{self.name}: {model_id}: HTTP {status}, the body is not JSON{packed}: {raw[:200]!r}")
         return data, status
 
     def _completion(self, model: Model, data: Any, status: int, fields: Mapping[str, str]) -> Completion:
@@ -3645,6 +3883,7 @@ class LiteLLM(Provider):
     def __init__(self) -> None:
         self.unpriced: set[str] = set()
         self._lock = threading.Lock()
+        self._reached = False  # a server answered in this run: a refused connection is then a hiccup
 
     @staticmethod
     def _litellm() -> Any:
@@ -3677,9 +3916,11 @@ class LiteLLM(Provider):
 
         def attempt() -> Any:
             try:
-                return litellm.completion(**kwargs)
+                answer = litellm.completion(**kwargs)
             except Exception as e:
                 raise self._failure(litellm, model, e) from None
+            self._reached = True
+            return answer
 
         return self._completion(litellm, model, _retrying(self, f"litellm: {model.id}", model, attempt))
 
@@ -3695,18 +3936,43 @@ class LiteLLM(Provider):
         kwargs |= {key: value for key, value in extra if value is not None}
         if os.environ.get("LITELLM_API_BASE"):
             kwargs["api_base"] = os.environ["LITELLM_API_BASE"]
+        if self.drop_params:  # a LiteLLM proxy reads it from the body
+            kwargs["extra_body"] = {"drop_params": True}
         return kwargs
 
     def _failure(self, litellm: Any, model: Model, e: Exception) -> Exception:
-        """What one of LiteLLM's exceptions means: a refused key ends the run, the
-        transient ones are retried, the rest are the case's error."""
-        if isinstance(e, litellm.AuthenticationError):
-            return ProviderError(f"litellm: {model.id}: the key was refused: {e}", stops_run=True)
-        retryable = tuple(getattr(litellm, name) for name in self.RETRYABLE if hasattr(litellm, name))
-        if isinstance(e, retryable):
+        """What one of LiteLLM's exceptions means, by the rules of the built-in client: a
+        server never reached, a refused key and no credits end the run; a model it lacks
+        stops its contender; rate limits, 5xx and timeouts (once) are retried; the rest
+        are the case's error (and three alike first stop the contender, as for ``local``)."""
+        label, cause = f"litellm: {model.id}", e
+        for _ in range(20):  # LiteLLM wraps the OpenAI SDK's error, which wraps httpx's, which wraps the socket's
+            cause = cause.__cause__ or cause.__context__ or cause  # type: ignore[assignment]
+        if not self._reached and isinstance(cause, ConnectionRefusedError | _socket_gaierror()):
+            server = _URL_PASSWORD.sub("", os.environ.get("LITELLM_API_BASE") or "the vendor's API")
+            fix = "start the server, or point LITELLM_API_BASE at it"
+            return ProviderError(
+                f"litellm: cannot reach {server} ({type(cause).__name__}: {cause}); {fix}", stops_run=True
+            )
+
+        def one_of(*names: str) -> bool:
+            return isinstance(e, tuple(getattr(litellm, name) for name in names if hasattr(litellm, name)))
+
+        if one_of("AuthenticationError", "PermissionDeniedError"):
+            return ProviderError(f"{label}: the key was refused: {e}", stops_run=True)
+        if one_of("PaymentRequiredError", "BudgetExceededError"):
+            return ProviderError(f"{label}: the account is out of credits: {e}", stops_run=True)
+        if one_of("NotFoundError"):
+            return ProviderError(f"{label}: no such model: {e}", stops_contender=True)
+        self._reached = self._reached or one_of("BadRequestError")
+        status = getattr(e, "status_code", None)  # the built-in client's words, so the same rules read them
+        what = f"{type(e).__name__}: {e}" if not isinstance(status, int) else f"HTTP {status}: {type(e).__name__}: {e}"
+        if one_of(*self.RETRYABLE):
             headers = getattr(getattr(e, "response", None), "headers", None) or {}
-            return _Retry(f"{type(e).__name__}: {e}", _retry_after(headers.get("retry-after")))
-        return ProviderError(f"litellm: {model.id}: {type(e).__name__}: {e}")
+            timeout = one_of("Timeout")
+            return _Retry(what, _retry_after(headers.get("retry-after")), timeout=timeout)
+        hint = " (defaults.drop_params: true asks a LiteLLM proxy to drop it)" if "param" in str(e).lower() else ""
+        return ProviderError(f"{label}: {what}{hint}")
 
     def _completion(self, litellm: Any, model: Model, response: Any) -> Completion:
         usage = getattr(response, "usage", None)
@@ -4009,6 +4275,8 @@ def _check_reply(adapter: Any, answer: Any, model: Model | None = None) -> Reply
             f"adapter {type(adapter).__name__}.call returned a Reply whose transcript is "
             f"{type(transcript).__name__}, not a list of messages (dicts with a role)"
         )
+    if answer.error is not None and model is not None and model.empty:  # why the adapter found nothing in it
+        answer = dataclasses.replace(answer, error=f"{answer.error} ({model.empty})")
     if answer.transcript is None and model is not None and model.transcript is not None:
         # a conversation the adapter did not return: the last one sent, with its answer
         return dataclasses.replace(answer, transcript=model.transcript)
@@ -4063,6 +4331,10 @@ class _Owner:
 
     def __init__(self) -> None:
         self.orphaned = False
+
+
+# A server's answer that may be the same for every case (a status other than a rate limit, or none in time)
+_REPEATS = re.compile(r": (HTTP (?!429)[45]\d\d\b|TimeoutError: |Timeout: )")
 
 
 class _ExperimentRun:
@@ -4221,15 +4493,19 @@ class _ExperimentRun:
         return line
 
     def _judge(self, result: RunResult) -> None:
-        """A contender whose first cases all fail with the same HTTP 400 and none answered
-        sends something its server refuses (an effort it does not take): it is stopped, not
-        asked the same way for every case (the caller holds the lock)."""
-        if result.error is None:
+        """A contender whose first three cases fail with the same provider error and none
+        answered is stopped, not asked the same way for every case (the caller holds the
+        lock): a 400 for what it sends (an effort its server does not take), a server that
+        answers 500 to all (a model that cannot load) or never answers (timeouts). A rate
+        limit is the key's, not the contender's: never."""
+        error = result.error
+        if error is None:
             self.answered = True
-        elif not self.answered and ": HTTP 400: " in result.error and not self.experiment.halted:
-            seen = self.refused[result.error] = self.refused.get(result.error, 0) + 1
-            if seen >= 3:
-                self.experiment.halted = f"{_redact(result.error)} (its first {seen} cases alike: check what it sends)"
+        elif not self.answered and error.startswith("ProviderError: ") and _REPEATS.search(error):
+            seen = self.refused[error] = self.refused.get(error, 0) + 1
+            if seen >= 3 and not self.experiment.halted:
+                fix = "check what it sends" if ": HTTP 400: " in error else "check the server and its log"
+                self.experiment.halted = f"{_redact(error)} (its first {seen} cases alike: {fix})"
 
     def watch(self, now: float) -> None:
         """Give up on every case in flight past the case timeout: it becomes an error row
@@ -4671,9 +4947,12 @@ class _Progress:
         self.last = 0.0
         self.shown = False
         self.pace: dict[int, list[float]] = {}  # id(experiment) -> [done, total, first seen]
+        self.waiting = ""  # the servers asked: until a case ends, the line says it waits on them
+        self.heard = False
 
     def add(self, result: RunResult) -> None:
         self.done += 1
+        self.heard = True
         self.errors += result.error is not None
         self.cost += result.usage.cost_usd
         experiment = result.experiment
@@ -4698,6 +4977,8 @@ class _Progress:
         self.last = now
         width = _terminal_width()
         line = _progress_line(self.done, self.total, self.errors, now - self.started, self.cost, self.eta(now), width)
+        if not self.heard and self.waiting and now - self.started >= 3:  # a hung server is not a quiet one
+            line = f"{self.done}/{self.total} cases · waiting for the first answer from {self.waiting} ({now - self.started:.0f} s)"
         self.stream.write(f"\r{line[: width - 1]}\x1b[K")
         self.stream.flush()
         self.shown = True
@@ -8262,6 +8543,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
         if key in selected or (key not in keys and not args.case and (not datasets or key.split("/", 1)[0] in datasets))
     ]
     problems += _catalog_problems(lineup)
+    unchecked = sorted({c.model for c, p in lineup.contenders if p.catalog() is None})
     for dataset in dict.fromkeys(c.dataset for c in cases):
         group = [c for c in cases if c.dataset == dataset]
         problems += _suite_problems(suite, dataset, group)
@@ -8272,6 +8554,11 @@ def _cmd_verify(args: argparse.Namespace) -> int:
         print(f"{_n(len(problems), 'problem')} in {_n(len(cases), 'case')}, {_n(count, 'dataset')}")
         return EXIT_FAILED
     print(f"ok: {_n(len(cases), 'case')}, {_n(count, 'dataset')}, {_n(len(lineup.contenders), 'contender')}")
+    if unchecked:  # offline, a catalog never fetched checks nothing: never an "ok" for those
+        print(
+            f"not checked: {', '.join(unchecked)} (no cached model list of its server; compare, run or "
+            "models --refresh fetches it)"
+        )
     return EXIT_OK
 
 
@@ -8485,6 +8772,9 @@ def _plan_run(args: argparse.Namespace) -> _Plan:
     _setup_providers(suite, args, offline=args.dry_run)
     unknown = _catalog_problems(lineup)
     notes += [note for p in suite.providers for note in getattr(p, "notes", ())]
+    if args.verbose and not args.dry_run:
+        servers = {p.base_url: p for _, p in lineup.contenders if isinstance(p, OpenRouter)}
+        notes += [f"{p.name}: {_URL_PASSWORD.sub('', url)} is reached {_route(url)}" for url, p in servers.items()]
     if unknown:
         raise ConfigError(unknown[0])
     keys = {f.key for f in selected}
@@ -8624,6 +8914,8 @@ def _execute(args: argparse.Namespace, plan: _Plan, stamp: str) -> tuple[_Sessio
         err,
     )
     progress.done = sum(len(v) for v in plan.previous.values())
+    servers = {_origin(e.provider.base_url)[1] for e in experiments if isinstance(e.provider, OpenRouter)}
+    progress.waiting = ", ".join(sorted(servers))
     session = _Session(
         suite,
         trackers,
@@ -8740,6 +9032,14 @@ def _report(args: argparse.Namespace, plan: _Plan, session: _Session, interrupte
             f"{len(experiment.cases) * experiment.repeat} cases: {experiment.halted}; --resume asks the rest once it is fixed",
             file=err,
         )
+    # a contender whose server answered none of its cases compared nothing: never a run that did its job
+    silent = [e for e in shown if not e.halted and all(str(r.error).startswith("ProviderError: ") for r in e.results)]
+    for experiment in silent:
+        print(
+            f"error: [{experiment.dataset}] {experiment.contender.label} got no answer at all: its "
+            f"{_n(len(experiment.results), 'case')} failed (the first: {_redact(str(experiment.results[0].error))})",
+            file=err,
+        )
     for line in session.decisions:
         print(line, file=err)
     if args.until_decided:
@@ -8755,7 +9055,7 @@ def _report(args: argparse.Namespace, plan: _Plan, session: _Session, interrupte
     _report_unwritten(unwritten)
     return (
         EXIT_FAILED
-        if failed or stopped or unwritten or halted or any(experiment.failure for experiment in experiments)
+        if failed or stopped or unwritten or halted or silent or any(experiment.failure for experiment in experiments)
         else EXIT_OK
     )
 
@@ -9097,8 +9397,11 @@ def _cmd_models(args: argparse.Namespace) -> int:
     for provider in providers:
         provider.cache_dir, provider.retries = cache_dir, 0  # a listing is asked for now: no minutes of retries
         path = getattr(provider, "_cache_path", lambda: None)()
-        # a catalog that lasts (OpenRouter's) and was never fetched is fetched now; a local server's on --refresh
-        first = getattr(provider, "catalog_ttl", 0) > 0 and path is not None and not path.is_file()
+        # a catalog that lasts (OpenRouter's) and was never fetched is fetched now, and a local server's
+        # (asked every run) when it is the one named; the others' on --refresh
+        ttl = getattr(provider, "catalog_ttl", None)
+        never = ttl is not None and ttl > 0 and path is not None and not path.is_file()
+        first = never or (ttl == 0 and args.provider == provider.name)
         provider.offline = not (args.refresh or first)
         if args.refresh and hasattr(provider, "catalog_ttl"):
             provider.catalog_ttl = 0.0  # type: ignore[attr-defined]

@@ -154,8 +154,13 @@ def _isolate(monkeypatch: pytest.MonkeyPatch) -> None:
         "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
         "OTEL_EXPORTER_OTLP_HEADERS",
         "OTEL_EXPORTER_OTLP_TRACES_HEADERS",
+        "REQUESTS_CA_BUNDLE",
+        "CURL_CA_BUNDLE",
     ):
         monkeypatch.delenv(key, raising=False)
+    for key in list(os.environ):  # a proxy of the machine's own is no part of a test
+        if key.lower() in ("http_proxy", "https_proxy", "all_proxy", "no_proxy"):
+            monkeypatch.delenv(key)
     monkeypatch.setattr(sys, "path", list(sys.path))
     agent_evals._reset_configuration()
     agent_evals._CTRL_C.clear()

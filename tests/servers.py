@@ -69,6 +69,9 @@ class OpenAICompatible:
         respond: Callable[[Received], Answer] | None = None,
         catalog: list[dict] | None = None,
         tls: Any = None,
+        *,
+        idle: float | None = None,
+        encoding: str | None = None,
     ) -> None:
         self.respond = respond or (lambda r: chat_answer(r.body["messages"][-1]["content"]))
         self.catalog = CATALOG if catalog is None else catalog
@@ -79,6 +82,7 @@ class OpenAICompatible:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            timeout = idle  # seconds a kept-alive connection may idle before the server closes it (uvicorn's is 5)
 
             def setup(self) -> None:
                 super().setup()
@@ -109,6 +113,9 @@ class OpenAICompatible:
                     if isinstance(answer.body, bytes)
                     else (answer.body.encode() if isinstance(answer.body, str) else json.dumps(answer.body).encode())
                 )
+                if encoding is not None:  # compressed whether asked or not, as some servers do
+                    payload = _compress(payload, encoding)
+                    answer.headers.setdefault("Content-Encoding", encoding)
                 try:
                     self.send_response(answer.status)
                     self.send_header("Content-Type", "application/json")
@@ -259,3 +266,55 @@ class Silent(_Loopback):
     def __exit__(self, *exc: Any) -> None:
         self.closed.set()
         super().__exit__(*exc)
+
+
+def _compress(payload: bytes, encoding: str) -> bytes:
+    import gzip
+    import zlib
+
+    if encoding == "gzip":
+        return gzip.compress(payload)
+    if encoding == "deflate":
+        return zlib.compress(payload)
+    return payload  # an encoding the client cannot decode: sent as it is, labelled all the same
+
+
+class ProxyPy:
+    """A real forward proxy, proxy.py from PyPI, as its own process on 127.0.0.1: HTTPS in a
+    CONNECT tunnel, plain HTTP in absolute form, Basic credentials when ``auth`` is given.
+    ``log()`` is its access log: one line per request it carried."""
+
+    def __init__(self, folder: Any, auth: str | None = None) -> None:
+        self.folder, self.auth = folder, auth
+        self.url = ""
+
+    def __enter__(self) -> ProxyPy:
+        import shutil
+        import subprocess
+        import time
+
+        port_file, self.log_file = self.folder / "proxy.port", self.folder / "proxy.log"
+        command = [shutil.which("proxy") or "proxy", "--hostname", "127.0.0.1", "--port", "0"]
+        command += ["--port-file", str(port_file), "--num-workers", "1", "--num-acceptors", "1", "--threaded"]
+        command += ["--log-level", "INFO", *(["--basic-auth", self.auth] if self.auth else [])]
+        with self.log_file.open("w") as log:
+            self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        deadline = time.monotonic() + 20
+        while not (port_file.is_file() and port_file.read_text().strip()):
+            if time.monotonic() > deadline or self.process.poll() is not None:
+                self.__exit__()
+                raise RuntimeError(f"proxy.py did not start: {self.log_file.read_text()[-2000:]}")
+            time.sleep(0.05)
+        self.port = int(port_file.read_text())
+        self.url = f"http://127.0.0.1:{self.port}"
+        return self
+
+    def log(self) -> str:
+        return self.log_file.read_text(errors="replace")
+
+    def __exit__(self, *exc: Any) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(10)
+        except Exception:
+            self.process.kill()

@@ -227,6 +227,8 @@ def _values(setting: ae._Setting) -> tuple[list, list]:
         return [["low", "high"]], [["loud"]]
     if setting.kind == "temperatures":
         return [[0.0, 0.7]], [[2.5]]
+    if setting.kind == "switch":
+        return [True, False], [0, "yes", None]
     return [0, 2.5], [-1]
 
 

@@ -67,10 +67,18 @@ def test_chunked_interim_and_read_until_close(complete, asks) -> None:
     assert server.connections == 2  # the body read until close ends that connection
 
 
-def test_a_request_sent_again_on_a_fresh_connection_is_counted_as_a_retry(complete, asks) -> None:
-    # the client cannot tell a server that closed the idle connection from one that took the
-    # request and then closed: the request may have been paid for, so the resend is counted
+def test_a_request_sent_again_on_a_fresh_connection_is_no_retry(complete, asks) -> None:
+    # the server closed the idle connection before a byte of the answer came: nothing was
+    # answered, so the request goes again at once on a fresh one, as urllib3 does, uncounted
     with RawHTTP([(response(), True), response()]) as server:
+        model, _ = complete(server)
+        asks(model, [{"user": "x"}, {"user": "y"}])
+    assert model.retries == 0 and server.connections == 2
+
+
+def test_an_answer_cut_off_on_a_reused_connection_is_not_sent_again_unseen(complete, asks) -> None:
+    # part of the answer arrived: the server took the request, so it is the retry rule's, counted
+    with RawHTTP([response(), (response()[:20], True), response()]) as server:
         model, _ = complete(server)
         asks(model, [{"user": "x"}, {"user": "y"}])
     assert model.retries == 1 and server.connections == 2

@@ -431,7 +431,9 @@ def test_secrets_are_redacted_from_errors(env, make_suite, cli) -> None:
     env.respond = lambda r: Answer(400, {"error": {"message": f"bad key {KEY} in header"}})
     project = make_suite(helper=ROUTED, config=ONE_MODEL, cases=case_files("ds", "a/001", {"v": 1}))
     code, out, err = cli("run", "--local", cwd=project)
-    assert code == 0
+    assert (
+        code == 1 and "got no answer at all: its 1 case failed (the first: ProviderError: " in err
+    )  # nothing compared
     (log,) = read_logs(project)
     assert log["rows"][0]["error"].endswith("HTTP 400: bad key [redacted] in header")
     assert KEY not in out + err + json.dumps(read_logs(project))
@@ -571,7 +573,8 @@ def test_an_untrusted_certificate_is_refused_at_once(tls, ask, monkeypatch) -> N
     message = str(caught.value)
     assert message == (
         "openrouter: openai/gpt-4.1-mini: the server's TLS certificate is not trusted (unable to get local "
-        "issuer certificate); if your own CA signs it, point SSL_CERT_FILE at that CA's certificate file"
+        "issuer certificate); if your own CA signs it, point SSL_CERT_FILE (or REQUESTS_CA_BUNDLE) at that CA's "
+        f"certificate file (trusted now: {ae._trust()[1]})"
     )
     assert m.retries == 0 and server.requests == []  # not worth a retry: it fails the same way every time
 
@@ -590,12 +593,21 @@ def test_an_untrusted_certificate_stops_the_run_before_any_completion(tls, make_
 
 def test_the_tls_context_is_made_once_per_trust_setting(tls, monkeypatch) -> None:
     _, ca_file = tls
-    monkeypatch.delenv("SSL_CERT_FILE", raising=False)
-    first = ae._tls_context()
-    assert ae._tls_context() is first  # loading the CA bundle per connection would cost seconds
+    for name in ae._TRUST_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    first, where = ae._trust()
+    assert ae._trust()[0] is first and where == "the system's certificates"  # per connection it would cost seconds
     monkeypatch.setenv("SSL_CERT_FILE", str(ca_file))
-    trusting = ae._tls_context()
-    assert trusting is not first and ae._tls_context() is trusting
+    trusting, where = ae._trust()
+    assert trusting is not first and ae._trust()[0] is trusting and where == f"SSL_CERT_FILE={ca_file}"
+    monkeypatch.delenv("SSL_CERT_FILE")
+    monkeypatch.setenv("CURL_CA_BUNDLE", str(ca_file))  # read after REQUESTS_CA_BUNDLE, as requests reads them
+    assert ae._trust()[1] == f"CURL_CA_BUNDLE={ca_file}"
+    monkeypatch.setenv("REQUESTS_CA_BUNDLE", str(ca_file.parent))  # a folder of certificates works too
+    assert ae._trust()[1] == f"REQUESTS_CA_BUNDLE={ca_file.parent}"
+    monkeypatch.setenv("REQUESTS_CA_BUNDLE", str(ca_file.parent / "missing.pem"))
+    with pytest.raises(ae.ProviderError, match=r"^REQUESTS_CA_BUNDLE=.*missing.pem: no CA certificates could be read"):
+        ae._trust()
 
 
 WHERE = ROUTED.replace(

@@ -233,7 +233,9 @@ def test_litellm_errors_are_retried_or_counted(routed, make_suite, cli, adapter)
     rows = {row["case"]: row for row in log["rows"]}
     assert [rows[case]["score"] for case in ("a/001", "a/002", "b/001")] == [1.0, 1.0, 1.0]
     assert rows["a/001"]["retries"] == 1 and rows["a/001"]["error"] is None
-    assert rows["b/002"]["error"].startswith("ProviderError: litellm: litellm/openai/gpt-4o-mini: BadRequestError")
+    assert rows["b/002"]["error"].startswith(
+        "ProviderError: litellm: litellm/openai/gpt-4o-mini: HTTP 400: BadRequestError"
+    )
     assert "│ 100.0% ±0.0 │" not in out and "│      1 │" in out
 
 

@@ -1,0 +1,426 @@
+"""The network as users have it: a real proxy process (proxy.py), CA bundles set the way
+corporate machines set them, servers that close idle connections, compress, hang, or
+behave as local inference servers do; the real CLI throughout."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import time
+import zlib
+
+import pytest
+from servers import Answer, OpenAICompatible, ProxyPy, Silent, chat_answer
+
+import agent_evals as ae
+from conftest import EXACT_HELPER, many, needs, read_logs, run_agent_evals
+
+KEY = "sk-or-net-SECRET-4242"
+needs_proxy = needs("proxy")
+
+LINEUP = """
+request_types: [prompt]
+defaults:
+  max_tokens: 64
+  retry_backoff: 0.01
+vendors:
+  openai:
+    - model: gpt-4.1-mini
+"""
+
+LOCAL = """
+request_types: [prompt]
+defaults:
+  retry_backoff: 0.01
+direct:
+  local:
+    - model: tiny-llama
+"""
+
+
+@pytest.fixture
+def tls(tmp_path):
+    """A certificate for 127.0.0.1 from a throwaway CA: the server's context, and the CA's file."""
+    import ssl
+
+    import trustme
+
+    ca = trustme.CA()
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("127.0.0.1").configure_cert(context)
+    ca_file = tmp_path / "ca.pem"
+    ca.cert_pem.write_to_path(str(ca_file))
+    return context, ca_file
+
+
+@pytest.fixture
+def project(make_suite):
+    return make_suite(helper=EXACT_HELPER, config=LINEUP, cases=many(3))
+
+
+def cli(project, *argv, env, limit=60):
+    done = run_agent_evals(*argv, cwd=project, env={"OPENROUTER_API_KEY": KEY, **env}, limit=limit)
+    return done.returncode, done.stdout, done.stderr
+
+
+def written(project) -> str:
+    """Every byte the run wrote under the project's log folder."""
+    return "".join(p.read_text(errors="replace") for p in (project / "log").rglob("*") if p.is_file())
+
+
+# -- proxies ------------------------------------------------------------------------------
+
+
+@needs_proxy
+def test_https_goes_through_the_proxy_in_a_tunnel_trusting_requests_ca_bundle(project, tls, tmp_path) -> None:
+    context, ca_file = tls
+    with ProxyPy(tmp_path) as proxy, OpenAICompatible(tls=context) as server:
+        env = {
+            "OPENROUTER_BASE_URL": f"{server.url}/api/v1",
+            "HTTPS_PROXY": proxy.url,
+            "REQUESTS_CA_BUNDLE": str(ca_file),
+        }
+        code, out, err = cli(project, "compare", "--local", "-v", env={**env, "SSL_CERT_FILE": "", "SSL_CERT_DIR": ""})
+        log = proxy.log()
+    assert code == 0, err
+    assert "│ 100.0% ±0.0 │" in out or "100.0%" in out
+    port = server.url.rsplit(":", 1)[1]
+    assert log.count(f"CONNECT 127.0.0.1:{port}") >= 1  # every byte went through the proxy, in a tunnel
+    assert len(server.chats()) == 3 and server.chats()[0].headers["authorization"] == f"Bearer {KEY}"
+    assert KEY not in log  # TLS ran end to end: the proxy never saw the key
+    assert server.chats()[0].headers["user-agent"] == f"agent-evals/{ae.__version__}"
+    assert f"is reached through the proxy {proxy.url} (HTTPS_PROXY), trusting REQUESTS_CA_BUNDLE={ca_file}" in err
+
+
+@needs_proxy
+def test_plain_http_goes_through_the_proxy_with_its_credentials_never_written(project, tmp_path) -> None:
+    with ProxyPy(tmp_path, auth="alice:pa55-w0rd-XYZ") as proxy, OpenAICompatible() as server:
+        address = proxy.url.replace("http://", "http://alice:pa55-w0rd-XYZ@")
+        env = {"OPENROUTER_BASE_URL": f"{server.url}/api/v1", "http_proxy": address}
+        code, out, err = cli(project, "compare", "--local", "-v", env=env)
+        log = proxy.log()
+    assert code == 0, err
+    port = server.url.rsplit(":", 1)[1]
+    assert f"POST 127.0.0.1:{port}/api/v1/chat/completions" in log and len(server.chats()) == 3
+    assert f"through the proxy {proxy.url} (http_proxy)" in err
+    assert "pa55-w0rd-XYZ" not in out + err + written(project)
+
+
+@needs_proxy
+@pytest.mark.parametrize("scheme", ["http", "https"])
+def test_a_proxy_that_wants_credentials_is_one_line_naming_the_variable(project, tls, tmp_path, scheme) -> None:
+    context, ca_file = tls
+    with (
+        ProxyPy(tmp_path, auth="alice:secret") as proxy,
+        OpenAICompatible(tls=context if scheme == "https" else None) as server,
+    ):
+        variable = "HTTPS_PROXY" if scheme == "https" else "HTTP_PROXY"
+        env = {"OPENROUTER_BASE_URL": f"{server.url}/api/v1", variable: proxy.url, "SSL_CERT_FILE": str(ca_file)}
+        code, _, err = cli(project, "compare", "--local", env=env)
+    assert code == 2 and server.requests == []
+    assert err.strip() == (
+        f"error: the proxy {proxy.url} asks for credentials: put them in {variable} (HTTP 407), as "
+        "user:password@host:port after its http://"
+    )
+
+
+@needs_proxy
+def test_no_proxy_bypasses_the_proxy(project, tmp_path) -> None:
+    with ProxyPy(tmp_path) as proxy, OpenAICompatible() as server:
+        env = {"OPENROUTER_BASE_URL": f"{server.url}/api/v1", "ALL_PROXY": proxy.url, "no_proxy": "localhost,127.0.0.1"}
+        code, _, err = cli(project, "compare", "--local", "-v", env=env)
+        log = proxy.log()
+    assert code == 0, err
+    assert "127.0.0.1:" not in log.split("Loaded plugin")[-1] and len(server.chats()) == 3
+    assert f"{server.url}/api/v1 is reached directly" in err
+
+
+def test_all_proxy_is_used_when_no_scheme_has_its_own(project) -> None:
+    with Silent() as dead:  # the "proxy" takes the connection and never answers CONNECT... but here HTTP
+        pass
+    env = {"OPENROUTER_BASE_URL": "http://api.example.test/v1", "ALL_PROXY": dead.url}
+    code, _, err = cli(project, "compare", "--local", env=env)
+    assert code == 2
+    assert err.strip().startswith(
+        f"error: openrouter: cannot reach the proxy {dead.url} (ALL_PROXY: ConnectionRefusedError"
+    )
+
+
+def test_a_dead_proxy_is_one_line_naming_it_never_the_server(project) -> None:
+    started = time.monotonic()
+    env = {"OPENROUTER_BASE_URL": "https://openrouter.example.test/api/v1", "HTTPS_PROXY": "http://127.0.0.1:9"}
+    code, out, err = cli(project, "compare", "--local", env=env)
+    assert code == 2 and out == "" and time.monotonic() - started < 20
+    assert err.strip() == (
+        "error: openrouter: cannot reach the proxy http://127.0.0.1:9 (HTTPS_PROXY: ConnectionRefusedError: "
+        "[Errno 111] Connection refused); start it, fix that variable, or name the server in NO_PROXY"
+    )
+    assert "openrouter.example.test" not in err
+
+
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [("socks5://127.0.0.1:1080", "socks5://127.0.0.1"), ("https://user:pw@proxy.test:3128", "https://proxy.test")],
+)
+def test_a_proxy_agent_evals_cannot_speak_to_is_one_line(project, value, shown) -> None:
+    env = {"OPENROUTER_BASE_URL": "https://openrouter.example.test/api/v1", "https_proxy": value}
+    code, _, err = cli(project, "compare", "--local", env=env)
+    assert code == 2 and "pw@" not in err
+    assert err.strip() == (
+        f"error: https_proxy: {shown} is no proxy agent-evals can use; it speaks to http:// proxies (HTTPS goes "
+        "through them in a CONNECT tunnel): write it as http://host:port"
+    )
+
+
+def test_a_proxy_is_looked_up_only_when_a_connection_opens(monkeypatch) -> None:
+    monkeypatch.setenv("HTTP_PROXY", "http://u%40corp:p%3Ass@10.0.0.1:3128")
+    proxy = ae._proxy_for("http", "api.test", 80)
+    assert proxy is not None and (proxy.host, proxy.port, proxy.variable) == ("10.0.0.1", 3128, "HTTP_PROXY")
+    import base64
+
+    assert base64.b64decode(proxy.auth.split()[1]) == b"u@corp:p:ss"  # percent-escapes decoded, as curl does
+    monkeypatch.setenv("NO_PROXY", ".test")
+    assert ae._proxy_for("http", "api.test", 80) is None
+    assert ae._proxy_for("https", "api.test", 443) is None  # no HTTPS_PROXY: direct
+
+
+# -- idle keep-alive, compression, the user agent -----------------------------------------
+
+
+SLOW_HELPER = EXACT_HELPER.replace(
+    "ae.configure(",
+    """import time
+
+class Pausing(ae.EchoAdapter):
+    def call(self, case, model):
+        time.sleep(1.5)  # longer than the server keeps an idle connection
+        return super().call(case, model)
+
+ae.configure(""",
+).replace("adapter=ae.EchoAdapter()", "adapter=Pausing()")
+
+
+def test_a_connection_the_server_closed_while_idle_is_no_retry(make_suite) -> None:
+    project = make_suite(helper=SLOW_HELPER, config=LINEUP, cases=many(3))
+    with OpenAICompatible(idle=1.0) as server:
+        env = {"OPENROUTER_BASE_URL": f"{server.url}/api/v1"}
+        code, _, err = cli(project, "compare", "--local", "-p", "1", "--retries", "0", env=env)
+    assert code == 0, err
+    (log,) = read_logs(project)
+    assert [row["retries"] for row in log["rows"]] == [0, 0, 0] and all(row["score"] == 1.0 for row in log["rows"])
+    assert len(server.chats()) == 3 and server.connections >= 3  # each case sent once, on a fresh connection
+    assert "retries" not in err
+
+
+@pytest.mark.parametrize("encoding", ["gzip", "deflate"])
+def test_a_server_that_compresses_every_answer_is_read(project, encoding) -> None:
+    with OpenAICompatible(encoding=encoding) as server:
+        code, _out, err = cli(project, "compare", "--local", env={"OPENROUTER_BASE_URL": f"{server.url}/api/v1"})
+    assert code == 0, err
+    assert all(row["score"] == 1.0 for row in read_logs(project)[0]["rows"])
+    assert server.chats()[0].headers["accept-encoding"] == "gzip, deflate"
+
+
+def test_an_encoding_it_cannot_decode_is_named(project) -> None:
+    with OpenAICompatible(encoding="br") as server:
+        code, _, err = cli(project, "compare", "--local", env={"OPENROUTER_BASE_URL": f"{server.url}/api/v1"})
+    assert code == 2 and len(server.requests) == 1  # the catalog, asked once: it would not read better again
+    assert "the server answered in the br encoding, which agent-evals does not decode (it asks for gzip)" in err
+
+
+def test_compressed_bodies_are_bounded_and_raw_deflate_is_read() -> None:
+    bomb = gzip.compress(b" " * (8 * 2**20))  # 8 MiB that arrive as 8 KiB
+    with pytest.raises(ae._TooLarge):
+        ae._decoded(bomb, "gzip", 2**20)
+    raw = zlib.compressobj(wbits=-zlib.MAX_WBITS)
+    assert ae._decoded(raw.compress(b'{"a": 1}') + raw.flush(), "deflate", 100) == b'{"a": 1}'
+    assert ae._decoded(b"plain", "identity", 100) == b"plain"
+    with pytest.raises(ae._TransportError, match="the gzip body cannot be decoded"):
+        ae._decoded(b"\x1f\x8bnot really", "gzip", 100)
+
+
+def test_gzip_sent_without_its_header_is_named(project) -> None:
+    def respond(request):
+        return Answer(200, gzip.compress(json.dumps(chat_answer("{}").body).encode()))
+
+    with OpenAICompatible(respond) as server:
+        code, _, err = cli(project, "compare", "--local", env={"OPENROUTER_BASE_URL": f"{server.url}/api/v1"})
+    assert code == 1, err
+    (log,) = read_logs(project)
+    assert "the body is not JSON (gzip data with no Content-Encoding header)" in log["rows"][0]["error"]
+
+
+# -- a server that hangs ------------------------------------------------------------------
+
+
+def test_a_hung_server_is_one_line_and_a_failure_within_the_list_deadline(project) -> None:
+    with Silent() as server:
+        started = time.monotonic()
+        env = {"OPENROUTER_BASE_URL": f"{server.url}/api/v1"}
+        code, out, err = cli(project, "compare", "--local", "--timeout", "2", env=env, limit=30)
+        took = time.monotonic() - started
+    assert code == 2 and out == "" and took < 10
+    assert err.strip() == (
+        f"error: openrouter: no whole answer from {server.url}/api/v1 within 2 s (GET /models); check that the "
+        "server is up and not stuck, then run again"
+    )
+
+
+def test_cases_that_all_time_out_stop_their_contender_within_two_timeouts(make_suite) -> None:
+    project = make_suite(helper=EXACT_HELPER, config=LINEUP, cases=many(12))
+    with OpenAICompatible(lambda r: Answer(200, {}, delay=8)) as server:
+        started = time.monotonic()
+        env = {"OPENROUTER_BASE_URL": f"{server.url}/api/v1"}
+        code, _, err = cli(project, "compare", "--local", "--timeout", "1", "-p", "4", env=env, limit=40)
+        took = time.monotonic() - started
+    assert code == 1 and took < 8, err  # never 12 cases x 5 tries x 1 s
+    assert "[ds] openai/gpt-4.1-mini effort=default stopped after" in err
+    assert (
+        "TimeoutError: timed out (gave up after 1 retries) (its first 3 cases alike: check the server and its log)"
+        in err
+    )
+    (log,) = read_logs(project)
+    assert all(row["retries"] == 1 for row in log["rows"])  # a timeout is tried again once, no more
+
+
+def test_the_progress_line_says_what_it_waits_for() -> None:
+    progress = ae._Progress(None, 10)
+    progress.waiting, progress.started = "api.test", time.monotonic() - 42
+
+    class Screen:
+        text = ""
+
+        def write(self, text):
+            self.text += text
+
+        def flush(self):
+            pass
+
+    progress.stream = screen = Screen()
+    progress.draw()
+    assert "0/10 cases · waiting for the first answer from api.test (42 s)" in screen.text
+
+
+# -- local inference servers as they behave -----------------------------------------------
+
+
+def test_an_on_demand_server_that_lists_no_model_says_so_and_can_be_asked_anyway(make_suite) -> None:
+    project = make_suite(helper=EXACT_HELPER, config=LOCAL, cases=many(2))
+    with OpenAICompatible(catalog=[]) as server:
+        env = {"LOCAL_BASE_URL": f"{server.url}/v1"}
+        code, _, err = cli(project, "compare", "--local", env=env)
+        assert code == 2 and server.chats() == []
+        assert err.strip() == (
+            "error: local/tiny-llama: provider local has no such model; its server listed 0 models (one that loads "
+            "models on demand lists only those it has loaded: defaults.check_models: false asks it anyway)"
+        )
+        (project / "evals/.agent-eval.config.yml").write_text(
+            LOCAL.replace("defaults:\n", "defaults:\n  check_models: false\n")
+        )
+        code, _, err = cli(project, "compare", "--local", env=env)
+    assert code == 0, err
+    assert len(server.chats()) == 2 and server.chats()[0].body["model"] == "tiny-llama"
+
+
+def test_a_server_that_answers_500_to_every_case_stops_its_contender(make_suite) -> None:
+    project = make_suite(helper=EXACT_HELPER, config=LOCAL, cases=many(20))
+    with OpenAICompatible(lambda r: Answer(500, "Internal Server Error"), catalog=[{"id": "tiny-llama"}]) as server:
+        started = time.monotonic()
+        code, _, err = cli(project, "compare", "--local", "--retries", "1", env={"LOCAL_BASE_URL": f"{server.url}/v1"})
+    assert code == 1 and time.monotonic() - started < 20
+    assert "local/tiny-llama (direct) effort=default stopped after" in err and "check the server and its log" in err
+    assert len(server.chats()) < 20  # not every case asked twice
+
+
+def test_fastapi_detail_errors_are_read_as_the_message(make_suite) -> None:
+    project = make_suite(helper=EXACT_HELPER, config=LOCAL, cases=many(1))
+    answers = iter(
+        [
+            Answer(422, {"detail": [{"loc": ["body"], "msg": "Field required"}]}),
+            Answer(400, {"detail": "no such adapter"}),
+        ]
+    )
+    with OpenAICompatible(lambda r: next(answers), catalog=[{"id": "tiny-llama"}]) as server:
+        env = {"LOCAL_BASE_URL": f"{server.url}/v1"}
+        cli(project, "compare", "--local", env=env)
+        first = read_logs(project)[-1]["rows"][0]["error"]
+        cli(project, "compare", "--local", env=env)
+        second = read_logs(project)[-1]["rows"][0]["error"]
+    assert first.endswith("HTTP 422: Field required") and second.endswith("HTTP 400: no such adapter")
+
+
+def test_an_empty_answer_that_cost_tokens_says_so(make_suite) -> None:
+    project = make_suite(helper=EXACT_HELPER, config=LOCAL, cases=many(1))
+
+    def respond(request):
+        answer = chat_answer("", completion_tokens=64)
+        answer.body["choices"][0]["finish_reason"] = "length"
+        answer.body["choices"][0]["message"]["reasoning_content"] = "Let me think. " * 20
+        return answer
+
+    with OpenAICompatible(respond, catalog=[{"id": "tiny-llama"}]) as server:
+        cli(project, "run", "--local", env={"LOCAL_BASE_URL": f"{server.url}/v1"})
+    (log,) = read_logs(project)
+    assert log["rows"][0]["reply_error"] == (
+        "no JSON object in the reply (the answer's text was empty though the model wrote 64 output tokens, cut off "
+        "at max_tokens; its reasoning (280 characters) came back alone)"
+    )
+
+
+def test_models_lists_a_local_server_when_named_and_verify_says_what_it_did_not_check(make_suite) -> None:
+    project = make_suite(helper=EXACT_HELPER, config=LOCAL, cases=many(1))
+    with OpenAICompatible(catalog=[{"id": "tiny-llama"}, {"id": "qwen3:0.6b"}]) as server:
+        env = {"LOCAL_BASE_URL": f"{server.url}/v1"}
+        code, _, err = cli(project, "verify", env=env)
+        assert code == 0 and server.requests == []  # verify is offline
+        code, out, _ = cli(project, "verify", env=env)
+        assert "not checked: local/tiny-llama (no cached model list of its server" in out
+        code, out, err = cli(project, "models", "--provider", "local", env=env)
+    assert code == 0, err
+    assert "local/tiny-llama" in out and "local/qwen3:0.6b" in out
+
+
+# -- LiteLLM, held to the same rules -------------------------------------------------------
+
+
+LITELLM = """
+request_types: [prompt]
+defaults:
+  retry_backoff: 0.01
+direct:
+  litellm:
+    - model: openai/gpt-4o-mini
+"""
+
+
+@needs("litellm")
+def test_litellm_a_dead_server_is_one_line_at_once(make_suite) -> None:
+    project = make_suite(helper=EXACT_HELPER, config=LITELLM, cases=many(6))
+    started = time.monotonic()
+    env = {"LITELLM_API_BASE": "http://127.0.0.1:9/v1", "OPENAI_API_KEY": "sk-x"}
+    code, _, err = cli(project, "compare", "--local", env=env, limit=120)
+    assert code == 1 and time.monotonic() - started < 30
+    assert "error: the run stopped after" in err
+    assert (
+        "litellm: cannot reach http://127.0.0.1:9/v1 (ConnectionRefusedError: [Errno 111] Connection refused); " in err
+    )
+    (log,) = read_logs(project)
+    assert sum(row["retries"] for row in log["rows"]) == 0
+
+
+@needs("litellm")
+def test_litellm_a_refused_request_stops_the_contender_and_drop_params_is_a_setting(make_suite) -> None:
+    # a LiteLLM proxy without its database answers every request so, as a deployment that refuses a setting does
+    project = make_suite(helper=EXACT_HELPER, config=LITELLM, cases=many(8))
+    with OpenAICompatible(lambda r: Answer(400, {"error": {"message": "No connected db."}})) as server:
+        env = {"LITELLM_API_BASE": f"{server.url}/v1", "OPENAI_API_KEY": "sk-x"}
+        code, _, err = cli(project, "compare", "--local", env=env, limit=120)
+        assert code == 1 and "openai/gpt-4o-mini (direct) effort=default stopped after" in err
+        assert "HTTP 400: BadRequestError" in err and "check what it sends" in err
+        assert "drop_params" not in server.chats()[0].body  # never sent unasked
+        config = LITELLM.replace("defaults:\n", "defaults:\n  drop_params: true\n")
+        (project / "evals/.agent-eval.config.yml").write_text(config)
+        server.respond = lambda r: chat_answer(r.body["messages"][-1]["content"])
+        code, _, err = cli(project, "compare", "--local", env=env, limit=120)
+    assert code == 0, err
+    assert server.chats()[-1].body["drop_params"] is True
