@@ -3192,6 +3192,8 @@ class _Proxy:
 def _proxy_for(scheme: str, host: str, port: int) -> _Proxy | None:
     """The proxy for a server, read as the standard library reads it (``<scheme>_proxy``,
     else ``all_proxy``, either case; ``no_proxy`` bypasses it), or None to go direct."""
+    if sys.platform not in ("darwin", "win32") and not any(name[-6:].lower() == "_proxy" for name in os.environ):
+        return None  # what getproxies() finds there, without loading urllib.request (megabytes) to be told
     import urllib.parse
     import urllib.request
 
@@ -3233,6 +3235,9 @@ def _route(url: str) -> str:
     return f"{how}, trusting {_trust()[1]}" if scheme == "https" else how
 
 
+_FAR = "; it could not open the way to the server: check what it lets through, or name the server in NO_PROXY"
+
+
 class _ProxyFailure(ConnectionError):
     """The proxy could not be reached, or would not open the way to the server."""
 
@@ -3255,14 +3260,16 @@ def _tunnel(sock: Any, proxy: _Proxy, authority: str) -> None:
     head = b""
     while b"\r\n\r\n" not in head:  # headers alone: the server says nothing before TLS's hello
         if not (data := sock.recv(4096)) or len(head) > 65536:
-            raise _ProxyFailure(f"the proxy {proxy.shown} ({proxy.variable}) hung up on CONNECT {authority}")
+            raise _ProxyFailure(f"the proxy {proxy.shown} ({proxy.variable}) hung up on CONNECT {authority}{_FAR}")
         head += data
     status_line = head.split(b"\r\n", 1)[0].decode("latin-1")
     status = status_line.split(None, 2)[1:2]
     if status == ["407"]:
         raise _proxy_refused(proxy)
     if status != ["200"]:
-        raise _ProxyFailure(f"the proxy {proxy.shown} ({proxy.variable}) answered CONNECT {authority}: {status_line}")
+        raise _ProxyFailure(
+            f"the proxy {proxy.shown} ({proxy.variable}) answered CONNECT {authority}: {status_line}{_FAR}"
+        )
 
 
 class _Unreadable(Exception):
@@ -3334,7 +3341,8 @@ class _Connection:
             if proxy is None:
                 raise
             raise _ProxyFailure(
-                f"cannot reach the proxy {proxy.shown} ({proxy.variable}: {type(e).__name__}: {e})"
+                f"cannot reach the proxy {proxy.shown} ({proxy.variable}: {type(e).__name__}: {e}); start it, fix "
+                "that variable, or name the server in NO_PROXY"
             ) from None
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.read = read
@@ -3611,8 +3619,14 @@ class OpenRouter(Provider):
         storm of retries (a server that answered once and then hiccups is retried)."""
         server = _URL_PASSWORD.sub("", self.base_url)
         if isinstance(e, _ProxyFailure):
-            fix = "start it, fix that variable, or name the server in NO_PROXY"
-            raise ProviderError(f"{self.name}: {e}; {fix}", stops_run=True) from None
+            raise ProviderError(f"{self.name}: {e}", stops_run=True) from None
+        proxy = _proxy_for(*_origin(self.base_url)[:3])
+        if proxy is not None and isinstance(e, ConnectionResetError):  # some ask for credentials by hanging up
+            raise ProviderError(
+                f"{self.name}: the proxy {proxy.shown} ({proxy.variable}) hung up on the first request to {server}; "
+                f"if it wants credentials, put them in {proxy.variable} as user:password@host:port after its http://",
+                stops_run=True,
+            ) from None
         if isinstance(e, ConnectionRefusedError | _socket_gaierror()):
             fix = f"start the server, or point {self.base_url_env} at it"
             failure = f"{type(e).__name__}: {e}"
@@ -3966,7 +3980,8 @@ class LiteLLM(Provider):
             return ProviderError(f"{label}: no such model: {e}", stops_contender=True)
         self._reached = self._reached or one_of("BadRequestError")
         status = getattr(e, "status_code", None)  # the built-in client's words, so the same rules read them
-        what = f"{type(e).__name__}: {e}" if not isinstance(status, int) else f"HTTP {status}: {type(e).__name__}: {e}"
+        what = f"{type(e).__name__}: {' '.join(str(e).split())}"  # one line: LiteLLM's texts span several
+        what = f"HTTP {status}: {what}" if isinstance(status, int) else what
         if one_of(*self.RETRYABLE):
             headers = getattr(getattr(e, "response", None), "headers", None) or {}
             timeout = one_of("Timeout")
