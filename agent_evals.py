@@ -3206,9 +3206,9 @@ def _proxy_for(scheme: str, host: str, port: int) -> _Proxy | None:
     parts = urllib.parse.urlsplit(url if "://" in url else f"http://{url}")
     try:
         address = (parts.hostname or "", parts.port or 80)
-    except ValueError:
-        address = ("", 0)
-    if parts.scheme != "http" or not address[0]:
+    except ValueError:  # a port that is not a number
+        address = (parts.hostname or "", 0)
+    if parts.scheme != "http" or not all(address):
         raise ProviderError(
             f"{variable}: {parts.scheme}://{address[0]} is no proxy agent-evals can use; it speaks to http:// "
             "proxies (HTTPS goes through them in a CONNECT tunnel): write it as http://host:port",
@@ -3461,7 +3461,7 @@ class _Client:
                 idle.append(conn)
             else:
                 conn.close()
-            if status == 407 and conn.proxy is not None:
+            if status == 407 and conn.prefix and conn.proxy:  # the proxy's own answer (HTTPS asks it at CONNECT)
                 raise _proxy_refused(conn.proxy)
             if coding := fields.get("content-encoding"):
                 payload = _decoded(payload, coding, limit)

@@ -136,13 +136,11 @@ def test_no_proxy_bypasses_the_proxy(project, tmp_path) -> None:
 
 
 def test_all_proxy_is_used_when_no_scheme_has_its_own(project) -> None:
-    with Silent() as dead:  # the "proxy" takes the connection and never answers CONNECT... but here HTTP
-        pass
-    env = {"OPENROUTER_BASE_URL": "http://api.example.test/v1", "ALL_PROXY": dead.url}
+    env = {"OPENROUTER_BASE_URL": "http://api.example.test/v1", "ALL_PROXY": "http://127.0.0.1:9"}
     code, _, err = cli(project, "compare", "--local", env=env)
     assert code == 2
     assert err.strip().startswith(
-        f"error: openrouter: cannot reach the proxy {dead.url} (ALL_PROXY: ConnectionRefusedError"
+        "error: openrouter: cannot reach the proxy http://127.0.0.1:9 (ALL_PROXY: ConnectionRefusedError"
     )
 
 

@@ -114,8 +114,9 @@ def test_a_run_whose_forecast_passes_the_budget_is_refused_before_any_call(make_
 def test_at_the_budget_the_run_stops_with_one_line_and_resume_continues(tmp_path: Path) -> None:
     agent = tmp_path / "agent_suite"
     shutil.copytree(ROOT / "examples" / "agent_suite", agent, ignore=shutil.ignore_patterns("log", "__pycache__"))
-    # the forecast counts one call a case (input size); the agent makes two: the budget stops it mid-run
-    done = run_agent_evals("compare", "--local", "-m", "fake/tooluser", "--budget", "0.005", cwd=agent)
+    # the forecast counts one call a case (input size); the agent makes two: the budget stops it mid-run. One
+    # case at a time (-p 1): which case meets the limit never depends on a busy machine's timing
+    done = run_agent_evals("compare", "--local", "-m", "fake/tooluser", "--budget", "0.005", "-p", "1", cwd=agent)
     assert done.returncode == 1, done.stderr
     assert "forecast: $0.0040 expected, $0.0160 at most, over 4 case runs (1 from input size)" in done.stderr
     line = "error: budget reached: $0.0050 of $0.0050; 3 of 4 cases asked; --resume with a higher --budget continues"
