@@ -40,7 +40,7 @@ Standard library only; PyYAML reads the config file. Public names: ``__all__``.
 The file reads top to bottom, each section using only what stands above it:
 errors · small helpers · values · what a suite writes · discovery and the config file ·
 cases · the lineup · HTTP/1.1 transport · built-in providers · the runner · statistics ·
-trackers · logs and journals · the response cache · rendering · baselines and gates ·
+trackers · logs and journals · the response cache · rendering · spend · baselines and gates ·
 the HTML report · terminal I/O · the command line.
 
 Four names are used before their section (``tests/test_api.py`` keeps the count):
@@ -1192,33 +1192,6 @@ class Provider:
         return model_id
 
 
-def _price_of(provider: Provider, model_id: str) -> tuple[float, float, float] | None:
-    """The provider's price, or None when it cannot say: its catalog unreachable, its code
-    raising, or an answer that is no three finite dollar amounts from 0 up."""
-    try:
-        price: Any = provider.price(model_id)
-        ok = len(price) == 3 and all(not isinstance(p, bool) and 0 <= float(p) < math.inf for p in price)
-    except _SUITE_EXCEPTIONS as e:
-        _reraise_ctrl_c(e)
-        return None
-    return (float(price[0]), float(price[1]), float(price[2])) if ok else None
-
-
-class _Hold:
-    """One model call's share of ``--budget``: what it holds, its worst case per try, and
-    what its failed tries cost (an in-band error carries its price)."""
-
-    __slots__ = ("held", "spent", "token", "worst")
-    token: Any
-
-    def __init__(self, held: float, worst: float) -> None:
-        self.held, self.worst, self.spent, self.token = held, worst, 0.0, None
-
-
-# the --budget hold of the model call in flight in this context (asyncio.to_thread carries it)
-_CALL: contextvars.ContextVar[_Hold | None] = contextvars.ContextVar("agent_evals_call", default=None)
-
-
 class Model:
     """The handle an adapter calls: one contender's model and settings.
 
@@ -1348,7 +1321,7 @@ class Model:
             request["tool_choice"] = tool_choice
         return request
 
-    def _sending(self, request: Mapping[str, Any]) -> tuple[float, _Hold | None]:
+    def _sending(self, request: Mapping[str, Any]) -> tuple[float, Any]:
         """A call is made: counted, and a conversation's transcript is what is sent, so a
         case that fails on this turn keeps the turns so far; under ``--budget`` it holds
         its worst case first (the hold is the call's own, whatever else runs at once)."""
@@ -1356,11 +1329,7 @@ class Model:
             self.calls += 1
             if "messages" in request:
                 self.transcript = list(request["messages"])
-        hold = None
-        if self.budget is not None:
-            worst = self.budget.worst(self, request)
-            hold = _Hold(self.budget.hold(worst, self.stop), worst)
-            hold.token = _CALL.set(hold)  # the provider's retries and in-band costs find it here
+        hold = self.budget.begin(self, request) if self.budget is not None else None
         return time.time(), hold
 
     def _turn(
@@ -1369,7 +1338,7 @@ class Model:
         completion: Any,
         began: float,
         error: BaseException | None = None,
-        hold: _Hold | None = None,
+        hold: Any = None,
     ) -> Any:
         """Note a call: a conversation's transcript gains the answer, what it held becomes what
         it spent, and a tracker that shows each call (``exchanges``) gets its times, request
@@ -1379,9 +1348,7 @@ class Model:
             with self._lock:
                 self.transcript = [*request["messages"], dict(answer)]
         if hold is not None and self.budget is not None:
-            with contextlib.suppress(ValueError):  # set in another context (a provider's own threads)
-                _CALL.reset(hold.token)
-            self.budget.settle(hold.held, hold.spent + (completion.usage.cost_usd if completion is not None else 0.0))
+            self.budget.end(hold, completion.usage.cost_usd if completion is not None else 0.0)
         if self.exchanges is not None:
             failure = None if error is None else _describe(error)[0]
             call = {"start": began, "end": time.time(), "request": request, "completion": completion, "error": failure}
@@ -1420,16 +1387,16 @@ class Model:
         error carries its cost): the case's spend counts it."""
         with self._lock:
             self.usage = self.usage + usage
-        if (hold := _CALL.get()) is not None:
-            hold.spent += usage.cost_usd
+        if self.budget is not None:
+            self.budget.charge(usage.cost_usd)
 
     def note_retry(self) -> None:
         """A provider tried again: counted per case in the log; under ``--budget`` the new
         try holds its own worst case first (when it cannot, the call fails and the run stops)."""
         with self._lock:
             self.retries += 1
-        if self.budget is not None and (hold := _CALL.get()) is not None:
-            hold.held += self.budget.hold(hold.worst, self.stop)
+        if self.budget is not None:
+            self.budget.again(self.stop)
 
     def __repr__(self) -> str:
         return f"Model({self.id!r}, provider={self.provider.name!r}, settings={self.settings!r})"
@@ -4123,42 +4090,6 @@ def _builtin_providers() -> list[Provider]:
 # ═══════════════════════════════════════════════════════════════════════════════
 
 
-_BUDGET = "budget reached"  # a case the budget stopped before its call: --resume asks it again
-
-
-class _Budget:
-    """``--budget``: what one run may spend. Every model call holds its worst case (each
-    input byte a token, the full ``max_tokens`` out, at the provider's prices) before it is
-    sent, and settles at what it spent when it returns, so what was spent and what is held
-    never passes the limit: with concurrency, retries (each try holds again), repeats and
-    agents' turns. A call that does not fit stops the run."""
-
-    def __init__(self, limit: float) -> None:
-        self.limit, self.spent, self.held = limit, 0.0, 0.0
-        self.lock = threading.Lock()
-
-    @staticmethod
-    def worst(model: Model, request: Mapping[str, Any]) -> float:
-        p_in, p_out, p_request = _price_of(model.provider, model.id) or (0.0, 0.0, 0.0)
-        sent = {k: v for k, v in request.items() if k != "json"}
-        tokens_in = len(_json_dumps(sent).encode()) + 16  # a token is at least a byte; a little for the roles
-        return tokens_in * p_in + (model.max_tokens or 0) * p_out + p_request
-
-    def hold(self, amount: float, stop: _Stop) -> float:
-        with self.lock:
-            if self.spent + self.held + amount > self.limit:
-                reason = f"{_BUDGET}: {_fmt_cost(self.spent)} of {_fmt_cost(self.limit)}"
-                stop.set(reason)
-                raise ProviderError(f"{reason}; this call could cost {_fmt_cost(amount)}", stops_run=True)
-            self.held += amount
-        return amount
-
-    def settle(self, held: float, spent: float) -> None:
-        with self.lock:
-            self.held -= held
-            self.spent += spent
-
-
 class Experiment:
     """One contender over one dataset's cases; results stay in case order."""
 
@@ -4666,6 +4597,7 @@ class _Courier:
 
 GRACE_SECONDS = 10.0  # after a first Ctrl-C, how long cases in flight may finish
 _ABANDONED = "Abandoned"  # a case still in flight when the run ended: --resume asks it again
+_BUDGET = "budget reached"  # a case the budget stopped before its call: --resume asks it again
 
 
 class _Session:
@@ -7288,6 +7220,252 @@ def _render_matrix(experiments: Sequence[Experiment], style: str) -> str:
 
 
 # ═══════════════════════════════════════════════════════════════════════════════
+# Spend: prices, the forecast, --budget's holds, and the line a budget stop prints
+# ═══════════════════════════════════════════════════════════════════════════════
+#
+# One worst case for both: a call costs at most each byte it sends as a token in, the full
+# max_tokens out, and the provider's price per request (_worst). The forecast sums it over
+# an experiment's cases; the budget holds it per call before the call is sent.
+
+
+def _price_of(provider: Provider, model_id: str) -> tuple[float, float, float] | None:
+    """The provider's price, or None when it cannot say: its catalog unreachable, its code
+    raising, or an answer that is no three finite dollar amounts from 0 up."""
+    try:
+        price: Any = provider.price(model_id)
+        ok = len(price) == 3 and all(not isinstance(p, bool) and 0 <= float(p) < math.inf for p in price)
+    except _SUITE_EXCEPTIONS as e:
+        _reraise_ctrl_c(e)
+        return None
+    return (float(price[0]), float(price[1]), float(price[2])) if ok else None
+
+
+def _worst(price: tuple[float, float, float], sent: float, calls: int, max_tokens: int) -> float:
+    """The most ``calls`` model calls sending ``sent`` bytes between them can cost.
+
+    >>> _worst((1e-6, 2e-6, 0.001), 1000, 2, 100)
+    0.0034
+    """
+    p_in, p_out, p_request = price
+    return sent * p_in + calls * (max_tokens * p_out + p_request)
+
+
+def _worst_call(model: Model, request: Mapping[str, Any]) -> float:
+    """The most one call of ``model`` sending ``request`` can cost (a token is at least a
+    byte, and a little more for the roles)."""
+    price = _price_of(model.provider, model.id) or (0.0, 0.0, 0.0)
+    sent = {k: v for k, v in request.items() if k != "json"}
+    return _worst(price, len(_json_dumps(sent).encode()) + 16, 1, model.max_tokens or 0)
+
+
+class _Hold:
+    """One model call's share of ``--budget``: what it holds, its worst case per try, and
+    what its failed tries cost (an in-band error carries its price)."""
+
+    __slots__ = ("held", "spent", "token", "worst")
+    token: Any
+
+    def __init__(self, held: float, worst: float) -> None:
+        self.held, self.worst, self.spent, self.token = held, worst, 0.0, None
+
+
+# the --budget hold of the model call in flight in this context (asyncio.to_thread carries it)
+_CALL: contextvars.ContextVar[_Hold | None] = contextvars.ContextVar("agent_evals_call", default=None)
+
+
+class _Budget:
+    """``--budget``: what one run may spend. Every model call holds its worst case before it
+    is sent (``begin``) and settles at what it spent when it returns (``end``), so what was
+    spent and what is held never passes the limit: with concurrency, retries (each try holds
+    again: ``again``), repeats and agents' turns. A call that does not fit stops the run."""
+
+    def __init__(self, limit: float) -> None:
+        self.limit, self.spent, self.held = limit, 0.0, 0.0
+        self.lock = threading.Lock()
+
+    def begin(self, model: Model, request: Mapping[str, Any]) -> _Hold:
+        worst = _worst_call(model, request)
+        hold = _Hold(self.hold(worst, model.stop), worst)
+        hold.token = _CALL.set(hold)  # the provider's retries and in-band costs find it here
+        return hold
+
+    def again(self, stop: _Stop) -> None:
+        """A provider tries the call in flight again: the new try holds its own worst case."""
+        if (hold := _CALL.get()) is not None:
+            hold.held += self.hold(hold.worst, stop)
+
+    def charge(self, cost: float) -> None:
+        """A failed try of the call in flight was paid for all the same."""
+        if (hold := _CALL.get()) is not None:
+            hold.spent += cost
+
+    def end(self, hold: _Hold, cost: float) -> None:
+        with contextlib.suppress(ValueError):  # set in another context (a provider's own threads)
+            _CALL.reset(hold.token)
+        with self.lock:
+            self.held -= hold.held
+            self.spent += hold.spent + cost
+
+    def hold(self, amount: float, stop: _Stop) -> float:
+        with self.lock:
+            if self.spent + self.held + amount > self.limit:
+                reason = f"{_BUDGET}: {_fmt_cost(self.spent)} of {_fmt_cost(self.limit)}"
+                stop.set(reason)
+                raise ProviderError(f"{reason}; this call could cost {_fmt_cost(amount)}", stops_run=True)
+            self.held += amount
+        return amount
+
+    def stopped(self, finished: int, total: int) -> str:
+        """The line a run this budget stopped ends with."""
+        spent = f"{_fmt_cost(self.spent)} of {_fmt_cost(self.limit)}"
+        return f"{_BUDGET}: {spent}; {finished} of {total} cases asked; --resume with a higher --budget continues"
+
+
+@dataclass(frozen=True, slots=True)
+class _Forecast:
+    """What one experiment should cost (``expected``) and at most (``worst``), and from what."""
+
+    experiment: Experiment
+    basis: str  # earlier runs | the cache | input size | no price | no max_tokens
+    expected: float | None = None
+    worst: float | None = None
+
+
+def _forecast(experiment: Experiment, log_dir: Path, cache: _Cache | None, turns: int) -> _Forecast:
+    """From this suite's earlier logs of the experiment (each case's own cost, its costliest
+    for the worst case), else the cache's mean answer for the model, else the inputs' size
+    with the full ``max_tokens`` out: always at the provider's prices, never $0 for none."""
+    runs, repeat = len(experiment.cases) * experiment.repeat, experiment.repeat
+    history = _cost_history(log_dir, experiment.name)
+    if history:
+        every = [cost for costs in history.values() for cost in costs]
+        mean, top = sum(every) / len(every), max(every)
+        seen = [history.get(case_id) for case_id in _ids(experiment.cases)]
+        expected = sum(sum(c) / len(c) if c else mean for c in seen) * repeat
+        return _Forecast(experiment, "earlier runs", expected, sum(max(c) if c else top for c in seen) * repeat)
+    c = experiment.contender
+    price = _price_of(experiment.provider, c.model)
+    if price is None:
+        return _Forecast(experiment, "no price")
+    folders = experiment.cases.found if isinstance(experiment.cases, _Cases) else []
+    size = sum(_file_size(Path(f.folder) / f.file) for f in folders) or sum(len(x.input) for x in experiment.cases)
+    out = c.max_tokens if c.max_tokens is not None or price[1] else 0  # no max_tokens: the output has no bound
+    cases = len(experiment.cases)
+    worst = None if out is None else _worst(price, size, cases, out) * repeat * turns
+    if cache is not None and (mean_cost := cache.mean_cost(c.model)) is not None:
+        return _Forecast(experiment, "the cache", mean_cost * runs, worst)
+    if out is None:
+        return _Forecast(experiment, "no max_tokens")
+    return _Forecast(experiment, "input size", _worst(price, size / 4, cases, out) * repeat, worst)  # 4 bytes a token
+
+
+def _resumed(f: _Forecast, previous: Mapping[tuple[str, str], Mapping[tuple[str, int], RunResult]]) -> _Forecast:
+    """The forecast of what is left once --resume skips the finished case runs."""
+    experiment = f.experiment
+    done = len(previous.get((_contender_key(experiment.contender), experiment.dataset), {}))
+    left = 1 - done / max(len(experiment.cases) * experiment.repeat, 1)
+    return dataclasses.replace(f, **{k: v * left for k in ("expected", "worst") if (v := getattr(f, k)) is not None})
+
+
+def _file_size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def _cost_history(log_dir: Path, name: str) -> dict[str, list[float]]:
+    """Each case's cost (a cached answer's first price) in the newest three logs of experiment
+    ``name`` (a safe name: no glob characters); error rows, which spent part of one, left out."""
+    costs: dict[str, list[float]] = {}
+    for path in sorted(log_dir.glob(f"{name}.*.json"), reverse=True)[:3]:
+        try:
+            rows = json.loads(path.read_bytes()).get("rows") or []
+        except (OSError, ValueError, AttributeError, RecursionError):
+            continue
+        for row in rows if isinstance(rows, list) else ():
+            with contextlib.suppress(AttributeError, TypeError, ValueError, KeyError):
+                if row.get("error"):
+                    continue
+                cost = float(row["usage"].get("cost_usd") or 0) + float(row.get("saved_usd") or 0)
+                costs.setdefault(str(row["case"]), []).append(cost)
+    return costs
+
+
+def _render_forecast(forecasts: Sequence[_Forecast], style: str) -> str:
+    """The forecast per contender (its datasets together), and the run's total."""
+    rows: dict[str, list[Any]] = {}
+    for f in forecasts:
+        c = f.experiment.contender
+        row = rows.setdefault(c.label, [c.shown, c.effort or "default", _fmt_temp(c.temperature), [], 0, 0.0, 0.0])
+        row[3].append(f.basis)
+        row[4] += len(f.experiment.cases) * f.experiment.repeat
+        row[5] = None if f.expected is None or row[5] is None else row[5] + f.expected
+        row[6] = None if f.worst is None or row[6] is None else row[6] + f.worst
+    cells = [
+        [
+            *r[:3],
+            ", ".join(dict.fromkeys(r[3])),
+            str(r[4]),
+            *("-" if v is None else _fmt_cost(v, up=i == 1) for i, v in enumerate(r[5:])),
+        ]
+        for r in rows.values()
+    ]
+    headers = ["model", "effort", "temp", "basis", "case runs", "expected", "at most"]
+    return (
+        _table(headers, cells, [False, False, True, False, True, True, True], style) + "\n" + _forecast_line(forecasts)
+    )
+
+
+def _forecast_line(forecasts: Sequence[_Forecast]) -> str:
+    """One line: the expected and worst cost of the experiments that have a forecast, and
+    how many have none (never counted as $0)."""
+    import collections
+
+    known = [f for f in forecasts if f.expected is not None]
+    runs = sum(len(f.experiment.cases) * f.experiment.repeat for f in forecasts)
+    bases = ", ".join(f"{n} from {b}" for b, n in collections.Counter(f.basis for f in forecasts).items())
+    if not known:
+        return f"forecast: none: no experiment has a price to count with ({bases})"
+    text = f"forecast: {_fmt_cost(sum(f.expected or 0 for f in known))} expected"
+    if all(f.worst is not None for f in known):
+        text += f", {_fmt_cost(sum(f.worst or 0 for f in known), up=True)} at most"
+    text += f", over {_n(runs, 'case run')} ({bases})"
+    return text + (f"; {_n(missing, 'experiment')} not counted" if (missing := len(forecasts) - len(known)) else "")
+
+
+def _within_budget(forecasts: list[_Forecast], limit: float, refused: list[str]) -> tuple[list[_Forecast], _Budget]:
+    """``--budget``: a contender whose cost cannot be counted (no price, no max_tokens) is
+    refused by name (added to ``refused``); a run whose forecast passes the limit is refused
+    before any call. The forecasts kept, and the budget their experiments share."""
+    keep = []
+    for f in forecasts:
+        c, provider = f.experiment.contender, f.experiment.provider
+        price = _price_of(provider, c.model)
+        why = "no price" if price is None else "no max_tokens" if c.max_tokens is None and price[1] else ""
+        if why:
+            refusal = (
+                f"{c.label} refused: --budget cannot count what it spends ({why}; set max_tokens, or leave it out)"
+            )
+            if refusal not in refused:
+                refused.append(refusal)
+                _warn(refusal)
+        else:
+            keep.append(f)
+    if not keep:
+        raise ConfigError("nothing to run: --budget refused every contender (see the warnings above)")
+    if sum(f.expected or 0 for f in keep) > limit:
+        raise ConfigError(
+            f"--budget {_fmt_cost(limit)}: the {_forecast_line(keep)}; raise --budget, or ask fewer "
+            "cases or contenders (-d, -c, -m)"
+        )
+    budget = _Budget(limit)
+    for f in keep:
+        f.experiment.budget = budget
+    return keep, budget
+
+
+# ═══════════════════════════════════════════════════════════════════════════════
 # Baselines, gates and JUnit: what CI acts on
 # ═══════════════════════════════════════════════════════════════════════════════
 
@@ -8602,120 +8780,6 @@ def _suite_problems(suite: _Suite, dataset: str, cases: list[Case]) -> list[str]
     return problems
 
 
-@dataclass(frozen=True, slots=True)
-class _Forecast:
-    """What one experiment should cost (``expected``) and at most (``worst``), and from what."""
-
-    experiment: Experiment
-    basis: str  # earlier runs | the cache | input size | no price | no max_tokens
-    expected: float | None = None
-    worst: float | None = None
-
-
-def _forecast(experiment: Experiment, log_dir: Path, cache: _Cache | None, turns: int) -> _Forecast:
-    """From this suite's earlier logs of the experiment (each case's own cost, its costliest
-    for the worst case), else the cache's mean answer for the model, else the inputs' size
-    with the full ``max_tokens`` out: always at the provider's prices, never $0 for none."""
-    runs, repeat = len(experiment.cases) * experiment.repeat, experiment.repeat
-    history = _cost_history(log_dir, experiment.name)
-    if history:
-        every = [cost for costs in history.values() for cost in costs]
-        mean, top = sum(every) / len(every), max(every)
-        seen = [history.get(case_id) for case_id in _ids(experiment.cases)]
-        expected = sum(sum(c) / len(c) if c else mean for c in seen) * repeat
-        return _Forecast(experiment, "earlier runs", expected, sum(max(c) if c else top for c in seen) * repeat)
-    c = experiment.contender
-    price = _price_of(experiment.provider, c.model)
-    if price is None:
-        return _Forecast(experiment, "no price")
-    p_in, p_out, p_request = price
-    folders = experiment.cases.found if isinstance(experiment.cases, _Cases) else []
-    size = sum(_file_size(Path(f.folder) / f.file) for f in folders) or sum(len(x.input) for x in experiment.cases)
-    out = c.max_tokens if c.max_tokens is not None or p_out else 0  # no max_tokens: the output has no bound
-    per_case = None if out is None else out * p_out + p_request
-    worst = None if per_case is None else (size * p_in + len(experiment.cases) * per_case) * repeat * turns
-    if cache is not None and (mean_cost := cache.mean_cost(c.model)) is not None:
-        return _Forecast(experiment, "the cache", mean_cost * runs, worst)
-    if per_case is None:
-        return _Forecast(experiment, "no max_tokens")
-    return _Forecast(experiment, "input size", (size / 4 * p_in + len(experiment.cases) * per_case) * repeat, worst)
-
-
-def _resumed(f: _Forecast, previous: Mapping[tuple[str, str], Mapping[tuple[str, int], RunResult]]) -> _Forecast:
-    """The forecast of what is left once --resume skips the finished case runs."""
-    experiment = f.experiment
-    done = len(previous.get((_contender_key(experiment.contender), experiment.dataset), {}))
-    left = 1 - done / max(len(experiment.cases) * experiment.repeat, 1)
-    return dataclasses.replace(f, **{k: v * left for k in ("expected", "worst") if (v := getattr(f, k)) is not None})
-
-
-def _file_size(path: Path) -> int:
-    try:
-        return path.stat().st_size
-    except OSError:
-        return 0
-
-
-def _cost_history(log_dir: Path, name: str) -> dict[str, list[float]]:
-    """Each case's cost (a cached answer's first price) in the newest three logs of experiment
-    ``name`` (a safe name: no glob characters); error rows, which spent part of one, left out."""
-    costs: dict[str, list[float]] = {}
-    for path in sorted(log_dir.glob(f"{name}.*.json"), reverse=True)[:3]:
-        try:
-            rows = json.loads(path.read_bytes()).get("rows") or []
-        except (OSError, ValueError, AttributeError, RecursionError):
-            continue
-        for row in rows if isinstance(rows, list) else ():
-            with contextlib.suppress(AttributeError, TypeError, ValueError, KeyError):
-                if row.get("error"):
-                    continue
-                cost = float(row["usage"].get("cost_usd") or 0) + float(row.get("saved_usd") or 0)
-                costs.setdefault(str(row["case"]), []).append(cost)
-    return costs
-
-
-def _render_forecast(forecasts: Sequence[_Forecast], style: str) -> str:
-    """The forecast per contender (its datasets together), and the run's total."""
-    rows: dict[str, list[Any]] = {}
-    for f in forecasts:
-        c = f.experiment.contender
-        row = rows.setdefault(c.label, [c.shown, c.effort or "default", _fmt_temp(c.temperature), [], 0, 0.0, 0.0])
-        row[3].append(f.basis)
-        row[4] += len(f.experiment.cases) * f.experiment.repeat
-        row[5] = None if f.expected is None or row[5] is None else row[5] + f.expected
-        row[6] = None if f.worst is None or row[6] is None else row[6] + f.worst
-    cells = [
-        [
-            *r[:3],
-            ", ".join(dict.fromkeys(r[3])),
-            str(r[4]),
-            *("-" if v is None else _fmt_cost(v, up=i == 1) for i, v in enumerate(r[5:])),
-        ]
-        for r in rows.values()
-    ]
-    headers = ["model", "effort", "temp", "basis", "case runs", "expected", "at most"]
-    return (
-        _table(headers, cells, [False, False, True, False, True, True, True], style) + "\n" + _forecast_line(forecasts)
-    )
-
-
-def _forecast_line(forecasts: Sequence[_Forecast]) -> str:
-    """One line: the expected and worst cost of the experiments that have a forecast, and
-    how many have none (never counted as $0)."""
-    import collections
-
-    known = [f for f in forecasts if f.expected is not None]
-    runs = sum(len(f.experiment.cases) * f.experiment.repeat for f in forecasts)
-    bases = ", ".join(f"{n} from {b}" for b, n in collections.Counter(f.basis for f in forecasts).items())
-    if not known:
-        return f"forecast: none: no experiment has a price to count with ({bases})"
-    text = f"forecast: {_fmt_cost(sum(f.expected or 0 for f in known))} expected"
-    if all(f.worst is not None for f in known):
-        text += f", {_fmt_cost(sum(f.worst or 0 for f in known), up=True)} at most"
-    text += f", over {_n(runs, 'case run')} ({bases})"
-    return text + (f"; {_n(missing, 'experiment')} not counted" if (missing := len(forecasts) - len(known)) else "")
-
-
 @dataclass(eq=False)  # internal records are never compared: no __eq__ to build at import
 class _Plan:
     """What ``run`` or ``compare`` will do, decided before any model is called."""
@@ -8804,36 +8868,9 @@ def _plan_run(args: argparse.Namespace) -> _Plan:
 
 
 def _apply_budget(plan: _Plan, limit: float | None) -> None:
-    """``--budget``: a contender whose cost cannot be counted (no price, no max_tokens) is
-    refused by name; a run whose forecast passes the limit is refused before any call."""
-    if limit is None:
-        return
-    keep = []
-    for f in plan.forecasts:
-        c, provider = f.experiment.contender, f.experiment.provider
-        price = _price_of(provider, c.model)
-        why = "no price" if price is None else "no max_tokens" if c.max_tokens is None and price[1] else ""
-        if why:
-            refusal = (
-                f"{c.label} refused: --budget cannot count what it spends ({why}; set max_tokens, or leave it out)"
-            )
-            if refusal not in plan.lineup.refused:
-                plan.lineup.refused.append(refusal)
-                _warn(refusal)
-        else:
-            keep.append(f)
-    if not keep:
-        raise ConfigError("nothing to run: --budget refused every contender (see the warnings above)")
-    expected = sum(f.expected or 0 for f in keep)
-    if expected > limit:
-        raise ConfigError(
-            f"--budget {_fmt_cost(limit)}: the {_forecast_line(keep)}; raise --budget, or ask fewer "
-            "cases or contenders (-d, -c, -m)"
-        )
-    plan.forecasts, plan.budget = keep, _Budget(limit)
-    plan.experiments = [f.experiment for f in keep]
-    for experiment in plan.experiments:
-        experiment.budget = plan.budget
+    if limit is not None:
+        plan.forecasts, plan.budget = _within_budget(plan.forecasts, limit, plan.lineup.refused)
+        plan.experiments = [f.experiment for f in plan.forecasts]
 
 
 def _dry_run(args: argparse.Namespace, plan: _Plan) -> int:
@@ -8983,8 +9020,7 @@ def _report(args: argparse.Namespace, plan: _Plan, session: _Session, interrupte
         else f"the run stopped after {finished} of {total} cases: {session.stop.reason}"
     )
     if stopped and plan.budget is not None and str(session.stop.reason).startswith(_BUDGET):
-        spent = f"{_fmt_cost(plan.budget.spent)} of {_fmt_cost(plan.budget.limit)}"
-        stopped = f"{_BUDGET}: {spent}; {finished} of {total} cases asked; --resume with a higher --budget continues"
+        stopped = plan.budget.stopped(finished, total)
     shown = [experiment for experiment in experiments if experiment.results]
     # every file first: a reader that stops reading the tables (| head) loses none of them
     if args.output:

@@ -260,6 +260,7 @@ def test_each_section_uses_only_what_stands_above_it_but_the_four_stated() -> No
         "Logs and journals",
         "The response cache",
         "Rendering",
+        "Spend",
         "Baselines, gates and JUnit",
         "The HTML report",
         "Terminal I/O",

@@ -147,7 +147,7 @@ class Metered(ae.Provider):
 
     def charge(self, model: ae.Model, request: dict) -> float:
         with self.lock:
-            worst = ae._Budget.worst(model, request)
+            worst = ae._worst_call(model, request)
             cost = self.rng.uniform(0, worst)
             self.charged += cost
         return cost
