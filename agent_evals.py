@@ -5514,6 +5514,84 @@ def _log_row(result: RunResult) -> dict[str, Any]:
     }
 
 
+# -- shards: one slice of the matrix per machine, the same slices on every machine ----
+
+
+def _shard_spec(spec: str, env: Mapping[str, str]) -> str:
+    """``--shard``'s K/N; ``auto`` (or ``auto/N``) reads it from the engine running this
+    process: AGENT_EVALS_SHARD=K/N (a CI matrix), a Kubernetes Indexed Job's
+    JOB_COMPLETION_INDEX (0-based; N from auto/N or AGENT_EVALS_SHARDS), or a Slurm job
+    array's SLURM_ARRAY_TASK_ID with SLURM_ARRAY_TASK_COUNT (or _MIN and _MAX)."""
+    head, _, count = spec.partition("/")
+    if head != "auto":
+        k, n = head, count
+    else:
+        engines = [v for v in ("AGENT_EVALS_SHARD", "JOB_COMPLETION_INDEX", "SLURM_ARRAY_TASK_ID") if env.get(v)]
+        if len(engines) != 1:
+            raise ConfigError(
+                f"--shard {spec}: "
+                + (
+                    f"{' and '.join(engines)} are all set; give --shard K/N"
+                    if engines
+                    else "no shard in the environment: set AGENT_EVALS_SHARD=K/N, or run as a Kubernetes Indexed Job "
+                    "(JOB_COMPLETION_INDEX) or a Slurm job array (SLURM_ARRAY_TASK_ID)"
+                )
+            )
+        if engines[0] == "AGENT_EVALS_SHARD":
+            if not re.fullmatch(r"\d+/\d+", value := env["AGENT_EVALS_SHARD"]):
+                raise ConfigError(f"--shard {spec}: AGENT_EVALS_SHARD={value!r} is not K/N, like 2/3")
+            k, _, n = value.partition("/")
+        elif engines[0] == "JOB_COMPLETION_INDEX":
+            k = str(int(env["JOB_COMPLETION_INDEX"]) + 1) if env["JOB_COMPLETION_INDEX"].isdigit() else "?"
+            n = env.get("AGENT_EVALS_SHARDS") or count
+        else:
+            low, step = (env.get(f"SLURM_ARRAY_TASK_{v}", d) for v, d in (("MIN", "0"), ("STEP", "1")))
+            task, top = env["SLURM_ARRAY_TASK_ID"], env.get("SLURM_ARRAY_TASK_MAX", "")
+            if not all(x.isdigit() for x in (task, low, step)) or step == "0":
+                raise ConfigError(f"--shard {spec}: SLURM_ARRAY_TASK_ID {task!r}, _MIN or _STEP is not a count")
+            k = str((int(task) - int(low)) // int(step) + 1)
+            n = env.get("SLURM_ARRAY_TASK_COUNT") or (
+                str((int(top) - int(low)) // int(step) + 1) if top.isdigit() else ""
+            )
+        if count and n != count:
+            raise ConfigError(f"--shard {spec}: {engines[0]} says {k}/{n or '?'}, not one of {count}")
+        if not n:
+            raise ConfigError(
+                f"--shard {spec}: {engines[0]} gives the index but not the count: give --shard auto/N "
+                "or set AGENT_EVALS_SHARDS=N" + (" (or SLURM_ARRAY_TASK_COUNT)" if engines[0][0] == "S" else "")
+            )
+    if not (k.isdigit() and n.isdigit() and 1 <= int(k) <= int(n)):
+        given = f"the environment gives {k}/{n}; " if head == "auto" else ""
+        raise ConfigError(f"--shard {spec}: {given}expected K/N with 1 <= K <= N, like 2/3")
+    return f"{int(k)}/{int(n)}"
+
+
+def _run_id(env: Mapping[str, str]) -> str | None:
+    """What the shards of one run share, from AGENT_EVALS_RUN_ID or the engine: a Slurm
+    array's job id, a GitHub Actions run (and attempt), a Kubernetes Indexed Job's name."""
+    if env.get("AGENT_EVALS_RUN_ID"):
+        return env["AGENT_EVALS_RUN_ID"]
+    if env.get("SLURM_ARRAY_JOB_ID"):
+        return f"slurm-{env['SLURM_ARRAY_JOB_ID']}"
+    if env.get("GITHUB_RUN_ID"):
+        return f"github-{env['GITHUB_RUN_ID']}-{env.get('GITHUB_RUN_ATTEMPT', '1')}"
+    index, pod = env.get("JOB_COMPLETION_INDEX"), env.get("HOSTNAME", "")
+    if index and (job := re.fullmatch(rf"(.+)-{re.escape(index)}-[a-z0-9]{{5}}", pod)):
+        return f"k8s-{job[1]}"  # an Indexed Job's pods are named <job>-<index>-<5 characters>
+    return None
+
+
+def _shard(experiments: list[Experiment], spec: str) -> list[Experiment]:
+    """The K-th of N slices of the matrix: round robin over experiments in a stable
+    order (dataset, then name), so every machine cuts the same slices."""
+    k, _, n = spec.partition("/")
+    ordered = sorted(experiments, key=lambda experiment: (experiment.dataset, experiment.name))
+    chosen = {id(experiment) for i, experiment in enumerate(ordered) if i % int(n) == int(k) - 1}
+    if not chosen:
+        _warn(f"--shard {spec}: this slice holds none of the {_n(len(experiments), 'experiment')}; nothing to run")
+    return [experiment for experiment in experiments if id(experiment) in chosen]
+
+
 # ═══════════════════════════════════════════════════════════════════════════════
 # Trackers: the local JSON log always; others chosen by flag, config or environment
 # ═══════════════════════════════════════════════════════════════════════════════
@@ -9151,81 +9229,6 @@ def _show_pages(pages: Sequence[tuple[str, str]], *, open_them: bool) -> None:
         import webbrowser
 
         webbrowser.open(pages[0][1])
-
-
-def _shard_spec(spec: str, env: Mapping[str, str]) -> str:
-    """``--shard``'s K/N; ``auto`` (or ``auto/N``) reads it from the engine running this
-    process: AGENT_EVALS_SHARD=K/N (a CI matrix), a Kubernetes Indexed Job's
-    JOB_COMPLETION_INDEX (0-based; N from auto/N or AGENT_EVALS_SHARDS), or a Slurm job
-    array's SLURM_ARRAY_TASK_ID with SLURM_ARRAY_TASK_COUNT (or _MIN and _MAX)."""
-    head, _, count = spec.partition("/")
-    if head != "auto":
-        k, n = head, count
-    else:
-        engines = [v for v in ("AGENT_EVALS_SHARD", "JOB_COMPLETION_INDEX", "SLURM_ARRAY_TASK_ID") if env.get(v)]
-        if len(engines) != 1:
-            raise ConfigError(
-                f"--shard {spec}: "
-                + (
-                    f"{' and '.join(engines)} are all set; give --shard K/N"
-                    if engines
-                    else "no shard in the environment: set AGENT_EVALS_SHARD=K/N, or run as a Kubernetes Indexed Job "
-                    "(JOB_COMPLETION_INDEX) or a Slurm job array (SLURM_ARRAY_TASK_ID)"
-                )
-            )
-        if engines[0] == "AGENT_EVALS_SHARD":
-            if not re.fullmatch(r"\d+/\d+", value := env["AGENT_EVALS_SHARD"]):
-                raise ConfigError(f"--shard {spec}: AGENT_EVALS_SHARD={value!r} is not K/N, like 2/3")
-            k, _, n = value.partition("/")
-        elif engines[0] == "JOB_COMPLETION_INDEX":
-            k = str(int(env["JOB_COMPLETION_INDEX"]) + 1) if env["JOB_COMPLETION_INDEX"].isdigit() else "?"
-            n = env.get("AGENT_EVALS_SHARDS") or count
-        else:
-            low, step = (env.get(f"SLURM_ARRAY_TASK_{v}", d) for v, d in (("MIN", "0"), ("STEP", "1")))
-            task, top = env["SLURM_ARRAY_TASK_ID"], env.get("SLURM_ARRAY_TASK_MAX", "")
-            if not all(x.isdigit() for x in (task, low, step)) or step == "0":
-                raise ConfigError(f"--shard {spec}: SLURM_ARRAY_TASK_ID {task!r}, _MIN or _STEP is not a count")
-            k = str((int(task) - int(low)) // int(step) + 1)
-            n = env.get("SLURM_ARRAY_TASK_COUNT") or (
-                str((int(top) - int(low)) // int(step) + 1) if top.isdigit() else ""
-            )
-        if count and n != count:
-            raise ConfigError(f"--shard {spec}: {engines[0]} says {k}/{n or '?'}, not one of {count}")
-        if not n:
-            raise ConfigError(
-                f"--shard {spec}: {engines[0]} gives the index but not the count: give --shard auto/N "
-                "or set AGENT_EVALS_SHARDS=N" + (" (or SLURM_ARRAY_TASK_COUNT)" if engines[0][0] == "S" else "")
-            )
-    if not (k.isdigit() and n.isdigit() and 1 <= int(k) <= int(n)):
-        given = f"the environment gives {k}/{n}; " if head == "auto" else ""
-        raise ConfigError(f"--shard {spec}: {given}expected K/N with 1 <= K <= N, like 2/3")
-    return f"{int(k)}/{int(n)}"
-
-
-def _run_id(env: Mapping[str, str]) -> str | None:
-    """What the shards of one run share, from AGENT_EVALS_RUN_ID or the engine: a Slurm
-    array's job id, a GitHub Actions run (and attempt), a Kubernetes Indexed Job's name."""
-    if env.get("AGENT_EVALS_RUN_ID"):
-        return env["AGENT_EVALS_RUN_ID"]
-    if env.get("SLURM_ARRAY_JOB_ID"):
-        return f"slurm-{env['SLURM_ARRAY_JOB_ID']}"
-    if env.get("GITHUB_RUN_ID"):
-        return f"github-{env['GITHUB_RUN_ID']}-{env.get('GITHUB_RUN_ATTEMPT', '1')}"
-    index, pod = env.get("JOB_COMPLETION_INDEX"), env.get("HOSTNAME", "")
-    if index and (job := re.fullmatch(rf"(.+)-{re.escape(index)}-[a-z0-9]{{5}}", pod)):
-        return f"k8s-{job[1]}"  # an Indexed Job's pods are named <job>-<index>-<5 characters>
-    return None
-
-
-def _shard(experiments: list[Experiment], spec: str) -> list[Experiment]:
-    """The K-th of N slices of the matrix: round robin over experiments in a stable
-    order (dataset, then name), so every machine cuts the same slices."""
-    k, _, n = spec.partition("/")
-    ordered = sorted(experiments, key=lambda experiment: (experiment.dataset, experiment.name))
-    chosen = {id(experiment) for i, experiment in enumerate(ordered) if i % int(n) == int(k) - 1}
-    if not chosen:
-        _warn(f"--shard {spec}: this slice holds none of the {_n(len(experiments), 'experiment')}; nothing to run")
-    return [experiment for experiment in experiments if id(experiment) in chosen]
 
 
 def _print_notes(args: argparse.Namespace, notes: Iterable[str]) -> None:
