@@ -9087,106 +9087,132 @@ def _execute(args: argparse.Namespace, plan: _Plan, stamp: str) -> tuple[_Sessio
 
 def _report(args: argparse.Namespace, plan: _Plan, session: _Session, interrupted: bool) -> int:
     """Write the files asked for, print the tables, apply the gates: the exit code."""
-    suite, log_dir, experiments, stamp = plan.suite, plan.log_dir, plan.experiments, session.stamp
-    out, err, style = sys.stdout, sys.stderr, _style_for(sys.stdout)
-    unwritten = session.unwritten
-    total = sum(len(experiment.cases) * experiment.repeat for experiment in experiments)
-    finished = sum(len(experiment.results) for experiment in experiments)
-    stopped = (
-        None
-        if interrupted or not session.stop.reason
-        else f"the run stopped after {finished} of {total} cases: {session.stop.reason}"
-    )
-    if stopped and plan.budget is not None and str(session.stop.reason).startswith(_BUDGET):
-        stopped = plan.budget.stopped(finished, total)
-    shown = [experiment for experiment in experiments if experiment.results]
-    # every file first: a reader that stops reading the tables (| head) loses none of them
+    ending = _Ending.of(plan, session, interrupted)
+    _write_files(args, plan, session, ending)  # every file first: a reader that stops at | head loses none
+    changes = _print_results(args, plan, session, ending)
+    if interrupted:
+        _report_unwritten(session.unwritten)
+        return EXIT_INTERRUPTED
+    failures = _print_failures(args, plan, session, ending, changes)
+    _report_unwritten(session.unwritten)
+    return EXIT_FAILED if failures or session.unwritten else EXIT_OK
+
+
+@dataclass(frozen=True, slots=True)
+class _Ending:
+    """How a run ended: its case runs finished of all, why it stopped early, what it shows."""
+
+    finished: int
+    total: int
+    interrupted: bool
+    stopped: str | None  # the line a run stopped before its end (a refused key, the budget) ends with
+    shown: list[Experiment]  # the experiments with a result to show
+
+    @classmethod
+    def of(cls, plan: _Plan, session: _Session, interrupted: bool) -> _Ending:
+        experiments, reason = plan.experiments, session.stop.reason
+        total = sum(len(experiment.cases) * experiment.repeat for experiment in experiments)
+        finished = sum(len(experiment.results) for experiment in experiments)
+        stopped = None if interrupted or not reason else f"the run stopped after {finished} of {total} cases: {reason}"
+        if stopped and plan.budget is not None and str(reason).startswith(_BUDGET):
+            stopped = plan.budget.stopped(finished, total)
+        return cls(finished, total, interrupted, stopped, [e for e in experiments if e.results])
+
+    def partial(self, command: str) -> str:
+        return f"interrupted after {self.finished} of {self.total} cases; finish with: agent-evals {command} --resume"
+
+
+def _write_files(args: argparse.Namespace, plan: _Plan, session: _Session, ending: _Ending) -> None:
+    """-o's breakdowns, --html's page and --junit's XML, each named on STDERR once written."""
+    suite, experiments, unwritten, err = plan.suite, plan.experiments, session.unwritten, sys.stderr
+    named = plan.log_dir.parent / f"{args.command}.{session.stamp}"
     if args.output:
-        target = Path(args.output) if isinstance(args.output, str) else log_dir.parent / f"{args.command}.{stamp}.txt"
+        target = Path(args.output) if isinstance(args.output, str) else named.with_name(f"{named.name}.txt")
         if _write_text(target, _render_breakdowns(experiments, suite.metrics, "box"), unwritten):
             print(f"breakdowns: {_display(target)}", file=err)
-    if args.html and shown:
-        target = Path(args.html) if isinstance(args.html, str) else log_dir.parent / f"{args.command}.{stamp}.html"
-        page = _render_html(shown, suite.metrics, title=f"agent-evals: {suite.name}", refused=plan.lineup.refused)
+    if args.html and ending.shown:
+        target = Path(args.html) if isinstance(args.html, str) else named.with_name(f"{named.name}.html")
+        page = _render_html(
+            ending.shown, suite.metrics, title=f"agent-evals: {suite.name}", refused=plan.lineup.refused
+        )
         _write_html(target, page, open_it=args.open and _at_terminal(), unwritten=unwritten)
-    if args.junit and not interrupted and _write_text(Path(args.junit), _junit_xml(experiments), unwritten):
+    if args.junit and not ending.interrupted and _write_text(Path(args.junit), _junit_xml(experiments), unwritten):
         print(f"junit: {_display(args.junit)}", file=err)
-    tables = args.format == "table"  # json: one document on STDOUT, and nothing else
+
+
+def _print_results(args: argparse.Namespace, plan: _Plan, session: _Session, ending: _Ending) -> list[_Change] | None:
+    """The tables (or the one JSON document), and the comparison with the baseline: its changes."""
+    suite, experiments, shown, out = plan.suite, plan.experiments, ending.shown, sys.stdout
+    style, tables = _style_for(out), args.format == "table"  # json: one document on STDOUT, and nothing else
     if tables and args.command == "run" and not args.output:
         print(_render_breakdowns(experiments, suite.metrics, style), file=out)
-    partial = f"interrupted after {finished} of {total} cases; finish with: agent-evals {args.command} --resume"
-    if tables and interrupted:
-        print(f"partial: {partial}", file=out)
+    if tables and ending.interrupted:
+        print(f"partial: {ending.partial(args.command)}", file=out)
     if tables and shown:
         print(_render_report(shown, suite.metrics, style, _width_of(out)), file=out)
         for line in _reason_lines(_rows(shown, suite.metrics)):
-            print(line, file=err)
+            print(line, file=sys.stderr)
     for line in _cache_lines(shown):
-        print(line, file=out if tables else err)
+        print(line, file=out if tables else sys.stderr)
     changes = None
-    if plan.baseline is not None and not interrupted:
-        current = {
-            (_contender_key(experiment.contender), experiment.dataset): _experiment_record(experiment)
-            for experiment in experiments
-        }
+    if plan.baseline is not None and not ending.interrupted:
+        current = {(_contender_key(e.contender), e.dataset): _experiment_record(e) for e in experiments}
         changes = _compare_runs(plan.baseline, current, [m.name for m in suite.metrics])
         if tables:
             print(f"\nbaseline: {args.baseline if isinstance(args.baseline, str) else 'the newest run'}", file=out)
             print(_render_changes(changes, style, _primary(suite.metrics).name), file=out)
     if not tables:
+        complete = not ending.interrupted and not ending.stopped and ending.finished == ending.total
         context = {
-            "suite": suite.name,
-            "command": args.command,
-            "stamp": stamp,
-            "complete": not interrupted and not stopped and finished == total,
-            "cases_finished": finished,
-            "cases_total": total,
-            "interrupted": partial if interrupted else None,
-            "stopped": stopped,
+            **{"suite": suite.name, "command": args.command, "stamp": session.stamp, "complete": complete},
+            **{"cases_finished": ending.finished, "cases_total": ending.total},
+            **{"interrupted": ending.partial(args.command) if ending.interrupted else None, "stopped": ending.stopped},
             "baseline": None if changes is None else [_change_document(c) for c in changes],
             "refused": plan.lineup.refused,
             "decided": session.decisions if args.until_decided else None,
         }
         print(_json_dumps(_results_document(shown, suite.metrics, context), indent=2), file=out)
-    if interrupted:
-        _report_unwritten(unwritten)
-        return EXIT_INTERRUPTED
-    failed = plan.gates.check(_rows(shown, suite.metrics), changes)
-    for message in failed:
-        print(f"gate failed: {message}", file=err)
-    halted = [e for e in experiments if e.halted]
-    for experiment in halted:
-        print(
-            f"error: [{experiment.dataset}] {experiment.contender.label} stopped after {len(experiment.results)} of "
-            f"{len(experiment.cases) * experiment.repeat} cases: {experiment.halted}; --resume asks the rest once it is fixed",
-            file=err,
-        )
-    # a contender whose server answered none of its cases compared nothing: never a run that did its job
-    silent = [e for e in shown if not e.halted and all(str(r.error).startswith("ProviderError: ") for r in e.results)]
-    for experiment in silent:
-        print(
-            f"error: [{experiment.dataset}] {experiment.contender.label} got no answer at all: its "
-            f"{_n(len(experiment.results), 'case')} failed (the first: {_redact(str(experiment.results[0].error))})",
-            file=err,
-        )
+    return changes
+
+
+def _print_failures(
+    args: argparse.Namespace, plan: _Plan, session: _Session, ending: _Ending, changes: list[_Change] | None
+) -> list[str]:
+    """One line on STDERR for each way the run failed the user (a gate, a contender stopped
+    or never answered, a dataset that could not run, the run stopped): what makes it exit 1."""
+    experiments, err = plan.experiments, sys.stderr
+    failures = [
+        f"gate failed: {message}" for message in plan.gates.check(_rows(ending.shown, plan.suite.metrics), changes)
+    ]
+    for e in experiments:
+        asked = f"{len(e.results)} of {len(e.cases) * e.repeat} cases"
+        if e.halted:
+            failures.append(
+                f"error: [{e.dataset}] {e.contender.label} stopped after {asked}: {e.halted}; --resume asks the rest once it is fixed"
+            )
+        # a contender whose server answered none of its cases compared nothing: never a run that did its job
+        elif e.results and all(str(r.error).startswith("ProviderError: ") for r in e.results):
+            first = _redact(str(e.results[0].error))
+            failures.append(
+                f"error: [{e.dataset}] {e.contender.label} got no answer at all: its {_n(len(e.results), 'case')} failed (the first: {first})"
+            )
+    for line in failures:
+        print(line, file=err)
     for line in session.decisions:
         print(line, file=err)
     if args.until_decided:
-        asked = sum(len(e.results) for e in experiments if e.decided)
+        done = sum(len(e.results) for e in experiments if e.decided)
         unasked = sum(len(e.cases) * e.repeat - len(e.results) for e in experiments if e.decided)
         print(
-            f"until decided: {_n(unasked, 'case run')} not asked ({asked} asked by the decided contenders); the "
+            f"until decided: {_n(unasked, 'case run')} not asked ({done} asked by the decided contenders); the "
             "decisions' intervals are sequential (Bonferroni over rounds and comparisons), the tables' the usual 95%",
             file=err,
         )
-    if stopped and not unwritten:
-        print(f"error: {_redact(stopped)}", file=err)
-    _report_unwritten(unwritten)
-    return (
-        EXIT_FAILED
-        if failed or stopped or unwritten or halted or silent or any(experiment.failure for experiment in experiments)
-        else EXIT_OK
-    )
+    if ending.stopped:
+        failures.append(ending.stopped)
+        if not session.unwritten:
+            print(f"error: {_redact(ending.stopped)}", file=err)
+    return failures + [e.failure for e in experiments if e.failure]
 
 
 def _report_unwritten(unwritten: Sequence[str]) -> None:
