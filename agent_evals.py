@@ -2123,20 +2123,7 @@ def _parse_config(
             if not isinstance(data[key], str):
                 raise ConfigError(f"{where}: {key}: expected a string, got {data[key]!r}")
             setattr(config, key, data[key])
-    defaults = data.get("defaults") or {}
-    if not isinstance(defaults, dict):
-        raise ConfigError(f"{where}: defaults: expected a mapping (effort:, temperature:, ...), got {defaults!r}")
-    _check_keys(defaults, _DEFAULT_KEYS, where, "defaults.")
-    if defaults.get("provider") is not None:
-        config.defaults.routing = _routings(defaults["provider"], where, "defaults.provider")
-    for setting in _SETTINGS:
-        if setting.key not in defaults or (setting.key == "max_tokens" and defaults[setting.key] is None):
-            continue  # max_tokens: null is no limit, as leaving it out is
-        value = _check_setting(setting, defaults[setting.key], where, f"defaults.{setting.key}")
-        if setting.transport:
-            config.defaults.transport[setting.key] = value
-        else:
-            setattr(config.defaults, setting.key, value)
+    _parse_defaults(config.defaults, data.get("defaults") or {}, where)
     for section in ("vendors", "direct"):
         value = data.get(section) or {}
         if not isinstance(value, dict):
@@ -2157,6 +2144,23 @@ def _parse_config(
                 raise ConfigError(f"{where}: {name}: expected a mapping of the tracker's options, got {data[name]!r}")
             config.sections[name] = data[name]
     return config
+
+
+def _parse_defaults(config: _Defaults, defaults: Any, where: str) -> None:
+    """``defaults:``, each setting checked by its row of ``_SETTINGS``."""
+    if not isinstance(defaults, dict):
+        raise ConfigError(f"{where}: defaults: expected a mapping (effort:, temperature:, ...), got {defaults!r}")
+    _check_keys(defaults, _DEFAULT_KEYS, where, "defaults.")
+    if defaults.get("provider") is not None:
+        config.routing = _routings(defaults["provider"], where, "defaults.provider")
+    for setting in _SETTINGS:
+        if setting.key not in defaults or (setting.key == "max_tokens" and defaults[setting.key] is None):
+            continue  # max_tokens: null is no limit, as leaving it out is
+        value = _check_setting(setting, defaults[setting.key], where, f"defaults.{setting.key}")
+        if setting.transport:
+            config.transport[setting.key] = value
+        else:
+            setattr(config, setting.key, value)
 
 
 def _parse_entry(entry: Any, where: str, key: str) -> dict[str, Any]:
@@ -2570,25 +2574,32 @@ def _find_cases(suite: _Suite) -> tuple[list[_CaseFolder], list[tuple[str, str]]
             f"datasets/<dataset>/cases/<variant>/[NNN/]input.txt, or change configure(cases=...)"
         )
     matched.sort()
-    found, twice, seen = [], [], set()
-    for _, name, rel, listing in matched:
-        case = _CaseFolder(root, rel, name, listing)
+    found = [_CaseFolder(root, rel, name, listing) for _, name, rel, listing in matched]
+    return found, _case_problems(found, root, orphans, folders, match)
+
+
+def _case_problems(
+    found: list[_CaseFolder], root: str, orphans: list[str], folders: list[str], match: Callable[[str], Any]
+) -> list[tuple[str, str]]:
+    """(case key, problem) for what ``verify`` names: a case listed twice, an expected answer
+    with no input, a folder where a case file should be."""
+    problems, seen = [], set()
+    for case in found:
         if case.key in seen:
-            where = _display(os.path.join(case.folder, name))
-            twice.append((case.key, f"{where}: case {case.key} is listed twice; rename its folder"))
+            where = _display(os.path.join(case.folder, case.file))
+            problems.append((case.key, f"{where}: case {case.key} is listed twice; rename its folder"))
         seen.add(case.key)
-        found.append(case)
     for rel in sorted(orphans):
         orphan = _CaseFolder(root, rel, "", frozenset())
         if orphan.key not in seen:
             where = _display(os.path.join(orphan.folder, "expected.json"))
-            twice.append((orphan.key, f"{where}: an expected answer with no input file; add the input or remove it"))
+            problems.append((orphan.key, f"{where}: an expected answer with no input file; add the input or remove it"))
     for rel in sorted(folders):
         parent = _CaseFolder(root, rel.rpartition("/")[0], "", frozenset())
         where = _display(os.path.join(root, rel))
         what = "input file" if match(rel) else rel.rpartition("/")[2]
-        twice.append((parent.key, f"{where}: a folder where the case's {what} should be; make it a file"))
-    return found, twice
+        problems.append((parent.key, f"{where}: a folder where the case's {what} should be; make it a file"))
+    return problems
 
 
 def _load_cases(suite: _Suite) -> _LoadedCases:
@@ -5115,56 +5126,22 @@ def _run_experiments(run: _Session, experiments: list[Experiment], concurrency: 
     second one abandons them. Either way every experiment that started is written.
     A case past the session's case timeout (0: none) is given up on as that case's error.
     """
-    suite, previous, stop = run.suite, run.previous, run.stop
     by_dataset: dict[str, list[Experiment]] = {}
     for experiment in experiments:
         by_dataset.setdefault(experiment.dataset, []).append(experiment)
-    running: list[_ExperimentRun] = []
+    running: list[_ExperimentRun] = []  # shared with the handler below: what a Ctrl-C finds in flight
     try:
         for dataset, group in by_dataset.items():
-            if stop.event.is_set():
+            if run.stop.event.is_set():
                 break
-            failure = _prepare_dataset(suite, dataset)
-            if failure:
+            if failure := _prepare_dataset(run.suite, dataset):
                 print(f"warning: {failure}: {_n(len(group), 'experiment')} not run", file=run.progress.err)
                 for experiment in group:
                     experiment.not_run, experiment.failure = _ids(experiment.cases), failure
                 continue
-            pending = list(group)
-            # --until-decided asks a dataset's contenders round by round, side by side: all at once
-            decider = None
-            if run.until_decided:
-                decider = _Decider(dataset, threading.Condition(run.lock), len(group), run.until_decided, run.decisions)
-            while pending or running:
-                together = concurrency == 0 or decider is not None
-                while pending and not stop.event.is_set() and (together or len(running) < concurrency):
-                    experiment = pending.pop(0)
-                    started = _ExperimentRun(
-                        run, experiment, previous.get((_contender_key(experiment.contender), experiment.dataset), {})
-                    )
-                    if decider is not None:
-                        decider.join(started)
-                    running.append(started)
-                    started.start()
-                if stop.event.is_set():
-                    for experiment in pending:
-                        experiment.not_run = _ids(experiment.cases)
-                    pending = []
-                    if not running:
-                        break
-                done = run.next_finished()
-                if done is None:
-                    now = time.monotonic()
-                    for watched in running:
-                        watched.watch(now)
-                    for courier in run.couriers.values():
-                        courier.overdue(now)
-                    run.progress.draw()
-                else:
-                    done.finish()
-                    running.remove(done)
+            _run_dataset(run, dataset, group, concurrency, running)
     except KeyboardInterrupt:
-        stop.set("interrupted (Ctrl-C)")
+        run.stop.set("interrupted (Ctrl-C)")
         run.progress.clear()
         if running:
             print(
@@ -5179,6 +5156,44 @@ def _run_experiments(run: _Session, experiments: list[Experiment], concurrency: 
         return True
     _report_trackers(run)
     return False
+
+
+def _run_dataset(
+    run: _Session, dataset: str, group: list[Experiment], concurrency: int, running: list[_ExperimentRun]
+) -> None:
+    """One dataset's experiments, ``concurrency`` at a time, watched while they go (case
+    timeouts, trackers past their deadline, the progress line) until each has finished."""
+    stop, pending = run.stop, list(group)
+    # --until-decided asks a dataset's contenders round by round, side by side: all at once
+    decider = None
+    if run.until_decided:
+        decider = _Decider(dataset, threading.Condition(run.lock), len(group), run.until_decided, run.decisions)
+    together = concurrency == 0 or decider is not None
+    while pending or running:
+        while pending and not stop.event.is_set() and (together or len(running) < concurrency):
+            experiment = pending.pop(0)
+            key = (_contender_key(experiment.contender), experiment.dataset)
+            started = _ExperimentRun(run, experiment, run.previous.get(key, {}))
+            if decider is not None:
+                decider.join(started)
+            running.append(started)
+            started.start()
+        if stop.event.is_set():
+            for experiment in pending:
+                experiment.not_run = _ids(experiment.cases)
+            pending = []
+            if not running:
+                return
+        if (done := run.next_finished()) is not None:
+            done.finish()
+            running.remove(done)
+            continue
+        now = time.monotonic()
+        for watched in running:
+            watched.watch(now)
+        for courier in run.couriers.values():
+            courier.overdue(now)
+        run.progress.draw()
 
 
 def _report_trackers(run: _Session) -> None:
@@ -7633,39 +7648,7 @@ def _render_changes(
     just observed would take: that is observed power, which asks for 1.7x too many cases
     on a real drop that was missed and for thousands to chase noise on unchanged runs."""
     headers = ["dataset", "model", "effort", "temp", "metric", "n", "old", "new", "delta [95%]", "p", "verdict"]
-    rows = []
-    for c in changes:
-        p = c.paired
-        if c.metric == ERRORS:
-            delta = f"{c.raised} now raise, {c.fixed} no longer"
-        else:
-            delta = (
-                "-"
-                if p is None
-                else f"{p.delta * 100:+.1f}"
-                + ("" if p.low is None or p.high is None else _fmt_interval(p.low, p.high, style, signed=True))
-            )
-        n = "-" if p is None else str(p.n)
-        p_text = (
-            "-"
-            if p is None or p.p is None
-            else f"{p.p:.2g}" + (f" ({p.adjusted:.2g})" if p.adjusted is not None and p.adjusted != p.p else "")
-        )
-        rows.append(
-            [
-                c.dataset,
-                _shown_model(c.contender.get("model", "?"), c.contender.get("provider")),
-                c.contender.get("effort") or "default",
-                _fmt_temp(c.contender.get("temperature")),
-                c.metric,
-                n,
-                _fmt_pct(c.old),
-                _fmt_pct(c.new),
-                delta,
-                p_text,
-                c.verdict,
-            ]
-        )
+    rows = [_change_row(c, style) for c in changes]
     right = [False, False, False, True, False, True, True, True, True, True, False]
     regressed = sum(c.verdict == "regressed" for c in changes)
     lines = [
@@ -7677,26 +7660,49 @@ def _render_changes(
         "metrics, an unchanged run shows a 'regressed' row somewhere more often than 5% (12.5% with five); "
         "--fail-on-regression judges the primary metric and errors as one family and stays under 5%",
     ]
-    for c in changes:
-        p = c.paired
-        if c.metric != (primary or c.metric) or c.metric == ERRORS or p is None or p.significant or p.n < 2:
-            continue
-        where = f"power [{c.dataset}] {c.contender.get('model')} {c.metric}"
-        if effect:
-            needed = _cases_needed(effect, p.sd)
-            if needed is not None:
-                enough = "enough" if needed <= p.n else "too few"
-                lines.append(
-                    f"{where}: to tell {effect * 100:g} points apart at 80% power you need ~{needed:,} cases; "
-                    f"you have {p.n} ({enough})"
-                )
-        elif p.sd:
-            seen = (_Z95 + _Z80) * p.sd / math.sqrt(p.n)
-            lines.append(
-                f"{where}: with {p.n} cases, a change under {seen * 100:.1f} points is likely to go unseen "
-                "(80% power); --effect PTS says the cases a change of PTS points needs"
-            )
+    lines += [line for c in changes if c.metric == (primary or c.metric) and (line := _power_line(c, effect))]
     return "\n".join(lines)
+
+
+def _change_row(c: _Change, style: str) -> list[str]:
+    p = c.paired
+    if c.metric == ERRORS:
+        delta = f"{c.raised} now raise, {c.fixed} no longer"
+    elif p is None:
+        delta = "-"
+    else:
+        delta = f"{p.delta * 100:+.1f}"
+        delta += "" if p.low is None or p.high is None else _fmt_interval(p.low, p.high, style, signed=True)
+    p_text = "-" if p is None or p.p is None else f"{p.p:.2g}"
+    if p is not None and p.adjusted is not None and p.adjusted != p.p:
+        p_text += f" ({p.adjusted:.2g})"
+    model = _shown_model(c.contender.get("model", "?"), c.contender.get("provider"))
+    settings = [c.contender.get("effort") or "default", _fmt_temp(c.contender.get("temperature"))]
+    n = "-" if p is None else str(p.n)
+    return [c.dataset, model, *settings, c.metric, n, _fmt_pct(c.old), _fmt_pct(c.new), delta, p_text, c.verdict]
+
+
+def _power_line(c: _Change, effect: float | None) -> str | None:
+    """What a primary line whose difference was not shown can show, if anything."""
+    p = c.paired
+    if c.metric == ERRORS or p is None or p.significant or p.n < 2:
+        return None
+    where = f"power [{c.dataset}] {c.contender.get('model')} {c.metric}"
+    if effect:
+        if (needed := _cases_needed(effect, p.sd)) is None:
+            return None
+        enough = "enough" if needed <= p.n else "too few"
+        return (
+            f"{where}: to tell {effect * 100:g} points apart at 80% power you need ~{needed:,} cases; "
+            f"you have {p.n} ({enough})"
+        )
+    if not p.sd:
+        return None
+    seen = (_Z95 + _Z80) * p.sd / math.sqrt(p.n)
+    return (
+        f"{where}: with {p.n} cases, a change under {seen * 100:.1f} points is likely to go unseen "
+        "(80% power); --effect PTS says the cases a change of PTS points needs"
+    )
 
 
 @dataclass(eq=False)  # internal records are never compared: no __eq__ to build at import
@@ -8012,18 +8018,25 @@ def _scatter(rows: Sequence[_Row], primary: Metric, best: _Row | None) -> str:
     for point in points:  # dots closer than a few pixels are one spot, listed together
         spots.setdefault((round(x(point[2]) / 4), round(y(point[3]) / 4)), []).append(point)
     for members in spots.values():
-        _, _, cost, score = members[0]
-        cx, cy = x(cost), y(score)
-        ringed = any(row is best for _, row, _, _ in members)
-        names = "; ".join(f"#{i} {row.contender.label}: {_fmt_pct(sc)} at {_fmt_cost(c)}" for i, row, c, sc in members)
-        css, radius = (' class="best"', 7) if ringed else ("", 5)
-        parts.append(f'<circle{css} cx="{cx:.1f}" cy="{cy:.1f}" r="{radius}"><title>{_h(names)}</title></circle>')
-        label = ",".join(str(i) for i, *_ in members) + (" best value" if ringed else "")
-        anchor, dx = ("start", 10) if cx < (width + left - right) / 2 else ("end", -10)
-        parts.append(f'<text x="{cx + dx:.1f}" y="{cy - 8:.1f}" text-anchor="{anchor}">{_h(label)}</text>')
-    parts.append("</svg>")
+        parts += _scatter_spot(members, x(members[0][2]), y(members[0][3]), best, (width + left - right) / 2)
     legend = " · ".join(f"{i} {_h(row.contender.label)}" for i, row, _, _ in points)
-    return "".join(parts) + f'<p class="muted legend">{legend}</p>'
+    return "".join(parts) + f'</svg><p class="muted legend">{legend}</p>'
+
+
+def _scatter_spot(
+    members: list[tuple[int, _Row, float, float]], cx: float, cy: float, best: _Row | None, middle: float
+) -> list[str]:
+    """One dot for the contenders at one spot, ringed when the best value is among them,
+    with their ranks beside it on the side with room."""
+    ringed = any(row is best for _, row, _, _ in members)
+    names = "; ".join(f"#{i} {row.contender.label}: {_fmt_pct(sc)} at {_fmt_cost(c)}" for i, row, c, sc in members)
+    css, radius = (' class="best"', 7) if ringed else ("", 5)
+    label = ",".join(str(i) for i, *_ in members) + (" best value" if ringed else "")
+    anchor, dx = ("start", 10) if cx < middle else ("end", -10)
+    return [
+        f'<circle{css} cx="{cx:.1f}" cy="{cy:.1f}" r="{radius}"><title>{_h(names)}</title></circle>',
+        f'<text x="{cx + dx:.1f}" y="{cy - 8:.1f}" text-anchor="{anchor}">{_h(label)}</text>',
+    ]
 
 
 def _html_table(
@@ -8437,8 +8450,84 @@ def _epilog(providers: Sequence[Provider] | None = None) -> str:
     return "\n".join(lines)
 
 
+# The command line's flags, as data: (where, flags, options), in --help's order. ``where`` is
+# a parser the commands share (debug, suite, common, running, listing), one of running's
+# groups (running/<group>), or a command. "running/settings" is where _SETTINGS' flags go.
+# fmt: off
+_ON: dict[str, Any] = {"action": "store_true"}
+_MAYBE: dict[str, Any] = {"nargs": "?", "const": True}  # a flag whose value may be left out
+_LIST: dict[str, Any] = {"action": "append"}
+_SENT = "what the models are sent (beats the config file's defaults and entries)"
+_HOW = "how the run goes (beats the config file's defaults)"
+_FORMAT = "table: the tables for people; json: one JSON document on STDOUT for scripts (README: Machine-readable results)"
+_FLAGS: tuple[tuple[str, tuple[str, ...], dict[str, Any]], ...] = (
+    ("debug", ("--debug",), {**_ON, "help": "show tracebacks"}),
+    ("suite", ("--helper",), {"metavar": "PATH", "help": "the suite's eval_helper.py, config file or evals/ folder (or AGENT_EVALS_HELPER)"}),
+    ("common", ("-C", "--config"), {"metavar": "FILE", "help": f"the lineup file instead of evals/{CONFIG_NAME}"}),
+    ("common", ("-d", "--dataset"), {**_LIST, "metavar": "NAME", "help": "only these datasets (repeat or comma-separate)"}),
+    ("common", ("-c", "--case"), {**_LIST, "metavar": "ID", "help": "only this variant or variant/NNN case"}),
+    ("common", ("-v", "--verbose"), {**_ON, "help": "notes on STDERR: the suite, the tracker and why"}),
+    ("running/what runs", ("-m", "--models"), {**_LIST, "metavar": "ID", "help": "only these lineup models (repeat or comma-separate)"}),
+    ("running/what runs", ("-n", "--dry-run"), {**_ON, "help": "show the experiment matrix; call nothing"}),
+    ("running/what runs", ("--shard",), {"metavar": "K/N", "help": "run only the K-th of N stable slices of the experiment matrix (CI matrices)"}),
+    ("running/what runs", ("--resume",), {**_MAYBE, "metavar": "LOG", "help": "skip the cases a run already finished (default: the newest run in log/agent-evals)"}),
+    ("running/what runs", ("--retry-errors",), {**_ON, "help": "with --resume: ask the cases that ended in an error again"}),
+    ("running/what runs", ("--until-decided",), {**_ON, "help": "ask cases in rounds, in a seeded random order, and stop asking a contender once it is shown below the top (sequential tests: README, How the numbers are computed)"}),
+    ("running/settings", (), {}),
+    (f"running/{_HOW}", ("--cache",), {**_ON, "help": "answer from, and store in, the response cache (or cache: true)"}),
+    ("running/trackers and files", ("--format",), {"choices": ("table", "json"), "default": "table", "help": _FORMAT}),
+    ("running/trackers and files", ("--project",), {"metavar": "NAME", "help": "the tracker's project name"}),
+    ("running/trackers and files", ("--tracker",), {"metavar": "NAME", "help": "the remote tracker beside the local log (none: no remote)"}),
+    ("running/trackers and files", ("--local",), {**_ON, "help": "no remote tracker; the local log only"}),
+    ("running/trackers and files", ("--no-open",), {**_ON, "help": "do not open the tracker's page when the run finishes"}),
+    ("running/trackers and files", ("--html",), {**_MAYBE, "metavar": "FILE", "help": "also write the HTML report (default: log/<command>.<stamp>.html)"}),
+    ("running/trackers and files", ("--open",), {**_ON, "help": "open the HTML report in a browser (on a terminal)"}),
+    ("running/trackers and files", ("--no-raw",), {**_ON, "help": "leave each reply's raw text out of the logs (output stays)"}),
+    ("running/trackers and files", ("-o", "--output"), {**_MAYBE, "metavar": "FILE", "help": "write the per-case breakdowns to FILE (default: log/<command>.<stamp>.txt)"}),
+    ("running/trackers and files", ("--junit",), {"metavar": "FILE", "help": "write JUnit XML: a testcase per case run, errors as errors, wrong answers as failures"}),
+    ("running/gates: exit 1 when", ("--baseline",), {**_MAYBE, "metavar": "LOG", "help": "compare with an earlier run (default: the newest in log/agent-evals) and mark regressions"}),
+    ("running/gates: exit 1 when", ("--fail-under",), {**_LIST, "metavar": "[METRIC=]PCT", "help": "exit 1 when an experiment's metric (the primary by default) is below PCT percent"}),
+    ("running/gates: exit 1 when", ("--max-errors",), {"metavar": "N|PCT%", "help": "exit 1 when an experiment has more errors than N (or than PCT%% of its runs)"}),
+    ("running/gates: exit 1 when", ("--fail-on-regression",), {**_ON, "help": "with --baseline: exit 1 when the primary metric regressed significantly (Holm-adjusted over the experiments) or more cases raise than before"}),
+    ("running/reserved", ("-l",), {**_ON, "dest": "reserved", "help": "reserved for logging; not yet implemented"}),
+    ("running/reserved", ("-L",), {**_ON, "dest": "reserved", "help": "reserved for logging; not yet implemented"}),
+    ("listing", ("--format",), {"choices": ("table", "json"), "default": "table", "help": "table, or one JSON document for scripts"}),
+    ("report", ("logs",), {"nargs": "+", "metavar": "LOG", "help": "a log or journal of each run (its whole run is read)"}),
+    ("report", ("-o", "--output"), {"metavar": "FILE", "help": "write the report as one self-contained HTML file"}),
+    ("report", ("--open",), {**_ON, "help": "open the HTML report in a browser (on a terminal)"}),
+    ("rescore", ("logs",), {"nargs": "+", "metavar": "LOG", "help": "a log or journal of each run to rescore"}),
+    ("cache", ("action",), {"choices": ("stats", "clear"), "help": "stats: what it holds; clear: empty it"}),
+    ("models", ("pattern",), {"nargs": "?", "metavar": "PATTERN", "help": "only ids containing PATTERN (or a glob: *mini*)"}),
+    ("models", ("--refresh",), {**_ON, "help": "fetch the catalogs now (default: the cached ones; a first one is fetched)"}),
+    ("models", ("--provider",), {"metavar": "NAME", "help": "only this provider's models (openrouter, local, ...)"}),
+    ("runs", ("folder",), {"nargs": "?", "metavar": "FOLDER", "help": "the log folder (default: the suite's log/agent-evals)"}),
+    ("completion", ("shell",), {"choices": tuple(_SHELLS), "help": "the shell to complete in"}),
+    ("diff", ("old",), {"metavar": "OLD", "help": "a log or journal of the earlier run (its whole run is read)"}),
+    ("diff", ("new",), {"metavar": "NEW", "help": "a log or journal of the later run"}),
+    ("diff", ("--fail-on-regression",), {**_ON, "help": "exit 1 when the primary metric regressed significantly or more cases raise than before"}),
+    ("diff", ("--effect",), {"metavar": "PTS", "help": "the change in points worth finding (5: five points): the cases a test needs for it at 80%% power"}),
+)
+# The shared parsers, each with those it builds on, and the commands, with theirs.
+_SHARED = {"debug": (), "suite": ("debug",), "common": ("suite",), "running": (), "listing": ()}
+_SUBCOMMANDS = (
+    ("cases", ("common", "listing"), "list the cases; calls nothing"),
+    ("verify", ("common",), "offline checks: inputs, expected.json, adapter, scorer"),
+    ("run", ("common", "running"), "run models over every dataset, with the per-case breakdown"),
+    ("compare", ("common", "running"), "everything the lineup lists; leaderboard only"),
+    ("report", ("debug", "listing"), "the tables compare prints, from logs: merges the logs of every shard"),
+    ("rescore", ("common",), "the current scorer over the replies logs kept; calls no model"),
+    ("cache", ("suite",), "the response cache: stats or clear"),
+    ("models", ("suite", "listing"), "the model ids the providers serve, with prices and context length"),
+    ("runs", ("suite", "listing"), "the runs under log/agent-evals, newest first, with what each holds"),
+    ("completion", (), "print a shell completion script (bash or zsh)"),
+    ("diff", ("debug",), "compare two runs' logs: each metric's delta and its paired significance"),
+)
+# fmt: on
+
+
 def _parser(providers: Sequence[Provider] | None = None) -> _Parser:
-    """The command line; ``providers``: whose request types ``--help`` lists (the built-in ones)."""
+    """The command line, built from ``_FLAGS``, ``_SETTINGS`` and ``_SUBCOMMANDS``; ``providers``:
+    whose request types ``--help`` lists (the built-in ones)."""
     parser = _Parser(
         prog="agent-evals",
         description="Compare models and settings on your own suite: an honest leaderboard.",
@@ -8446,178 +8535,36 @@ def _parser(providers: Sequence[Provider] | None = None) -> _Parser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"agent-evals {__version__}")
-    debug = _Parser(add_help=False)
-    debug.add_argument("--debug", action="store_true", help="show tracebacks")
-    suite = _Parser(add_help=False, parents=[debug])  # the commands that read a suite
-    suite.add_argument(
-        "--helper",
-        metavar="PATH",
-        help="the suite's eval_helper.py, config file or evals/ folder (or AGENT_EVALS_HELPER)",
-    )
-    common = _Parser(add_help=False, parents=[suite])
-    common.add_argument("-C", "--config", metavar="FILE", help=f"the lineup file instead of evals/{CONFIG_NAME}")
-    common.add_argument(
-        "-d", "--dataset", action="append", metavar="NAME", help="only these datasets (repeat or comma-separate)"
-    )
-    common.add_argument("-c", "--case", action="append", metavar="ID", help="only this variant or variant/NNN case")
-    common.add_argument("-v", "--verbose", action="store_true", help="notes on STDERR: the suite, the tracker and why")
-    running = _Parser(add_help=False)
-    chosen = running.add_argument_group("what runs")
-    chosen.add_argument(
-        "-m", "--models", action="append", metavar="ID", help="only these lineup models (repeat or comma-separate)"
-    )
-    chosen.add_argument("-n", "--dry-run", action="store_true", help="show the experiment matrix; call nothing")
-    chosen.add_argument(
-        "--shard", metavar="K/N", help="run only the K-th of N stable slices of the experiment matrix (CI matrices)"
-    )
-    chosen.add_argument(
-        "--resume",
-        nargs="?",
-        const=True,
-        metavar="LOG",
-        help="skip the cases a run already finished (default: the newest run in log/agent-evals)",
-    )
-    chosen.add_argument(
-        "--retry-errors", action="store_true", help="with --resume: ask the cases that ended in an error again"
-    )
-    chosen.add_argument(
-        "--until-decided",
-        action="store_true",
-        help="ask cases in rounds, in a seeded random order, and stop asking a contender once it is shown below "
-        "the top (sequential tests: README, How the numbers are computed)",
-    )
-    sent = running.add_argument_group("what the models are sent (beats the config file's defaults and entries)")
-    how = running.add_argument_group("how the run goes (beats the config file's defaults)")
-    for setting in _SETTINGS:
-        if setting.flags:
-            group = sent if setting.entry else how
-            group.add_argument(
-                *setting.flags, type=_flag_type(setting), metavar=setting.metavar, help=_flag_help(setting)
-            )
-    how.add_argument(
-        "--cache", action="store_true", help="answer from, and store in, the response cache (or cache: true)"
-    )
-    files = running.add_argument_group("trackers and files")
-    files.add_argument(
-        "--format",
-        choices=("table", "json"),
-        default="table",
-        help="table: the tables for people; json: one JSON document on STDOUT for scripts (README: "
-        "Machine-readable results)",
-    )
-    files.add_argument("--project", metavar="NAME", help="the tracker's project name")
-    files.add_argument("--tracker", metavar="NAME", help="the remote tracker beside the local log (none: no remote)")
-    files.add_argument("--local", action="store_true", help="no remote tracker; the local log only")
-    files.add_argument("--no-open", action="store_true", help="do not open the tracker's page when the run finishes")
-    files.add_argument(
-        "--html",
-        nargs="?",
-        const=True,
-        metavar="FILE",
-        help="also write the HTML report (default: log/<command>.<stamp>.html)",
-    )
-    files.add_argument("--open", action="store_true", help="open the HTML report in a browser (on a terminal)")
-    files.add_argument(
-        "--no-raw", action="store_true", help="leave each reply's raw text out of the logs (output stays)"
-    )
-    files.add_argument(
-        "-o",
-        "--output",
-        nargs="?",
-        const=True,
-        metavar="FILE",
-        help="write the per-case breakdowns to FILE (default: log/<command>.<stamp>.txt)",
-    )
-    files.add_argument(
-        "--junit",
-        metavar="FILE",
-        help="write JUnit XML: a testcase per case run, errors as errors, wrong answers as failures",
-    )
-    gates = running.add_argument_group("gates: exit 1 when")
-    gates.add_argument(
-        "--baseline",
-        nargs="?",
-        const=True,
-        metavar="LOG",
-        help="compare with an earlier run (default: the newest in log/agent-evals) and mark regressions",
-    )
-    gates.add_argument(
-        "--fail-under",
-        action="append",
-        metavar="[METRIC=]PCT",
-        help="exit 1 when an experiment's metric (the primary by default) is below PCT percent",
-    )
-    gates.add_argument(
-        "--max-errors",
-        metavar="N|PCT%",
-        help="exit 1 when an experiment has more errors than N (or than PCT%% of its runs)",
-    )
-    gates.add_argument(
-        "--fail-on-regression",
-        action="store_true",
-        help="with --baseline: exit 1 when the primary metric regressed significantly (Holm-adjusted over the "
-        "experiments) or more cases raise than before",
-    )
-    reserved = running.add_argument_group("reserved")
-    for flag in ("-l", "-L"):
-        reserved.add_argument(
-            flag, dest="reserved", action="store_true", help="reserved for logging; not yet implemented"
-        )
-    listing = _Parser(add_help=False)  # the commands that print one table
-    listing.add_argument(
-        "--format", choices=("table", "json"), default="table", help="table, or one JSON document for scripts"
-    )
+    shared: dict[str, _Parser] = {}
+    groups: dict[str, Any] = {}  # running's, by title
+    for name, builds_on in _SHARED.items():  # a parser's flags are copied when one builds on it: in order
+        shared[name] = _Parser(add_help=False, parents=[shared[p] for p in builds_on])
+        for where, flags, options in _FLAGS:
+            parent, _, group = where.partition("/")
+            if parent == name and not group:
+                shared[name].add_argument(*flags, **options)
+            elif parent == name:
+                _add_flags(shared[name], groups, group, flags, options)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    sub.add_parser("cases", parents=[common, listing], help="list the cases; calls nothing")
-    sub.add_parser("verify", parents=[common], help="offline checks: inputs, expected.json, adapter, scorer")
-    sub.add_parser("run", parents=[common, running], help="run models over every dataset, with the per-case breakdown")
-    sub.add_parser("compare", parents=[common, running], help="everything the lineup lists; leaderboard only")
-    report = sub.add_parser(
-        "report", parents=[debug, listing], help="the tables compare prints, from logs: merges the logs of every shard"
-    )
-    report.add_argument("logs", nargs="+", metavar="LOG", help="a log or journal of each run (its whole run is read)")
-    report.add_argument("-o", "--output", metavar="FILE", help="write the report as one self-contained HTML file")
-    report.add_argument("--open", action="store_true", help="open the HTML report in a browser (on a terminal)")
-    rescore = sub.add_parser(
-        "rescore", parents=[common], help="the current scorer over the replies logs kept; calls no model"
-    )
-    rescore.add_argument("logs", nargs="+", metavar="LOG", help="a log or journal of each run to rescore")
-    cache = sub.add_parser("cache", parents=[suite], help="the response cache: stats or clear")
-    cache.add_argument("action", choices=("stats", "clear"), help="stats: what it holds; clear: empty it")
-    models = sub.add_parser(
-        "models", parents=[suite, listing], help="the model ids the providers serve, with prices and context length"
-    )
-    models.add_argument("pattern", nargs="?", metavar="PATTERN", help="only ids containing PATTERN (or a glob: *mini*)")
-    models.add_argument(
-        "--refresh",
-        action="store_true",
-        help="fetch the catalogs now (default: the cached ones; a first one is fetched)",
-    )
-    models.add_argument("--provider", metavar="NAME", help="only this provider's models (openrouter, local, ...)")
-    runs = sub.add_parser(
-        "runs", parents=[suite, listing], help="the runs under log/agent-evals, newest first, with what each holds"
-    )
-    runs.add_argument(
-        "folder", nargs="?", metavar="FOLDER", help="the log folder (default: the suite's log/agent-evals)"
-    )
-    completion = sub.add_parser("completion", help="print a shell completion script (bash or zsh)")
-    completion.add_argument("shell", choices=tuple(_SHELLS), help="the shell to complete in")
-    diff = sub.add_parser(
-        "diff", parents=[debug], help="compare two runs' logs: each metric's delta and its paired significance"
-    )
-    diff.add_argument("old", metavar="OLD", help="a log or journal of the earlier run (its whole run is read)")
-    diff.add_argument("new", metavar="NEW", help="a log or journal of the later run")
-    diff.add_argument(
-        "--fail-on-regression",
-        action="store_true",
-        help="exit 1 when the primary metric regressed significantly or more cases raise than before",
-    )
-    diff.add_argument(
-        "--effect",
-        metavar="PTS",
-        help="the change in points worth finding (5: five points): the cases a test needs for it at 80%% power",
-    )
+    for name, builds_on, text in _SUBCOMMANDS:
+        command = sub.add_parser(name, parents=[shared[p] for p in builds_on], help=text)
+        for flags, options in ((f, o) for where, f, o in _FLAGS if where == name):
+            command.add_argument(*flags, **options)
     return parser
+
+
+def _add_flags(parser: _Parser, groups: dict[str, Any], group: str, flags: tuple[str, ...], options: Any) -> None:
+    """A flag in one of running's groups; at "settings", every setting that has a flag, in
+    the group of what is sent or of how the run goes."""
+    if group == "settings":
+        for setting in _SETTINGS:
+            if setting.flags:
+                options = {"type": _flag_type(setting), "metavar": setting.metavar, "help": _flag_help(setting)}
+                _add_flags(parser, groups, _SENT if setting.entry else _HOW, setting.flags, options)
+        return
+    if group not in groups:
+        groups[group] = parser.add_argument_group(group)
+    groups[group].add_argument(*flags, **options)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -9019,47 +8966,9 @@ def _chosen(flag: Any, configured: Any) -> Any:
 def _execute(args: argparse.Namespace, plan: _Plan, stamp: str) -> tuple[_Session, bool]:
     """Run the matrix with its trackers, progress line and captured suite output; the
     session (with what could not be written) and whether a Ctrl-C cut it short."""
-    suite, log_dir, experiments = plan.suite, plan.log_dir, plan.experiments
-    context = {
-        "suite": suite.name,
-        "project": args.project or suite.config.project,
-        "project_id": os.environ.get("BRAINTRUST_PROJECT_ID"),
-        "command": args.command,
-        "stamp": stamp,
-        "log_dir": log_dir,
-        "resumed_from": plan.resumed_from,
-        "adapter_metadata": _adapter_metadata(suite.adapter),
-        "metrics": suite.metrics,
-        "shard": args.shard,
-        "run_id": _run_id(os.environ) if args.shard else None,
-        "tracker": plan.remote and plan.remote.name,
-    }
-    trackers: list[Tracker] = [LocalTracker({**context, "options": {}})]
-    if plan.remote:
-        trackers.append(plan.remote({**context, "options": suite.config.sections.get(plan.remote.name, {})}))
-    trackers = [t for t in trackers if t.enabled()]
-    concurrency = os.cpu_count() or 1 if args.concurrency is None else args.concurrency
-    err = sys.stderr
-    progress = _Progress(
-        getattr(err, "raw", err) if err.isatty() else None,
-        sum(len(experiment.cases) * experiment.repeat for experiment in experiments),
-        err,
-    )
-    progress.done = sum(len(v) for v in plan.previous.values())
-    servers = {_origin(e.provider.base_url)[1] for e in experiments if isinstance(e.provider, OpenRouter)}
-    progress.waiting = ", ".join(sorted(servers))
-    session = _Session(
-        suite,
-        trackers,
-        journal_dir=log_dir,
-        progress=progress,
-        stamp=stamp,
-        case_timeout=_chosen(args.case_timeout, suite.config.defaults.case_timeout),
-        tracker_timeout=_chosen(args.tracker_timeout, suite.config.defaults.tracker_timeout),
-        previous=plan.previous,
-    )
-    session.labels = {k: context[k] for k in ("shard", "run_id") if context[k]}
-    session.until_decided = _primary(suite.metrics).name if args.until_decided else None
+    suite, log_dir, experiments, err = plan.suite, plan.log_dir, plan.experiments, sys.stderr
+    session = _session(args, plan, stamp)
+    progress = session.progress
     capture = _Capture(log_dir.parent / f"{args.command}.warnings.{stamp}.log")
     with capture:
         if capture.terminal is not None:  # descriptor 2 is captured now: the harness speaks on a copy
@@ -9073,6 +8982,7 @@ def _execute(args: argparse.Namespace, plan: _Plan, stamp: str) -> tuple[_Sessio
                 _reraise_ctrl_c(e)
                 raise SuiteError(f"before_run raised {_describe(e)[0]}") from None
         print(_forecast_line(plan.forecasts), file=progress.err)  # every check passed: the run's first line
+        concurrency = os.cpu_count() or 1 if args.concurrency is None else args.concurrency
         interrupted = _run_experiments(session, experiments, concurrency)
     if capture.failure:
         session.unwritten.append(capture.failure)
@@ -9083,6 +8993,40 @@ def _execute(args: argparse.Namespace, plan: _Plan, stamp: str) -> tuple[_Sessio
     _report_transport(suite, experiments)
     print(f"logs: {_display(log_dir)} ({stamp})", file=err)
     return session, interrupted
+
+
+def _session(args: argparse.Namespace, plan: _Plan, stamp: str) -> _Session:
+    """The run's session: its trackers (the local log, and the one chosen beside it), its
+    progress line, its timeouts and what --resume carries over."""
+    suite, experiments, err = plan.suite, plan.experiments, sys.stderr
+    context = {
+        **{"suite": suite.name, "project": args.project or suite.config.project, "command": args.command},
+        **{"project_id": os.environ.get("BRAINTRUST_PROJECT_ID"), "stamp": stamp, "log_dir": plan.log_dir},
+        **{"resumed_from": plan.resumed_from, "adapter_metadata": _adapter_metadata(suite.adapter)},
+        **{"metrics": suite.metrics, "shard": args.shard, "tracker": plan.remote and plan.remote.name},
+        "run_id": _run_id(os.environ) if args.shard else None,
+    }
+    trackers: list[Tracker] = [LocalTracker({**context, "options": {}})]
+    if plan.remote:
+        trackers.append(plan.remote({**context, "options": suite.config.sections.get(plan.remote.name, {})}))
+    total = sum(len(experiment.cases) * experiment.repeat for experiment in experiments)
+    progress = _Progress(getattr(err, "raw", err) if err.isatty() else None, total, err)
+    progress.done = sum(len(v) for v in plan.previous.values())
+    servers = {_origin(e.provider.base_url)[1] for e in experiments if isinstance(e.provider, OpenRouter)}
+    progress.waiting = ", ".join(sorted(servers))
+    session = _Session(
+        suite,
+        [t for t in trackers if t.enabled()],
+        journal_dir=plan.log_dir,
+        progress=progress,
+        stamp=stamp,
+        case_timeout=_chosen(args.case_timeout, suite.config.defaults.case_timeout),
+        tracker_timeout=_chosen(args.tracker_timeout, suite.config.defaults.tracker_timeout),
+        previous=plan.previous,
+    )
+    session.labels = {k: context[k] for k in ("shard", "run_id") if context[k]}
+    session.until_decided = _primary(suite.metrics).name if args.until_decided else None
+    return session
 
 
 def _report(args: argparse.Namespace, plan: _Plan, session: _Session, interrupted: bool) -> int:
@@ -9450,11 +9394,9 @@ def _cmd_cache(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _cmd_models(args: argparse.Namespace) -> int:
-    """The model ids the suite's providers serve, with prices and context length, from each
-    provider's cached catalog (``--refresh`` fetches it): what to write under ``vendors:``."""
-    import fnmatch
-
+def _listed_providers(args: argparse.Namespace) -> tuple[list[Provider], Path]:
+    """The providers ``models`` lists (the suite's, else the built-in ones; --provider picks
+    one), and where their catalogs are cached."""
     try:
         suite = _load_suite(args.helper, None)
     except ConfigError as e:
@@ -9463,14 +9405,23 @@ def _cmd_models(args: argparse.Namespace) -> int:
         providers, cache_dir = _builtin_providers(), LOG_DIR / "cache"
     else:
         _load_env(suite, _Lineup([], []))
-        providers, cache_dir = suite.providers, suite.project_root / LOG_DIR / "cache"
-    if args.provider:
-        known = [p.name for p in providers]
-        providers = [p for p in providers if p.name == args.provider]
-        if not providers:
-            raise ConfigError(
-                f"--provider {args.provider}: unknown{_hint(args.provider, known)}; known: {', '.join(known)}"
-            )
+        providers, cache_dir = list(suite.providers), suite.project_root / LOG_DIR / "cache"
+    if not args.provider:
+        return providers, cache_dir
+    known = [p.name for p in providers]
+    if not (chosen := [p for p in providers if p.name == args.provider]):
+        raise ConfigError(
+            f"--provider {args.provider}: unknown{_hint(args.provider, known)}; known: {', '.join(known)}"
+        )
+    return chosen, cache_dir
+
+
+def _cmd_models(args: argparse.Namespace) -> int:
+    """The model ids the suite's providers serve, with prices and context length, from each
+    provider's cached catalog (``--refresh`` fetches it): what to write under ``vendors:``."""
+    import fnmatch
+
+    providers, cache_dir = _listed_providers(args)
     pattern = args.pattern.lower() if args.pattern else None
     found: list[tuple[str, str, float | None, float | None, int | None]] = []
     notes: list[str] = []
