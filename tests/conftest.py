@@ -166,6 +166,21 @@ def _isolate(monkeypatch: pytest.MonkeyPatch) -> None:
     agent_evals._CTRL_C.clear()
 
 
+@pytest.fixture
+def tls(tmp_path):
+    """A certificate for 127.0.0.1 from a throwaway CA: the server's context, and the CA's file."""
+    import ssl
+
+    import trustme
+
+    ca = trustme.CA()
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("127.0.0.1").configure_cert(context)
+    ca_file = tmp_path / "ca.pem"
+    ca.cert_pem.write_to_path(str(ca_file))
+    return context, ca_file
+
+
 def read_logs(project: Path) -> list[dict]:
     return [json.loads(p.read_text()) for p in sorted((project / "log" / "agent-evals").glob("*.json"))]
 

@@ -39,21 +39,6 @@ direct:
 
 
 @pytest.fixture
-def tls(tmp_path):
-    """A certificate for 127.0.0.1 from a throwaway CA: the server's context, and the CA's file."""
-    import ssl
-
-    import trustme
-
-    ca = trustme.CA()
-    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    ca.issue_cert("127.0.0.1").configure_cert(context)
-    ca_file = tmp_path / "ca.pem"
-    ca.cert_pem.write_to_path(str(ca_file))
-    return context, ca_file
-
-
-@pytest.fixture
 def project(make_suite):
     return make_suite(helper=EXACT_HELPER, config=LINEUP, cases=many(3))
 

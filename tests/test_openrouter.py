@@ -535,21 +535,6 @@ def test_a_server_that_stops_reading_times_out_the_send(ask, monkeypatch) -> Non
         assert time.monotonic() - started < 5.0 and m.retries == 1
 
 
-@pytest.fixture
-def tls(tmp_path):
-    """A certificate for 127.0.0.1 from a throwaway CA: the server's context, and the CA's file."""
-    import ssl
-
-    import trustme
-
-    ca = trustme.CA()
-    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    ca.issue_cert("127.0.0.1").configure_cert(context)
-    ca_file = tmp_path / "ca.pem"
-    ca.cert_pem.write_to_path(str(ca_file))
-    return context, ca_file
-
-
 def test_https_keeps_one_verified_connection(tls, asks, monkeypatch) -> None:
     context, ca_file = tls
     monkeypatch.setenv("SSL_CERT_FILE", str(ca_file))  # the default context trusts the test CA
