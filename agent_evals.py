@@ -3488,9 +3488,10 @@ def _join_url(base: str, path: str) -> str:
 class OpenRouter(Provider):
     """The default provider: every ``vendors:`` id, over OpenRouter's chat completions API.
 
-    Standard library only: keep-alive connections (one per worker thread), bounded
-    retries with backoff and jitter that honour Retry-After, and costs from the
-    response or, failing that, from the model catalog's per-token prices. Any
+    Standard library only: keep-alive connections shared by every thread (no more open than
+    requests were ever in flight at once), proxies and CA bundles as the environment names
+    them, bounded retries with backoff and jitter that honour Retry-After, and costs from
+    the response or, failing that, from the model catalog's per-token prices. Any
     OpenAI-compatible server stands in when ``OPENROUTER_BASE_URL`` points at it.
     """
 

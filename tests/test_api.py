@@ -197,8 +197,9 @@ def test_configure_merges_lists_and_rejects_unknown_settings() -> None:
 # the one file): which to give up, or a new target, is the decision #21 waits on. Until then
 # the ceiling is the size at which it stopped, so that the next feature pays for its lines.
 # #33 (the network as users have it: proxies, CA bundles, compression, idle keep-alive,
-# hung and local servers, LiteLLM's rules) added 318.
-CEILING = 9_568
+# hung and local servers, LiteLLM's rules) added 318; #34 so far (spend in one section, the
+# parser from data, named phases in place of the nine functions over 60 lines) added 17.
+CEILING = 9_585
 SOURCE = (ROOT / "agent_evals.py").read_text(encoding="utf-8")
 
 
