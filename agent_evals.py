@@ -1290,7 +1290,11 @@ class Model:
         key, hit = self._cached(request)
         if hit is not None:
             return self._turn(request, hit, time.time())
-        began, hold = self._sending(request)
+        if self.budget is not None:  # a first call's wait blocks: never on the event loop its answer needs
+            import asyncio
+
+            await asyncio.to_thread(self.budget.first_alone, self)
+        began, hold = self._sending(request, waited=True)
         try:
             return self._turn(
                 request, self._paid(key, await self.provider.acomplete(self, **request)), began, hold=hold
@@ -1321,7 +1325,7 @@ class Model:
             request["tool_choice"] = tool_choice
         return request
 
-    def _sending(self, request: Mapping[str, Any]) -> tuple[float, Any]:
+    def _sending(self, request: Mapping[str, Any], waited: bool = False) -> tuple[float, Any]:
         """A call is made: counted, and a conversation's transcript is what is sent, so a
         case that fails on this turn keeps the turns so far; under ``--budget`` it holds
         its worst case first (the hold is the call's own, whatever else runs at once)."""
@@ -1329,8 +1333,11 @@ class Model:
             self.calls += 1
             if "messages" in request:
                 self.transcript = list(request["messages"])
-        hold = self.budget.begin(self, request) if self.budget is not None else None
-        return time.time(), hold
+        if self.budget is None:
+            return time.time(), None
+        if not waited:
+            self.budget.first_alone(self)
+        return time.time(), self.budget.begin(self, request)
 
     def _turn(
         self,
@@ -1348,7 +1355,7 @@ class Model:
             with self._lock:
                 self.transcript = [*request["messages"], dict(answer)]
         if hold is not None and self.budget is not None:
-            self.budget.end(hold, completion.usage.cost_usd if completion is not None else 0.0)
+            self.budget.end(hold, self, completion.usage if completion is not None else None)
         if self.exchanges is not None:
             failure = None if error is None else _describe(error)[0]
             call = {"start": began, "end": time.time(), "request": request, "completion": completion, "error": failure}
@@ -4755,11 +4762,14 @@ class _ExperimentRun:
         """Store and record a finished case; its log row, or None when it is no longer
         wanted (the experiment is closed, or the case was given up on as timed out)."""
         run = self.run
+        # a case the budget stopped before it spent anything was not asked: never an error, never in a
+        # ranking; it is left out (as not run) and --resume asks it
+        unasked = str(result.error).startswith(f"ProviderError: {_BUDGET}") and not result.usage.cost_usd
         result, line = _log_line(result)  # outside the lock: other threads go on
         with run.lock:
             self.inflight.pop(i, None)
             self._settle()
-            if self.closed or self.results[i] is not None:
+            if self.closed or self.results[i] is not None or unasked:
                 return None
             self.results[i], self.lines[i] = result, line
             run.progress.add(result)
@@ -7346,10 +7356,13 @@ def _worst(price: tuple[float, float, float], sent: float, calls: int, max_token
     return sent * p_in + calls * (max_tokens * p_out + p_request)
 
 
-def _worst_call(model: Model, request: Mapping[str, Any]) -> float:
+def _worst_call(model: Model, request: Mapping[str, Any], seen: tuple[float, float] | None = None) -> float:
     """The most one call of ``model`` sending ``request`` can cost (a token is at least a
-    byte, and a little more for the roles)."""
-    price = _price_of(model.provider, model.id) or (0.0, 0.0, 0.0)
+    byte, and a little more for the roles), at the dearer of the catalog's prices and what
+    its answers were seen to cost (``_Budget.observe``)."""
+    p_in, p_out, p_request = _price_of(model.provider, model.id) or (0.0, 0.0, 0.0)
+    factor, rate = seen or (1.0, 0.0)
+    price = (max(p_in * factor, rate), max(p_out * factor, rate), p_request * factor)
     sent = {k: v for k, v in request.items() if k != "json"}
     return _worst(price, len(_json_dumps(sent).encode()) + 16, 1, model.max_tokens or 0)
 
@@ -7358,11 +7371,11 @@ class _Hold:
     """One model call's share of ``--budget``: what it holds, its worst case per try, and
     what its failed tries cost (an in-band error carries its price)."""
 
-    __slots__ = ("held", "spent", "token", "worst")
+    __slots__ = ("held", "key", "spent", "token", "worst")
     token: Any
 
-    def __init__(self, held: float, worst: float) -> None:
-        self.held, self.worst, self.spent, self.token = held, worst, 0.0, None
+    def __init__(self, held: float, worst: float, key: tuple[str, str | None]) -> None:
+        self.held, self.worst, self.key, self.spent, self.token = held, worst, key, 0.0, None
 
 
 # the --budget hold of the model call in flight in this context (asyncio.to_thread carries it)
@@ -7373,15 +7386,37 @@ class _Budget:
     """``--budget``: what one run may spend. Every model call holds its worst case before it
     is sent (``begin``) and settles at what it spent when it returns (``end``), so what was
     spent and what is held never passes the limit: with concurrency, retries (each try holds
-    again: ``again``), repeats and agents' turns. A call that does not fit stops the run."""
+    again: ``again``), repeats and agents' turns. A call that does not fit stops the run.
+
+    A catalog's price is not trusted (a stale catalog, ``:online`` search fees, a proxy that
+    adds its own, a tier dearer than listed): a contender's first call is asked alone, and
+    every hold after it is at the dearer of the catalog's price and what its calls cost, so
+    a call that costs more than it held tightens that contender's holds at once. What
+    remains: the calls already in flight when a price rises may pass what they held."""
 
     def __init__(self, limit: float) -> None:
         self.limit, self.spent, self.held = limit, 0.0, 0.0
         self.lock = threading.Lock()
+        self.answered = threading.Condition(self.lock)  # a contender's first call came back
+        self.seen: dict[tuple[str, str | None], tuple[float, float]] = {}  # by (model id, routing): observe's
+        self.asking: set[tuple[str, str | None]] = set()  # contenders whose first call is in flight
+
+    def first_alone(self, model: Model) -> None:
+        """Wait while the contender's first call is in flight: the next ones hold what it
+        really cost. With none answered yet, this call is its first."""
+        key = (model.id, model.routing)
+        with self.answered:
+            while key not in self.seen and key in self.asking and not model.stop.event.is_set():
+                self.answered.wait(0.5)
+            if key not in self.seen:
+                self.asking.add(key)
 
     def begin(self, model: Model, request: Mapping[str, Any]) -> _Hold:
-        worst = _worst_call(model, request)
-        hold = _Hold(self.hold(worst, model.stop), worst)
+        key = (model.id, model.routing)
+        with self.lock:
+            seen = self.seen.get(key)
+        worst = _worst_call(model, request, seen)
+        hold = _Hold(self.hold(worst, model.stop), worst, key)
         hold.token = _CALL.set(hold)  # the provider's retries and in-band costs find it here
         return hold
 
@@ -7395,12 +7430,28 @@ class _Budget:
         if (hold := _CALL.get()) is not None:
             hold.spent += cost
 
-    def end(self, hold: _Hold, cost: float) -> None:
+    def end(self, hold: _Hold, model: Model, usage: Usage | None) -> None:
+        """The call came back (``usage``: what its answer said it spent, None when it failed)."""
         with contextlib.suppress(ValueError):  # set in another context (a provider's own threads)
             _CALL.reset(hold.token)
-        with self.lock:
+        with self.answered:
             self.held -= hold.held
-            self.spent += hold.spent + cost
+            self.spent += hold.spent + (usage.cost_usd if usage is not None else 0.0)
+            self.asking.discard(hold.key)
+            if usage is not None:  # nothing learned from a call that failed: the next one asks alone
+                self.seen[hold.key] = self.observe(self.seen.get(hold.key), model, usage)
+            self.answered.notify_all()
+
+    @staticmethod
+    def observe(seen: tuple[float, float] | None, model: Model, usage: Usage) -> tuple[float, float]:
+        """What a contender's answers showed, with this one's: (the most they cost over the
+        catalog's price for their tokens; where that price came to $0, the most per token)."""
+        factor, rate = seen or (1.0, 0.0)
+        p_in, p_out, p_request = _price_of(model.provider, model.id) or (0.0, 0.0, 0.0)
+        tokens = usage.input_tokens + usage.output_tokens
+        if (listed := usage.input_tokens * p_in + usage.output_tokens * p_out + p_request) > 0:
+            return max(factor, usage.cost_usd / listed), rate
+        return factor, max(rate, usage.cost_usd / max(tokens, 1))
 
     def hold(self, amount: float, stop: _Stop) -> float:
         with self.lock:
@@ -7546,8 +7597,13 @@ def _within_budget(forecasts: list[_Forecast], limit: float, refused: list[str])
             if refusal not in refused:
                 refused.append(refusal)
                 _warn(refusal)
-        else:
-            keep.append(f)
+            continue
+        keep.append(f)
+        if price == (0.0, 0.0, 0.0):  # free, or a catalog that does not know: what it costs is learned
+            _warn(
+                f"{c.label}: its catalog price is $0, so the forecast cannot count it; under --budget its first "
+                "call is asked alone and the calls after it hold what that one cost per token"
+            )
     if not keep:
         raise ConfigError("nothing to run: --budget refused every contender (see the warnings above)")
     if sum(f.expected or 0 for f in keep) > limit:

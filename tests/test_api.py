@@ -198,8 +198,10 @@ def test_configure_merges_lists_and_rejects_unknown_settings() -> None:
 # the ceiling is the size at which it stopped, so that the next feature pays for its lines.
 # #33 (the network as users have it: proxies, CA bundles, compression, idle keep-alive,
 # hung and local servers, LiteLLM's rules) added 318; #34 so far (spend in one section, the
-# parser from data, named phases in place of the nine functions over 60 lines) added 17.
-CEILING = 9_585
+# parser from data, named phases in place of the nine functions over 60 lines) added 17; #35's
+# budget against real bills (a first call alone, holds at the dearer of the catalog's price and
+# what answers cost, a budget-stopped case not asked) added 56.
+CEILING = 9_641
 SOURCE = (ROOT / "agent_evals.py").read_text(encoding="utf-8")
 
 

@@ -13,10 +13,10 @@ import threading
 from pathlib import Path
 
 import pytest
-from servers import Answer, OpenAICompatible
+from servers import Answer, OpenAICompatible, chat_answer
 
 import agent_evals as ae
-from conftest import EXACT_HELPER, ROOT, case_files, read_logs, run_agent_evals
+from conftest import EXACT_HELPER, ROOT, case_files, many, read_logs, run_agent_evals
 
 PRICE_IN, PRICE_OUT = 0.000002, 0.000008  # dollars per token, as the stand-in's catalog lists them
 CATALOG = [{"id": "openai/gpt-4.1-mini", "pricing": {"prompt": str(PRICE_IN), "completion": str(PRICE_OUT)}}]
@@ -145,20 +145,22 @@ class Metered(ae.Provider):
     def price(self, model_id: str) -> tuple[float, float, float]:
         return (1e-6, 4e-6, 1e-5)
 
-    def charge(self, model: ae.Model, request: dict) -> float:
+    def charge(self, model: ae.Model, request: dict) -> ae.Usage:
+        """A random share of the most the request could take, at the catalog's price."""
         with self.lock:
-            worst = ae._worst_call(model, request)
-            cost = self.rng.uniform(0, worst)
+            tokens_in = self.rng.randint(0, len(json.dumps(request)))
+            tokens_out = self.rng.randint(0, model.max_tokens)
+            cost = tokens_in * 1e-6 + tokens_out * 4e-6 + 1e-5
             self.charged += cost
-        return cost
+        return ae.Usage(tokens_in, tokens_out, cost)
 
     def complete(self, model, **request):
         with self.lock:
             tries = self.rng.choice([0, 0, 0, 1, 2])
         for _ in range(tries):  # a paid in-band failure, then the provider tries again
-            model.note_spent(ae.Usage(cost_usd=self.charge(model, request)))
+            model.note_spent(ae.Usage(cost_usd=self.charge(model, request).cost_usd))
             model.note_retry()
-        return ae.Completion("ok", ae.Usage(10, 10, self.charge(model, request)))
+        return ae.Completion("ok", self.charge(model, request))
 
 
 def simulate(seed: int) -> tuple[float, float, float]:
@@ -199,6 +201,81 @@ def test_the_budget_is_never_passed_in_1000_simulated_runs() -> None:
     assert all(spent == pytest.approx(charged) for _, charged, spent in runs)  # it counts what was charged
     stopped = sum(charged > 0.5 * limit for limit, charged, _ in runs)
     assert stopped > 500  # most runs reach their limit: the test is not passing for want of spending
+
+
+class Overcharging(ae.Provider):
+    """A server that charges ``times`` the catalog's price for the tokens it reports (a stale
+    catalog, search fees, a dearer tier): per run, or drawn again for every call."""
+
+    name = "dear"
+    prefix = "dear/"
+    conversations = True
+    PRICE = (1e-6, 4e-6, 1e-5)
+
+    def __init__(self, rng: random.Random, lock: threading.Lock, times: float | None, listed: tuple) -> None:
+        self.rng, self.lock, self.times, self.listed, self.charged, self.most = rng, lock, times, listed, 0.0, 0.0
+
+    def price(self, model_id: str) -> tuple[float, float, float]:
+        return self.listed
+
+    def complete(self, model, **request):
+        with self.lock:
+            tokens_in = len(json.dumps(request["messages"]))  # never more than the bytes sent
+            tokens_out = self.rng.randint(0, model.max_tokens)
+            times = self.times if self.times is not None else self.rng.uniform(1, 5)
+            p_in, p_out, p_request = self.PRICE
+            cost = times * (tokens_in * p_in + tokens_out * p_out + p_request)
+            self.charged += cost
+            self.most = max(self.most, cost)
+        return ae.Completion("ok", ae.Usage(tokens_in, tokens_out, cost))
+
+
+def overcharged(seed: int, per_call: bool, listed: tuple) -> tuple[float, float, float, int]:
+    """One run against a server charging 1-5x the catalog: (limit, charged, dearest call, threads)."""
+    rng = random.Random(seed)
+    lock = threading.Lock()
+    provider = Overcharging(rng, lock, None if per_call else rng.uniform(1, 5), listed)
+    budget, stop = ae._Budget(rng.uniform(0.005, 0.05)), ae._Stop()
+    work = list(range(rng.randint(5, 60)))
+    threads = rng.randint(1, 16)
+
+    def worker() -> None:
+        while not stop.event.is_set():
+            with lock:
+                if not work:
+                    return
+                case = work.pop()
+            model = ae.Model("dear/m", provider, max_tokens=rng.randint(50, 500))
+            model.budget, model.stop = budget, stop
+            try:
+                model.complete(messages=[{"role": "user", "content": "q" * (case * 37 % 900)}])
+            except ae.ProviderError:
+                return
+
+    pool = [threading.Thread(target=worker) for _ in range(threads)]
+    for thread in pool:
+        thread.start()
+    for thread in pool:
+        thread.join()
+    assert budget.spent == pytest.approx(provider.charged)
+    return budget.limit, provider.charged, provider.most, threads
+
+
+@pytest.mark.parametrize("listed", [Overcharging.PRICE, (0.0, 0.0, 0.0)], ids=["catalog", "free in the catalog"])
+def test_a_server_charging_1_to_5x_the_catalog_never_passes_the_budget(listed) -> None:
+    # the same multiple all run long: the first call, asked alone, shows it, and no hold after it falls
+    # short; that first call alone may pass what it held (its price was not known yet)
+    runs = [overcharged(seed, per_call=False, listed=listed) for seed in range(300)]
+    if listed[0]:  # a multiple of the catalog's price: exact once seen
+        assert all(charged <= limit + most + 1e-12 for limit, charged, most, _ in runs)
+    else:  # $0 in the catalog: a price per token, which a call with more of the dearer tokens may pass
+        assert all(charged <= limit + threads * most + 1e-12 for limit, charged, most, threads in runs)
+    assert sum(charged <= limit + 1e-12 for limit, charged, _, _ in runs) > 270
+    assert sum(charged > 0.3 * limit for limit, charged, _, _ in runs) > 100  # it spends: the test can fail
+    # a multiple drawn again for every call: only the calls in flight when a dearer one came back may pass
+    # what they held (the one bound that remains, as the README says)
+    runs = [overcharged(seed, per_call=True, listed=listed) for seed in range(300)]
+    assert all(charged <= limit + threads * most + 1e-12 for limit, charged, most, threads in runs)
 
 
 def test_concurrent_calls_of_one_case_each_settle_their_own_hold() -> None:
@@ -265,3 +342,24 @@ def test_a_budget_or_tracker_timeout_that_is_no_number_is_one_line(make_suite, c
     code, out, err = cli("compare", "-n", flag, value, cwd=project)
     assert code == 2 and out == "" and len(err.strip().splitlines()) == 1
     assert f"argument {flag}: expected " in err and "from 0 up" in err and f"got '{value}'" in err
+
+
+def test_a_server_charging_more_than_its_catalog_price_never_passes_the_budget(make_suite, cli, monkeypatch) -> None:
+    # the issue's case: the catalog says $0, the server charges $0.001 a call (web-search fees, a stale
+    # catalog, a proxy's own): the first call is asked alone, and what it cost is what the next ones hold
+    catalog = [{"id": "openai/gpt-4.1-mini", "pricing": {"prompt": "0", "completion": "0"}}]
+
+    def respond(request):
+        return chat_answer(request.body["messages"][-1]["content"], cost=0.001)
+
+    lineup = "request_types: [prompt]\ndefaults:\n  max_tokens: 64\nvendors:\n  openai:\n    - model: gpt-4.1-mini\n"
+    with OpenAICompatible(respond, catalog=catalog) as server:
+        monkeypatch.setenv("OPENROUTER_BASE_URL", server.url + "/api/v1")
+        monkeypatch.setenv("OPENROUTER_API_KEY", "sk-or-budget-test")
+        project = make_suite(helper=EXACT_HELPER, config=lineup, cases=many(12))
+        code, _, err = cli("compare", "--local", "--budget", "0.005", "-p", "4", cwd=project)
+    assert code == 1, err
+    (log,) = read_logs(project)
+    assert 0 < log["summary"]["usage"]["cost_usd"] <= 0.005  # was $0.0090 of $0.0050
+    assert len(server.chats()) * 0.001 <= 0.005 + 1e-12
+    assert "error: budget reached: $0.00" in err and "of $0.0050;" in err
