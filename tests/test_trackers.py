@@ -310,7 +310,11 @@ def test_a_hung_tracker_costs_at_most_its_deadline_and_no_experiment_time(make_s
     assert code == 0 and "│ ds      │ fake/echo │" in out
     assert took < 4, took  # the deadline, not the SDK's minutes of retries
     assert "sending to braintrust... (up to 1.5 s; Ctrl-C skips)" in err
-    assert "warning: tracker braintrust: finish took over 1.5 s (tracker_timeout); it was switched off" in err
+    # which of its calls the deadline finds in flight depends on the machine's load: finish, as a rule
+    switched_off = (
+        r"warning: tracker braintrust: (\w+ took over|not done after) 1\.5 s \(tracker_timeout\); it was switched off"
+    )
+    assert re.search(switched_off, err), err
     assert all(len(log["rows"]) == 4 for log in read_logs(project))  # the local log is complete first
     assert max(experiment_times(project).values()) < 1  # the tracker's wait is no experiment's time
 
