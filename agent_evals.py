@@ -144,6 +144,7 @@ _EXIT_CODES = (
     ),
     (EXIT_USAGE, "usage or configuration error, before any model is called"),
     (EXIT_INTERRUPTED, "interrupted (Ctrl-C); what finished is kept"),
+    (143, "ended by SIGTERM (129: SIGHUP) as by Ctrl-C: what finished is kept"),
 )
 
 CONFIG_NAME = ".agent-eval.config.yml"
@@ -405,8 +406,11 @@ class _Stop:
 
 # The user's own Ctrl-C, noted by the command's SIGINT handler before it becomes a
 # KeyboardInterrupt, so that one raised by suite code is told apart from it. A signal
-# belongs to the process, not to a run: ``main`` clears it as it returns.
+# belongs to the process, not to a run: ``main`` clears it as it returns. SIGTERM (a
+# scheduler's time limit, an eviction, a CI cancel) and SIGHUP end a run as Ctrl-C does;
+# _SIGNALLED holds which came, for the messages and the exit code (128 + its number).
 _CTRL_C = threading.Event()
+_SIGNALLED: list[signal.Signals] = []
 # One thread at a time formats a traceback: CPython 3.11 parses code for its carets with process-wide
 # AST state that concurrent parses corrupt (gh-106905), failing every ast.parse after (coverage's too).
 _TRACEBACKS = threading.Lock()
@@ -430,6 +434,14 @@ def _suite_fault(error: BaseException) -> bool:
     if isinstance(error, KeyboardInterrupt):
         return not _CTRL_C.is_set() or threading.current_thread() is not threading.main_thread()
     return True
+
+
+def _interruption() -> tuple[str, str, int]:
+    """What interrupted the run as the user knows it (Ctrl-C, SIGTERM), the words that say
+    so after "interrupted" (none for Ctrl-C, the usual case), and the exit code."""
+    if not _SIGNALLED or _SIGNALLED[0] == signal.SIGINT:
+        return "Ctrl-C", "", EXIT_INTERRUPTED
+    return _SIGNALLED[0].name, f" by {_SIGNALLED[0].name}", 128 + _SIGNALLED[0].value
 
 
 _DECODER = json.JSONDecoder()
@@ -5152,12 +5164,13 @@ def _run_experiments(run: _Session, experiments: list[Experiment], concurrency: 
                 continue
             _run_dataset(run, dataset, group, concurrency, running)
     except KeyboardInterrupt:
-        run.stop.set("interrupted (Ctrl-C)")
+        name, by, _ = _interruption()
+        run.stop.set(f"interrupted ({name})")
         run.progress.clear()
         if running:
             print(
-                f"interrupted: the cases in flight may finish for up to {GRACE_SECONDS:.0f}s "
-                "(Ctrl-C again abandons them)",
+                f"interrupted{by}: the cases in flight may finish for up to {GRACE_SECONDS:.0f}s "
+                f"({name} again abandons them)",
                 file=run.progress.err,
             )
             _drain(run, running, time.monotonic() + GRACE_SECONDS)
@@ -6151,14 +6164,23 @@ def _log_folder(helper: str | None) -> Path:
         return LOG_DIR
 
 
-def _resume_files(arg: str | bool, log_dir: Path, flag: str = "--resume") -> tuple[str, list[Path]]:
+def _resume_files(
+    arg: str | bool, log_dir: Path, flag: str = "--resume", shard: str | None = None
+) -> tuple[str, list[Path]]:
     """The stamp of the run ``flag`` names and its logs and journals: the newest run's,
-    LOG's, or a stamp's as ``agent-evals runs`` lists it (an unambiguous prefix, or ``latest``)."""
+    LOG's, or a stamp's as ``agent-evals runs`` lists it (an unambiguous prefix, or ``latest``).
+    A ``shard`` (K/N) looks at that shard's runs alone: a sibling's are never its own."""
     path = log_dir if arg is True else Path(str(arg))
     named = flag if arg is True else f"{flag} {arg}"
+    mine = "-shard{}of{}".format(*shard.split("/")) if shard else ""
+
+    def stamps_in(folder: Path) -> list[str]:
+        found = {m[1] for p in folder.iterdir() if (m := _STAMP.search(p.name))} if folder.is_dir() else set()
+        return sorted(s for s in found if s.endswith(mine))
+
     if isinstance(arg, str) and not path.exists() and (arg == "latest" or re.fullmatch(r"\d{8}(-[\d-]*)?", arg)):
         folder = log_dir if log_dir.is_dir() else _log_folder(None)
-        stamps = sorted({m[1] for p in folder.iterdir() if (m := _STAMP.search(p.name))}) if folder.is_dir() else []
+        stamps = stamps_in(folder)
         chosen = stamps[-1:] if arg == "latest" else [s for s in stamps if s.startswith(arg)]
         if len(chosen) != 1:
             found = "no run" if not chosen else f"{len(chosen)} runs ({', '.join(chosen[:3])}...)"
@@ -6169,11 +6191,12 @@ def _resume_files(arg: str | bool, log_dir: Path, flag: str = "--resume") -> tup
         if not match:
             raise ConfigError(f"{named}: not an agent-evals log or journal (NAME.STAMP.json or .jsonl)")
         stamp, folder = match[1], path.parent
+        if not stamp.endswith(mine):
+            raise ConfigError(f"{named}: that is not a run of shard {shard}; give one of its own, or the folder")
     elif path.is_dir() or arg is True:  # the default folder: absent before the first run
-        stamps = sorted({m[1] for p in path.iterdir() if (m := _STAMP.search(p.name))}) if path.is_dir() else []
-        if not stamps:
+        if not (stamps := stamps_in(path)):
             why = (
-                "nothing to resume"
+                f"nothing to resume{f' for shard {shard}' * bool(mine)}"
                 if flag == "--resume"
                 else "no earlier run to compare with; run once without --baseline first, or name a log"
             )
@@ -6243,42 +6266,57 @@ def _read_run(arg: str | bool, log_dir: Path, flag: str) -> dict[tuple[str, str]
     return _read_records(files, flag)
 
 
-def _read_records(files: Iterable[Path], flag: str) -> dict[tuple[str, str], dict[str, Any]]:
+def _read_records(files: Iterable[Path], flag: str, lenient: bool = False) -> dict[tuple[str, str], dict[str, Any]]:
     """A run's experiments by (contender, dataset): each one's JSON log, or its journal
     when the run never wrote the log (killed). A file that is not an agent-evals log of
-    the expected shape is one error naming it; a journal's last line cut short by a kill
-    is left out with one warning (that case is asked again)."""
+    the expected shape is one error naming it (``lenient``: one warning, and the file is
+    left out); a journal's last line cut short by a kill is left out with one warning
+    (that case is asked again)."""
     run: dict[tuple[str, str], dict[str, Any]] = {}
     for path in sorted(files, key=lambda p: p.suffix == ".json"):  # a JSON log wins over its journal
         where = f"{flag}: {_display(path)}"
         try:
-            text = path.read_bytes().decode("utf-8")
-            if path.suffix == ".jsonl":
-                lines, cut = [], 0
-                for line in text.splitlines():
-                    try:
-                        lines.append(json.loads(line))
-                    except ValueError:
-                        cut += 1  # a line cut short by a kill
-                if cut:
-                    _warn(f"{_display(path)}: {cut} line{'s' if cut > 1 else ''} cut short (a killed run?) left out")
-                if not lines:
-                    raise ValueError("an empty journal")
-                record = {**lines[0], "rows": lines[1:]} if isinstance(lines[0], dict) else lines[0]
-            else:
-                record = json.loads(text)
-            _check_record(record)
-            if stamp := _STAMP.search(path.name):  # a journal's header has none
-                record.setdefault("stamp", stamp[1])
-            key = (json.dumps(record["contender"], sort_keys=True), record["dataset"])
-        except OSError as e:
-            raise ConfigError(f"{where}: cannot be read ({e.strerror or e})") from None
-        except UnicodeDecodeError as e:
-            raise ConfigError(f"{where}: not UTF-8 text ({e.reason} at byte {e.start})") from None
-        except (ValueError, KeyError, TypeError, IndexError, RecursionError) as e:
-            raise ConfigError(f"{where}: not an agent-evals log of this version ({_visible(str(e), True)})") from None
+            key, record = _read_record(path, where)
+        except ConfigError as e:
+            if not lenient:
+                raise
+            _warn(f"{e}; left out, the other files are shown")
+            continue
         run[key] = record
+    for record in run.values():
+        if lenient and record.get("journal"):
+            _warn(f"{flag}: {record['experiment']} ended before writing its log: its journal is shown")
     return run
+
+
+def _read_record(path: Path, where: str) -> tuple[tuple[str, str], dict[str, Any]]:
+    """One log or journal as (its key, its record); a ConfigError naming it when it cannot be."""
+    try:
+        text = path.read_bytes().decode("utf-8")
+        if path.suffix == ".jsonl":
+            lines, cut = [], 0
+            for line in text.splitlines():
+                try:
+                    lines.append(json.loads(line))
+                except ValueError:
+                    cut += 1  # a line cut short by a kill
+            if cut:
+                _warn(f"{_display(path)}: {cut} line{'s' if cut > 1 else ''} cut short (a killed run?) left out")
+            if not lines:
+                raise ValueError("an empty journal")
+            record = {**lines[0], "rows": lines[1:]} if isinstance(lines[0], dict) else lines[0]
+        else:
+            record = json.loads(text)
+        _check_record(record)
+        if stamp := _STAMP.search(path.name):  # a journal's header has none
+            record.setdefault("stamp", stamp[1])
+        return (json.dumps(record["contender"], sort_keys=True), record["dataset"]), record
+    except OSError as e:
+        raise ConfigError(f"{where}: cannot be read ({e.strerror or e})") from None
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{where}: not UTF-8 text ({e.reason} at byte {e.start})") from None
+    except (ValueError, KeyError, TypeError, IndexError, RecursionError) as e:
+        raise ConfigError(f"{where}: not an agent-evals log of this version ({_visible(str(e), True)})") from None
 
 
 _CONTENDER_TYPES = {"model": (str,), "effort": (str, type(None)), "temperature": (int, float, type(None))}
@@ -6450,7 +6488,7 @@ def _records_of(
         if tuple(files) in runs:
             continue  # another file of a run already read: each run counts once
         runs.add(tuple(files))
-        for key, record in _read_records(files, flag).items():
+        for key, record in _read_records(files, flag, lenient=partial is not None).items():
             if key in merged:
                 old = merged[key]
                 if not record.get("shard") or (old.get("shard"), old.get("run_id")) != (
@@ -6468,7 +6506,8 @@ def _records_of(
                 record = max(old, record, key=lambda r: str(r["stamp"]))
             merged[key] = record
             suites.add(record.get("suite"))
-            declared.add(json.dumps(record.get("metrics") or [], sort_keys=True))
+            if record.get("metrics"):  # a journal declares none: it goes with any
+                declared.add(json.dumps(record["metrics"], sort_keys=True))
     if len(suites - {None}) > 1:
         raise ConfigError(
             f"{flag}: the logs come from different suites ({', '.join(sorted(map(str, suites - {None})))})"
@@ -8663,8 +8702,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return e.exit_code
     except KeyboardInterrupt:
         _traceback_if_debug(args)
-        print("interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        _, by, code = _interruption()
+        print(f"interrupted{by}", file=sys.stderr)
+        return code
     except BrokenPipeError:
         # the reader went away (| head): end quietly
         devnull = os.open(os.devnull, os.O_WRONLY)
@@ -8734,28 +8774,29 @@ def _traceback_if_debug(args: argparse.Namespace | None) -> None:
         traceback.print_exc()
 
 
-def _catch_ctrl_c() -> Any:
-    """Note the user's own Ctrl-C before it becomes a KeyboardInterrupt, so that one raised
-    by suite code is not taken for it; returns the handler to put back (main thread only)."""
+def _catch_ctrl_c() -> dict[int, Any]:
+    """Note the user's own Ctrl-C (or a SIGTERM, a SIGHUP) before it becomes a
+    KeyboardInterrupt, so that one raised by suite code is not taken for it; returns the
+    handlers to put back (main thread only)."""
     if threading.current_thread() is not threading.main_thread():
-        return None
-    import signal
+        return {}
 
     def interrupted(signum: int, frame: Any) -> None:
+        _SIGNALLED.append(signal.Signals(signum))
         _CTRL_C.set()
         raise KeyboardInterrupt
 
-    try:
-        return signal.signal(signal.SIGINT, interrupted)
-    except (ValueError, OSError):  # pragma: no cover - an embedding that owns the signals
-        return None
+    handlers = {}
+    for name in ("SIGINT", "SIGTERM", "SIGHUP"):  # Windows has no SIGHUP
+        with contextlib.suppress(ValueError, OSError, AttributeError):  # an embedding that owns the signals
+            handlers[getattr(signal, name)] = signal.signal(getattr(signal, name), interrupted)
+    return handlers
 
 
-def _restore_ctrl_c(handler: Any) -> None:
-    if handler is not None:
-        import signal
-
-        signal.signal(signal.SIGINT, handler)
+def _restore_ctrl_c(handlers: dict[int, Any]) -> None:
+    for number, handler in handlers.items():
+        signal.signal(number, handler)
+    _SIGNALLED.clear()
 
 
 class _FewCollections:
@@ -8998,7 +9039,7 @@ def _prepare_run(args: argparse.Namespace, plan: _Plan) -> None:
             "--until-decided and --resume cannot be combined: a sequential run starts from its first round"
         )
     if args.resume:
-        plan.resumed_from, files = _resume_files(args.resume, log_dir)
+        plan.resumed_from, files = _resume_files(args.resume, log_dir, shard=args.shard)
         every = [case for group in plan.by_dataset.values() for case in group]
         plan.previous = _load_previous(_read_records(files, "--resume"), every, args.retry_errors)
         skipped = sum(len(v) for v in plan.previous.values())
@@ -9093,7 +9134,7 @@ def _report(args: argparse.Namespace, plan: _Plan, session: _Session, interrupte
     changes = _print_results(args, plan, session, ending)
     if interrupted:
         _report_unwritten(session.unwritten)
-        return EXIT_INTERRUPTED
+        return _interruption()[2]
     failures = _print_failures(args, plan, session, ending, changes)
     _report_unwritten(session.unwritten)
     return EXIT_FAILED if failures or session.unwritten else EXIT_OK
@@ -9120,7 +9161,8 @@ class _Ending:
         return cls(finished, total, interrupted, stopped, [e for e in experiments if e.results])
 
     def partial(self, command: str) -> str:
-        return f"interrupted after {self.finished} of {self.total} cases; finish with: agent-evals {command} --resume"
+        by = _interruption()[1]
+        return f"interrupted{by} after {self.finished} of {self.total} cases; finish with: agent-evals {command} --resume"
 
 
 def _write_files(args: argparse.Namespace, plan: _Plan, session: _Session, ending: _Ending) -> None:

@@ -272,3 +272,91 @@ def test_a_shard_log_with_a_broken_header_is_no_sibling_and_no_traceback(make_su
     code, out, err = cli("report", str(logs))
     assert code == 0 and "Traceback" not in err
     assert "warning: report: shard 2/2 of run r1 missing: partial" in err and "│ one " in out
+
+
+# -- a shard killed mid-run: SIGTERM (a Slurm time limit, an eviction, a CI cancel) ----
+
+PACED = '{"paced": lambda s, u: (__import__("time").sleep(0.15), u)[1]}'
+TWO = "request_types: [prompt]\nvendors:\n  fake:\n    - model: echo\n    - model: paced\n"
+
+
+def shard_process(project: Path, spec: str, *argv: str) -> subprocess.Popen[str]:
+    command = [sys.executable, "-m", "agent_evals", "compare", "--local", "--shard", spec, "-p", "1", *argv]
+    env = environ({"AGENT_EVALS_RUN_ID": "nightly", "PYTHONPATH": str(ROOT)})
+    return subprocess.Popen(command, cwd=project, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def journal_rows(project: Path, shard: str) -> int:
+    return sum(len(p.read_text().splitlines()) - 1 for p in (project / "log" / "agent-evals").glob(f"*{shard}.jsonl"))
+
+
+def test_a_shard_ended_by_sigterm_keeps_its_log_and_the_merge_shows_every_shard(make_suite, cli, monkeypatch) -> None:
+    import signal
+    import time
+
+    from conftest import many
+
+    project = make_suite(fakes=PACED, config=TWO, cases=many(12))
+    first = shard_process(project, "1/2")  # fake/echo: quick
+    second = shard_process(project, "2/2")  # fake/paced: 0.15 s a case
+    assert first.wait(timeout=60) == 0, first.communicate()[1]
+    deadline = time.monotonic() + 30
+    while journal_rows(project, "shard2of2") < 3:
+        assert time.monotonic() < deadline and second.poll() is None
+        time.sleep(0.02)
+    second.send_signal(signal.SIGTERM)
+    out, err = second.communicate(timeout=30)
+    assert second.returncode == 143, err
+    assert "interrupted by SIGTERM: the cases in flight may finish for up to 10s (SIGTERM again abandons them)" in err
+    assert out.startswith("partial: interrupted by SIGTERM after ")
+    logs = project / "log" / "agent-evals"
+    (log,) = [g for g in read_logs(project) if g["shard"] == "2/2"]
+    asked = [row["case"] for row in log["rows"]]
+    assert 3 <= len(asked) < 12 and sorted(asked + log["not_run"]) == [f"a/{i:03d}" for i in range(1, 13)]
+    # the merge shows both shards: the finished one whole, the killed one as far as it got
+    code, out, err = cli("report", str(logs), cwd=project)
+    assert code == 0, err
+    assert "│ ds      │ fake/echo  │" in out and "│ ds      │ fake/paced │" in out
+    # killed harder (SIGKILL, out of memory): only its journal is left, and it is shown
+    (written,) = logs.glob("*-shard2of2.json")
+    whole = written.read_text()
+    written.unlink()
+    code, out, err = cli("report", str(logs), cwd=project)
+    assert code == 0, err
+    assert "│ ds      │ fake/paced │" in out and "ended before writing its log: its journal is shown" in err
+    # a log cut short drops only itself (its journal stands in), never its intact sibling
+    written.write_text(whole[: len(whole) // 2])
+    code, out, err = cli("report", str(logs), cwd=project)
+    assert code == 0, err
+    assert f"{written.name}: not an agent-evals log of this version" in err and "left out, the other files" in err
+    assert "│ ds      │ fake/echo  │" in out and "│ ds      │ fake/paced │" in out
+    for journal in logs.glob("*-shard2of2.jsonl"):
+        journal.unlink()
+    code, out, err = cli("report", str(logs), cwd=project)
+    assert code == 0 and "shard 2/2 of run nightly missing: partial" in err, err
+    assert "fake/echo" in out and "fake/paced" not in out
+    written.write_text(whole)
+    # --resume finds the run of the same shard, never its sibling's: nothing is asked twice
+    resumed = shard_process(project, "2/2", "--resume")
+    out, err = resumed.communicate(timeout=60)
+    assert resumed.returncode == 0, err
+    assert f"resume: {len(asked)} finished cases from the run of " in err and "-shard2of2 are not asked" in err
+    (newer,) = [g for g in read_logs(project) if g["shard"] == "2/2" and g["stamp"] != log["stamp"]]
+    assert sorted(row["case"] for row in newer["rows"]) == [f"a/{i:03d}" for i in range(1, 13)]
+    again = shard_process(project, "1/2", "--resume")
+    out, err = again.communicate(timeout=60)
+    assert again.returncode == 0 and "resume: 12 finished cases" in err and "-shard1of2 are not asked" in err, err
+
+
+def test_a_shard_resumes_only_a_run_of_its_own(make_suite, cli, monkeypatch) -> None:
+    project = make_suite(helper=SYNC, config=LINEUP, cases=cases())
+    monkeypatch.setenv("AGENT_EVALS_RUN_ID", "r1")
+    code, _, err = cli("compare", "--local", "--shard", "2/2", cwd=project)
+    assert code == 0, err
+    code, _, err = cli("compare", "--local", "--shard", "1/2", "--resume")
+    assert code == 2 and "--resume: no logs or journals in log/agent-evals; nothing to resume for shard 1/2" in err
+    sibling = next((project / "log" / "agent-evals").glob("*.json"))
+    code, _, err = cli("compare", "--local", "--shard", "1/2", "--resume", str(sibling))
+    assert code == 2 and "that is not a run of shard 1/2; give one of its own, or the folder" in err
+    code, _, err = cli("compare", "--local", "--shard", "2/2", "--resume", "latest")
+    assert code == 0 and "-shard2of2 are not asked again" in err, err
