@@ -4915,36 +4915,64 @@ class _Decider:
 
         self.dataset, self.cond, self.count, self.primary, self.notes = dataset, cond, count, primary, notes
         self.runs: list[_ExperimentRun] = []
-        self.stored: dict[int, int] = {}  # cases each contender has stored, by id(run)
-        self.size = self.step = self.limit = 0
+        self.missing: dict[int, int] = {}  # by id(run): its case runs of the rounds so far not yet stored
+        self.order: list[int] = []  # the case runs in the seeded order, and each one's place in it
+        self.place: list[int] = []
+        self.step = self.limit = 0
         self.z = NormalDist().inv_cdf(1 - ALPHA / (2 * self.LOOKS * max(count - 1, 1)))
 
     def join(self, run: _ExperimentRun) -> None:
+        """Take ``run`` in; with the last contender in, rounds a resumed run already stored are
+        looked at again, as the run that stored them looked (the same data, the same looks)."""
         import random
 
-        random.Random(self.dataset).shuffle(run.todo)  # seeded: every contender, every rerun, one order
+        if not self.order:  # a dataset's contenders ask the same cases, as often
+            self.order = list(range(len(run.results)))
+            random.Random(self.dataset).shuffle(self.order)  # seeded: every contender, every rerun, one order
+            self.place = [0] * len(self.order)
+            for at, unit in enumerate(self.order):
+                self.place[unit] = at
+            self.step = self.limit = max(1, math.ceil(len(self.order) / self.LOOKS))
+        run.todo = [unit for unit in self.order if run.results[unit] is None]  # what --resume left to ask
         run.decider = self
         self.runs.append(run)
-        self.size = max(self.size, len(run.todo))
-        self.step = self.limit = max(1, math.ceil(self.size / self.LOOKS))
+        self.missing[id(run)] = sum(run.results[unit] is None for unit in self.order[: self.limit])
+        with self.cond:
+            self._look()
 
     def admits(self, run: _ExperimentRun, k: int) -> bool:
         """Whether claim ``k`` may run: it waits for its round, unless the contender is decided."""
+        at = self.place[run.todo[k]]
         with self.cond:
-            while k >= self.limit and not (run.experiment.decided or run.closed or run.run.stop.event.is_set()):
+            while at >= self.limit and not (run.experiment.decided or run.closed or run.run.stop.event.is_set()):
                 self.cond.wait(0.5)
-            return k < self.limit and not run.experiment.decided
+            return at < self.limit and not run.experiment.decided
 
     def update(self, run: _ExperimentRun) -> None:
-        """After a case of ``run`` finished (the caller holds the run's lock): test once every active
-        contender has stored as many cases as the round admits (a claim past it waits)."""
-        self.stored[id(run)] = self.stored.get(id(run), 0) + 1
-        active = [r for r in self.runs if not (r.experiment.decided or r.experiment.halted)]
-        if len(self.runs) < self.count or self.limit >= self.size or not active:
-            return
-        if any(self.stored.get(id(r), 0) < self.limit for r in active):
-            return
-        values = {str(i): _case_values(filter(None, r.results), self.primary, 0.0) for i, r in enumerate(active)}
+        """After a case of ``run`` finished (the caller holds the run's lock)."""
+        self.missing[id(run)] -= 1
+        self._look()
+
+    def _look(self) -> None:
+        """Test once every active contender has stored each case run its round admits (a claim
+        past it waits), and open the next round; again while the next is stored already."""
+        while len(self.runs) == self.count and self.limit < len(self.order):
+            active = [r for r in self.runs if not (r.experiment.decided or r.experiment.halted)]
+            if not active or any(self.missing[id(r)] > 0 for r in active):
+                return
+            self._test(active)
+            opened = self.order[self.limit : self.limit + self.step]
+            self.limit += self.step
+            for r in self.runs:
+                self.missing[id(r)] += sum(r.results[unit] is None for unit in opened)
+            self.cond.notify_all()
+
+    def _test(self, active: list[_ExperimentRun]) -> None:
+        """The look at the rounds so far: the contenders shown below the top are decided."""
+        values = {
+            str(i): _case_values(filter(None, (r.results[u] for u in self.order[: self.limit])), self.primary, 0.0)
+            for i, r in enumerate(active)
+        }
         top, settled = _decide(values, self.z)
         best = active[int(top)].experiment
         for label, (mean, low, high, n) in settled.items():
@@ -4958,8 +4986,6 @@ class _Decider:
         if len(settled) == len(active) - 1 and len(active) > 1:
             best.decided = "the top: every other contender is below it"
             self.notes.append(f"decided [{self.dataset}] {best.contender.label}: {best.decided}")
-        self.limit += self.step
-        self.cond.notify_all()
 
 
 class _Courier:
@@ -7494,7 +7520,7 @@ class _Budget:
 
     def hold(self, amount: float, stop: _Stop) -> float:
         with self.lock:
-            if self.spent + self.held + amount > self.limit:
+            if self.spent + self.held + amount > self.limit * (1 + 1e-12):  # 100 x $0.001 fit in $0.10
                 reason = f"{_BUDGET}: {_fmt_cost(self.spent)} of {_fmt_cost(self.limit)}"
                 stop.set(reason)
                 raise ProviderError(f"{reason}; this call could cost {_fmt_cost(amount)}", stops_run=True)
@@ -7578,7 +7604,7 @@ def _cost_history(log_dir: Path, name: str) -> dict[str, list[float]]:
     return costs
 
 
-def _render_forecast(forecasts: Sequence[_Forecast], style: str) -> str:
+def _render_forecast(forecasts: Sequence[_Forecast], style: str, decided: bool = False) -> str:
     """The forecast per contender (its datasets together), and the run's total."""
     rows: dict[str, list[Any]] = {}
     for f in forecasts:
@@ -7599,13 +7625,16 @@ def _render_forecast(forecasts: Sequence[_Forecast], style: str) -> str:
     ]
     headers = ["model", "effort", "temp", "basis", "case runs", "expected", "at most"]
     return (
-        _table(headers, cells, [False, False, True, False, True, True, True], style) + "\n" + _forecast_line(forecasts)
+        _table(headers, cells, [False, False, True, False, True, True, True], style)
+        + "\n"
+        + _forecast_line(forecasts, decided)
     )
 
 
-def _forecast_line(forecasts: Sequence[_Forecast]) -> str:
+def _forecast_line(forecasts: Sequence[_Forecast], decided: bool = False) -> str:
     """One line: the expected and worst cost of the experiments that have a forecast, and
-    how many have none (never counted as $0)."""
+    how many have none (never counted as $0); ``decided`` (--until-decided): what its first
+    round costs, and that the rest is asked only while nothing is decided."""
     import collections
 
     known = [f for f in forecasts if f.expected is not None]
@@ -7617,13 +7646,28 @@ def _forecast_line(forecasts: Sequence[_Forecast]) -> str:
     if all(f.worst is not None for f in known):
         text += f", {_fmt_cost(sum(f.worst or 0 for f in known), up=True)} at most"
     text += f", over {_n(runs, 'case run')} ({bases})"
+    if decided:
+        text += (
+            f"; --until-decided asks them all only if nothing is decided, from {_fmt_cost(_first_round(known))} a round"
+        )
     return text + (f"; {_n(missing, 'experiment')} not counted" if (missing := len(forecasts) - len(known)) else "")
 
 
-def _within_budget(forecasts: list[_Forecast], limit: float, refused: list[str]) -> tuple[list[_Forecast], _Budget]:
+def _first_round(forecasts: Iterable[_Forecast]) -> float:
+    """What a round of --until-decided is forecast to cost: a tenth of each experiment's case
+    runs, rounded up (the least that can decide anything)."""
+    rounds = ((f, len(f.experiment.cases) * f.experiment.repeat) for f in forecasts)
+    return sum((f.expected or 0) * math.ceil(n / _Decider.LOOKS) / n for f, n in rounds if n)
+
+
+def _within_budget(
+    forecasts: list[_Forecast], limit: float, refused: list[str], decided: bool = False
+) -> tuple[list[_Forecast], _Budget]:
     """``--budget``: a contender whose cost cannot be counted (no price, no max_tokens) is
     refused by name (added to ``refused``); a run whose forecast passes the limit is refused
-    before any call. The forecasts kept, and the budget their experiments share."""
+    before any call (``decided``, --until-decided: one whose first round does; the budget
+    stops it where it reaches the limit, and --resume continues its rounds). The forecasts
+    kept, and the budget their experiments share."""
     keep = []
     for f in forecasts:
         c, provider = f.experiment.contender, f.experiment.provider
@@ -7645,9 +7689,9 @@ def _within_budget(forecasts: list[_Forecast], limit: float, refused: list[str])
             )
     if not keep:
         raise ConfigError("nothing to run: --budget refused every contender (see the warnings above)")
-    if sum(f.expected or 0 for f in keep) > limit:
+    if (_first_round(keep) if decided else sum(f.expected or 0 for f in keep)) > limit:
         raise ConfigError(
-            f"--budget {_fmt_cost(limit)}: the {_forecast_line(keep)}; raise --budget, or ask fewer "
+            f"--budget {_fmt_cost(limit)}: the {_forecast_line(keep, decided)}; raise --budget, or ask fewer "
             "cases or contenders (-d, -c, -m)"
         )
     budget = _Budget(limit)
@@ -8923,6 +8967,7 @@ class _Plan:
     baseline: Mapping[tuple[str, str], Mapping[str, Any]] | None = None
     forecasts: list[_Forecast] = field(default_factory=list)
     budget: _Budget | None = None
+    decided: bool = False  # --until-decided
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
@@ -8984,7 +9029,7 @@ def _plan_run(args: argparse.Namespace) -> _Plan:
     keys = {f.key for f in selected}
     twice = [(key, problem) for key, problem in twice if key in keys]
     log_dir = suite.project_root / LOG_DIR
-    plan = _Plan(suite, lineup, experiments, by_dataset, twice, gates, notes, log_dir)
+    plan = _Plan(suite, lineup, experiments, by_dataset, twice, gates, notes, log_dir, decided=bool(args.until_decided))
     cached = log_dir / "cache" / "completions.sqlite3"
     cache = _Cache(cached) if (args.cache or suite.config.cache) and cached.is_file() else None
     turns = max_turns if getattr(suite.adapter, "uses_tools", False) else 1
@@ -8994,7 +9039,7 @@ def _plan_run(args: argparse.Namespace) -> _Plan:
 
 def _apply_budget(plan: _Plan, limit: float | None) -> None:
     if limit is not None:
-        plan.forecasts, plan.budget = _within_budget(plan.forecasts, limit, plan.lineup.refused)
+        plan.forecasts, plan.budget = _within_budget(plan.forecasts, limit, plan.lineup.refused, plan.decided)
         plan.experiments = [f.experiment for f in plan.forecasts]
 
 
@@ -9020,7 +9065,7 @@ def _dry_run(args: argparse.Namespace, plan: _Plan) -> int:
     else:
         style = _style_for(sys.stdout)
         matrix, last = _render_matrix(plan.experiments, style).rsplit("\n", 1)  # the dry run's last word last
-        print(f"{matrix}\n{_render_forecast(plan.forecasts, style)}\n{last}")
+        print(f"{matrix}\n{_render_forecast(plan.forecasts, style, plan.decided)}\n{last}")
     return EXIT_OK
 
 
@@ -9034,10 +9079,6 @@ def _prepare_run(args: argparse.Namespace, plan: _Plan) -> None:
     for flag, value in (("--junit", args.junit), ("--html", args.html), ("-o", args.output)):
         if isinstance(value, str):
             _check_target(value, flag)
-    if args.resume and args.until_decided:
-        raise ConfigError(
-            "--until-decided and --resume cannot be combined: a sequential run starts from its first round"
-        )
     if args.resume:
         plan.resumed_from, files = _resume_files(args.resume, log_dir, shard=args.shard)
         every = [case for group in plan.by_dataset.values() for case in group]
@@ -9079,7 +9120,9 @@ def _execute(args: argparse.Namespace, plan: _Plan, stamp: str) -> tuple[_Sessio
             except _SUITE_EXCEPTIONS as e:
                 _reraise_ctrl_c(e)
                 raise SuiteError(f"before_run raised {_describe(e)[0]}") from None
-        print(_forecast_line(plan.forecasts), file=progress.err)  # every check passed: the run's first line
+        print(
+            _forecast_line(plan.forecasts, plan.decided), file=progress.err
+        )  # every check passed: the run's first line
         concurrency = os.cpu_count() or 1 if args.concurrency is None else args.concurrency
         interrupted = _run_experiments(session, experiments, concurrency)
     if capture.failure:
@@ -9162,7 +9205,9 @@ class _Ending:
 
     def partial(self, command: str) -> str:
         by = _interruption()[1]
-        return f"interrupted{by} after {self.finished} of {self.total} cases; finish with: agent-evals {command} --resume"
+        return (
+            f"interrupted{by} after {self.finished} of {self.total} cases; finish with: agent-evals {command} --resume"
+        )
 
 
 def _write_files(args: argparse.Namespace, plan: _Plan, session: _Session, ending: _Ending) -> None:
