@@ -5697,6 +5697,7 @@ class LocalTracker(Tracker):
             "order": experiment.order,
             "shard": self.context.get("shard"),
             "run_id": self.context.get("run_id"),  # what the shards of one run share
+            "planned": self.context.get("planned"),  # the case runs of the whole run (its shard's)
             "rescored_from": self.context.get("rescored_from"),
             "metrics": [
                 {"name": m.name, "description": m.description, "primary": m.primary}
@@ -6403,11 +6404,12 @@ def _check_record(record: Any) -> None:
             check(value, _NUMBER, f"rows[{n}].usage.{name}")
 
 
-def _row_values(record: Mapping[str, Any], metric: str) -> dict[str, float]:
-    """A logged experiment's per-case (or per-cluster) means of ``metric`` (repeats averaged, errors out)."""
+def _row_values(record: Mapping[str, Any], metric: str, errors_as: float | None = None) -> dict[str, float]:
+    """A logged experiment's per-case (or per-cluster) means of ``metric`` (repeats averaged,
+    errors out unless ``errors_as`` gives them a value)."""
     sums: dict[str, list[float]] = {}
     for row in record.get("rows", ()):
-        value = (row.get("metrics") or {}).get(metric) if not row.get("error") else None
+        value = (row.get("metrics") or {}).get(metric) if not row.get("error") else errors_as
         if value is not None:
             sums.setdefault(_unit(record["dataset"], row["case"], row.get(CLUSTER)), []).append(float(value))
     return {k: sum(v) / len(v) for k, v in sums.items()}
@@ -9146,12 +9148,12 @@ def _session(args: argparse.Namespace, plan: _Plan, stamp: str) -> _Session:
         **{"resumed_from": plan.resumed_from, "adapter_metadata": _adapter_metadata(suite.adapter)},
         **{"metrics": suite.metrics, "shard": args.shard, "tracker": plan.remote and plan.remote.name},
         "run_id": _run_id(os.environ) if args.shard else None,
+        "planned": sum(len(experiment.cases) * experiment.repeat for experiment in experiments),
     }
     trackers: list[Tracker] = [LocalTracker({**context, "options": {}})]
     if plan.remote:
         trackers.append(plan.remote({**context, "options": suite.config.sections.get(plan.remote.name, {})}))
-    total = sum(len(experiment.cases) * experiment.repeat for experiment in experiments)
-    progress = _Progress(getattr(err, "raw", err) if err.isatty() else None, total, err)
+    progress = _Progress(getattr(err, "raw", err) if err.isatty() else None, context["planned"], err)
     progress.done = sum(len(v) for v in plan.previous.values())
     servers = {_origin(e.provider.base_url)[1] for e in experiments if isinstance(e.provider, OpenRouter)}
     progress.waiting = ", ".join(sorted(servers))
@@ -9657,7 +9659,7 @@ def _run_line(stamp: str, files: Sequence[Path]) -> list[Any]:
             data = json.loads(path.read_bytes())
             if not isinstance(data, dict) or not isinstance(data.get("summary"), dict):
                 raise ValueError("not an agent-evals log")
-            _check_record({**data, "rows": []})  # the header's fields, of the shapes a log has
+            _check_record(data)  # the fields, of the shapes a log has
             summary = data["summary"]
             for key, kinds in (("means", (dict, type(None))), ("usage", (dict, type(None))), ("cases", (int,))):
                 if not isinstance(summary.get(key), kinds) or isinstance(summary.get(key), bool):
@@ -9678,13 +9680,16 @@ def _run_line(stamp: str, files: Sequence[Path]) -> list[Any]:
         return [stamp, None, None, len(journals), cases, None, None, None, state]
     primary = next((m.get("name") for m in headers[0].get("metrics") or [] if m.get("primary")), None)
     best, best_model = None, ""
-    for header in headers:
-        mean = (header["summary"].get("means") or {}).get(primary)
-        if isinstance(mean, int | float) and (best is None or mean > best):
+    for header in headers:  # ranked as the tables rank: every error counted as wrong
+        values = _row_values(header, primary, 0.0) if primary else {}
+        mean = sum(values.values()) / len(values) if values else None
+        if mean is not None and (best is None or mean > best):
             contender = header.get("contender") or {}
             best, best_model = mean, _shown_model(contender.get("model"), contender.get("provider"))
     cost = sum(float((h["summary"].get("usage") or {}).get("cost_usd") or 0) for h in headers)
     not_run = sum(len(h.get("not_run") or ()) for h in headers)
+    if isinstance(planned := headers[0].get("planned"), int):  # experiments never started have no log
+        not_run = planned - sum(int(h["summary"].get("cases") or 0) for h in headers)
     state = "complete" if not not_run else f"partial: {not_run} not run"
     if unreadable:
         state += "; unreadable: " + "; ".join(unreadable)

@@ -404,6 +404,22 @@ def test_a_stopped_run_leaves_later_experiments_not_run(make_suite, cli) -> None
     assert err.strip().endswith("error: the run stopped after 1 of 6 cases: key refused")
     (log,) = read_logs(project)
     assert log["not_run"] == ["a/002", "a/003"]
+    # runs counts what was not asked, the experiment that never started included
+    code, out, err = cli("runs")
+    assert code == 0 and "partial: 5 not run" in out, out
+
+
+def test_runs_ranks_as_the_tables_do_errors_counted_as_wrong(make_suite, cli) -> None:
+    # "flaky" raises on a fifth of the cases and is right on the rest: 100% of what it answered, 80% ranked
+    # and "good" is wrong on a tenth: 90%, first in the tables
+    fakes = """{'flaky': lambda s, u: (_ for _ in ()).throw(RuntimeError('boom')) if u.split()[2][-2] in '05' else u,
+                'good': lambda s, u: '{}' if u.split()[2][-2] == '1' else u}"""
+    config = "request_types: [prompt]\nvendors:\n  fake:\n    - model: flaky\n    - model: good\n"
+    project = make_suite(fakes=fakes, config=config, cases=many(20))
+    code, out, _ = cli("compare", "--local", cwd=project)
+    assert code == 0 and "│ 1 │ fake/good  │" in out, out
+    code, out, _ = cli("runs")
+    assert code == 0 and "exact 90.0% fake/good │ complete" in out, out
 
 
 def test_progress_draws_throttled_and_clears() -> None:
