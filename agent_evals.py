@@ -444,6 +444,11 @@ def _interruption() -> tuple[str, str, int]:
     return _SIGNALLED[0].name, f" by {_SIGNALLED[0].name}", 128 + _SIGNALLED[0].value
 
 
+def _is_count(text: str) -> bool:
+    """ASCII digits only: ``str.isdigit`` also takes ``²`` and other digits ``int`` refuses."""
+    return text.isascii() and text.isdigit()
+
+
 _DECODER = json.JSONDecoder()
 
 
@@ -3067,7 +3072,7 @@ def _response(
             return None
         status_line, *lines = buffer[start:end].decode("latin-1").split("\r\n")
         parts = status_line.split(None, 2)
-        if len(parts) < 2 or not parts[0].startswith("HTTP/") or not parts[1].isdigit():
+        if len(parts) < 2 or not parts[0].startswith("HTTP/") or not _is_count(parts[1]):
             raise _TransportError(f"not an HTTP response: {status_line[:80]!r}")
         status, start = int(parts[1]), end + 4
         if not 100 <= status < 200:
@@ -3603,7 +3608,7 @@ class OpenRouter(Provider):
             data, status = self._answer(model_id, status, fields, raw)
             error = data.get("error") if isinstance(data, dict) else None
             code = error.get("code") if isinstance(error, dict) else None
-            if isinstance(code, int | str) and str(code).isdigit() and int(code) in _RETRY_STATUSES:
+            if isinstance(code, int | str) and _is_count(str(code)) and int(code) in _RETRY_STATUSES:
                 if model is not None:
                     model.note_spent(self._usage(model, data, fields))
                 raise _Retry(f"HTTP {status} carrying error {code}: {_error_text(data, raw)}", None)
@@ -5607,16 +5612,16 @@ def _shard_spec(spec: str, env: Mapping[str, str]) -> str:
                 raise ConfigError(f"--shard {spec}: AGENT_EVALS_SHARD={value!r} is not K/N, like 2/3")
             k, _, n = value.partition("/")
         elif engines[0] == "JOB_COMPLETION_INDEX":
-            k = str(int(env["JOB_COMPLETION_INDEX"]) + 1) if env["JOB_COMPLETION_INDEX"].isdigit() else "?"
+            k = str(int(env["JOB_COMPLETION_INDEX"]) + 1) if _is_count(env["JOB_COMPLETION_INDEX"]) else "?"
             n = env.get("AGENT_EVALS_SHARDS") or count
         else:
             low, step = (env.get(f"SLURM_ARRAY_TASK_{v}", d) for v, d in (("MIN", "0"), ("STEP", "1")))
             task, top = env["SLURM_ARRAY_TASK_ID"], env.get("SLURM_ARRAY_TASK_MAX", "")
-            if not all(x.isdigit() for x in (task, low, step)) or step == "0":
+            if not all(map(_is_count, (task, low, step))) or step == "0":
                 raise ConfigError(f"--shard {spec}: SLURM_ARRAY_TASK_ID {task!r}, _MIN or _STEP is not a count")
             k = str((int(task) - int(low)) // int(step) + 1)
             n = env.get("SLURM_ARRAY_TASK_COUNT") or (
-                str((int(top) - int(low)) // int(step) + 1) if top.isdigit() else ""
+                str((int(top) - int(low)) // int(step) + 1) if _is_count(top) else ""
             )
         if count and n != count:
             raise ConfigError(f"--shard {spec}: {engines[0]} says {k}/{n or '?'}, not one of {count}")
@@ -5625,7 +5630,7 @@ def _shard_spec(spec: str, env: Mapping[str, str]) -> str:
                 f"--shard {spec}: {engines[0]} gives the index but not the count: give --shard auto/N "
                 "or set AGENT_EVALS_SHARDS=N" + (" (or SLURM_ARRAY_TASK_COUNT)" if engines[0][0] == "S" else "")
             )
-    if not (k.isdigit() and n.isdigit() and 1 <= int(k) <= int(n)):
+    if not (_is_count(k) and _is_count(n) and 1 <= int(k) <= int(n)):
         given = f"the environment gives {k}/{n}; " if head == "auto" else ""
         raise ConfigError(f"--shard {spec}: {given}expected K/N with 1 <= K <= N, like 2/3")
     return f"{int(k)}/{int(n)}"
@@ -7872,7 +7877,7 @@ class _Gates:
         if args.max_errors is not None:
             if args.max_errors.endswith("%"):
                 gates.max_errors = (_percent(args.max_errors, f"--max-errors {args.max_errors}"), True)
-            elif args.max_errors.isdigit():
+            elif _is_count(args.max_errors):
                 gates.max_errors = (float(args.max_errors), False)
             else:
                 raise ConfigError(f"--max-errors {args.max_errors}: expected a count (3) or a rate (5%)")

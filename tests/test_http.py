@@ -88,6 +88,7 @@ def test_an_answer_cut_off_on_a_reused_connection_is_not_sent_again_unseen(compl
     ("script", "message"),
     [
         ([(b"SMTP ready\r\n\r\n", True)], "_TransportError: not an HTTP response: 'SMTP ready'"),
+        ([("HTTP/1.1 ²00 OK\r\n\r\n".encode("latin-1"), True)], "_TransportError: not an HTTP response: 'HTTP/1.1 ²00"),
         ([(response()[:-5], True)], "_TransportError: the response ended after"),
         ([(b"HTTP/1.1 200 OK\r\n" + b"X-Long: " + b"a" * 300000, True)], "response headers longer than 256 KiB"),
         (

@@ -77,6 +77,11 @@ def test_shard_auto_reads_the_engine(env, spec, want) -> None:
         ({"AGENT_EVALS_SHARD": "two"}, "auto", "--shard auto: AGENT_EVALS_SHARD='two' is not K/N, like 2/3"),
         ({"SLURM_ARRAY_TASK_ID": "1"}, "auto", "or set AGENT_EVALS_SHARDS=N (or SLURM_ARRAY_TASK_COUNT)"),
         ({"SLURM_ARRAY_TASK_ID": "x1"}, "auto", "SLURM_ARRAY_TASK_ID 'x1', _MIN or _STEP is not a count"),
+        # digits int() refuses though str.isdigit takes them
+        ({}, "²/3", "--shard ²/3: expected K/N with 1 <= K <= N"),
+        ({"SLURM_ARRAY_TASK_ID": "²"}, "auto", "SLURM_ARRAY_TASK_ID '²', _MIN or _STEP is not a count"),
+        ({"JOB_COMPLETION_INDEX": "²"}, "auto/3", "--shard auto/3: the environment gives ?/3; expected K/N"),
+        ({"SLURM_ARRAY_TASK_ID": "1", "SLURM_ARRAY_TASK_MAX": "²"}, "auto", "gives the index but not the count"),
     ],
 )
 def test_a_missing_or_inconsistent_shard_is_one_line(make_suite, cli, monkeypatch, env, spec, message) -> None:

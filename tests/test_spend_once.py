@@ -127,7 +127,10 @@ def test_shards_cover_the_matrix_once_and_report_equals_compare(make_suite, cli)
     ]
 
 
-@pytest.mark.parametrize(("spec", "message"), [("4/3", "--shard 4/3: expected K/N"), ("x", "--shard x: expected K/N")])
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [("4/3", "--shard 4/3: expected K/N"), ("x", "--shard x: expected K/N"), ("1/³", "--shard 1/³: expected K/N")],
+)
 def test_bad_shard(make_suite, cli, spec, message) -> None:
     project = make_suite()
     code, _, err = cli("compare", "-n", "--shard", spec, cwd=project)

@@ -270,6 +270,7 @@ def test_max_errors_gate_fails(make_suite, cli) -> None:
         ),
         (["--fail-under", "120"], "--fail-under 120: expected a percentage from 0 to 100"),
         (["--max-errors", "many"], "--max-errors many: expected a count (3) or a rate (5%)"),
+        (["--max-errors", "²"], "--max-errors ²: expected a count (3) or a rate (5%)"),
         (["--max-errors", "150%"], "--max-errors 150%: expected a percentage from 0 to 100"),
         (["--fail-on-regression"], "--fail-on-regression needs --baseline LOG"),
         (["--baseline", "nowhere.json"], "--baseline nowhere.json: no such file or folder"),
