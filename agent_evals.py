@@ -6374,11 +6374,14 @@ _ROW_TYPES: dict[str, tuple[type, ...]] = {
 
 
 def _check_record(record: Any) -> None:
-    """Raise ValueError naming the first field a logged experiment has of the wrong shape."""
+    """Raise ValueError naming the first field a logged experiment has of the wrong shape
+    (a number that is NaN or infinite among them; a cost nobody knows is taken as no price)."""
 
     def check(value: Any, kinds: tuple[type, ...], name: str) -> None:
         if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
             raise ValueError(f"{name} is {_shown(value)}")
+        if isinstance(value, float) and not math.isfinite(value) and not name.endswith("cost_usd"):
+            raise ValueError(f"{name} is {value}")
 
     check(record, (dict,), "the document")
     check(record.get("contender"), (dict,), "contender")
@@ -7595,7 +7598,8 @@ def _file_size(path: Path) -> int:
 
 def _cost_history(log_dir: Path, name: str) -> dict[str, list[float]]:
     """Each case's cost (a cached answer's first price) in the newest three logs of experiment
-    ``name`` (a safe name: no glob characters); error rows, which spent part of one, left out."""
+    ``name`` (a safe name: no glob characters); error rows, which spent part of one, and rows
+    whose cost nobody knows (no price, or not a number from 0 up: never $0, never below it) left out."""
     costs: dict[str, list[float]] = {}
     for path in sorted(log_dir.glob(f"{name}.*.json"), reverse=True)[:3]:
         try:
@@ -7607,7 +7611,8 @@ def _cost_history(log_dir: Path, name: str) -> dict[str, list[float]]:
                 if row.get("error"):
                     continue
                 cost = float(row["usage"].get("cost_usd") or 0) + float(row.get("saved_usd") or 0)
-                costs.setdefault(str(row["case"]), []).append(cost)
+                if 0 <= cost < math.inf and not row["usage"].get("no_price"):
+                    costs.setdefault(str(row["case"]), []).append(cost)
     return costs
 
 
@@ -9691,7 +9696,7 @@ def _run_line(stamp: str, files: Sequence[Path]) -> list[Any]:
         if mean is not None and (best is None or mean > best):
             contender = header.get("contender") or {}
             best, best_model = mean, _shown_model(contender.get("model"), contender.get("provider"))
-    cost = sum(float((h["summary"].get("usage") or {}).get("cost_usd") or 0) for h in headers)
+    cost = sum((Usage.coerce(h["summary"].get("usage")) or Usage()).cost_usd for h in headers)  # NaN, -1: unknown
     not_run = sum(len(h.get("not_run") or ()) for h in headers)
     if isinstance(planned := headers[0].get("planned"), int):  # experiments never started have no log
         not_run = planned - sum(int(h["summary"].get("cases") or 0) for h in headers)

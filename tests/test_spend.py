@@ -100,6 +100,22 @@ def test_a_model_with_no_price_is_never_forecast_as_free(make_suite, cli, monkey
         assert "nothing to run: --budget refused every contender" in err and server.chats() == []
 
 
+@pytest.mark.parametrize("cost", ["NaN", "-4", "Infinity", '0.0, "no_price": 1'])
+def test_a_cost_nobody_knows_in_an_earlier_log_is_no_history(make_suite, cli, cost) -> None:
+    project = make_suite()
+    code, _, err = cli("compare", "--local", cwd=project)
+    assert code == 0, err
+    (log,) = (project / "log" / "agent-evals").glob("*.json")
+    log.write_text(log.read_text().replace('"cost_usd": 0.001', f'"cost_usd": {cost}'))
+    # every row of that log is left out of the forecast: it counts from the price, never $0 or below
+    code, out, err = cli("compare", "-n")
+    assert code == 0, err
+    assert "forecast: $0.0040 expected, $0.0040 at most, over 4 case runs (1 from input size)" in out
+    for argv in (["compare", "--local"], ["runs"], ["report", "log/agent-evals"]):
+        code, out, err = cli(*argv)
+        assert code == 0 and "$-" not in out + err and "nan" not in out + err, err
+
+
 def test_a_run_whose_forecast_passes_the_budget_is_refused_before_any_call(make_suite, cli, monkeypatch) -> None:
     with stable_server() as server:
         monkeypatch.setenv("OPENROUTER_BASE_URL", server.url + "/api/v1")
