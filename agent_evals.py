@@ -1799,6 +1799,36 @@ _ROUTING: dict[str, Any] = {"order": list, "only": list, "ignore": list, "quanti
 _ROUTING |= {"require_parameters": bool, "zdr": bool, "enforce_distillable_text": bool, "data_collection": str}
 _ROUTING |= {"sort": (str, dict), "max_price": dict, "preferred_max_latency": (int, float, dict)}
 _ROUTING |= {"preferred_min_throughput": (int, float, dict)}
+# and the values it takes (its spec's enums; prices are USD, as numbers or the strings the spec types them)
+_SORTS = ("price", "throughput", "latency", "exacto")
+_QUANTIZATIONS = ("int4", "int8", "fp4", "mxfp4", "nvfp4", "fp6", "fp8", "mxfp8", "fp16", "bf16", "fp32", "unknown")
+
+
+def _routing_values(name: str, item: Any) -> str | None:
+    """What a routing value of the right kind must be, when it is not that (None: it is)."""
+
+    def amount(value: Any) -> bool:  # a finite number from 0 up
+        with contextlib.suppress(TypeError, ValueError):
+            return not isinstance(value, bool) and 0 <= float(value) < math.inf
+        return False
+
+    def fields(value: Any, keys: Iterable[str], good: Callable[[Any], bool]) -> bool:
+        return isinstance(value, dict) and all(k in keys and good(v) for k, v in value.items())
+
+    sort = isinstance(item, dict) and set(item) <= {"by", "partition"} and item.get("by") in _SORTS
+    if name == "sort" and not (item in _SORTS or (sort and item.get("partition") in ("model", "none", None))):
+        return f"one of {', '.join(_SORTS)}, or {{by: price, partition: model or none}}"
+    if name == "max_price" and not fields(item, ("prompt", "completion", "request", "image", "audio"), amount):
+        return "prompt, completion, request, image or audio, each dollars from 0 up"
+    if name.startswith("preferred_") and not (
+        (amount(item) and not isinstance(item, str)) or fields(item, ("p50", "p75", "p90", "p99"), amount)
+    ):
+        return "a number from 0 up, or p50, p75, p90 or p99, each one"
+    if name == "quantizations" and not set(item) <= set(_QUANTIZATIONS):
+        return f"a list of {', '.join(_QUANTIZATIONS)}"
+    if name == "data_collection" and item not in ("allow", "deny"):
+        return "allow or deny"
+    return None
 
 
 def _routings(value: Any, where: str, key: str) -> list[str | None]:
@@ -1817,8 +1847,8 @@ def _routings(value: Any, where: str, key: str) -> list[str | None]:
             wrong = not isinstance(item, kind) or isinstance(item, bool) != (kind is bool)
             if wrong or (kind is list and not all(isinstance(x, str) for x in item)):
                 raise ConfigError(f"{where}: {at}.{name}: {_shown(item)} is not of the kind OpenRouter takes there")
-            if name == "data_collection" and item not in ("allow", "deny"):
-                raise ConfigError(f"{where}: {at}.data_collection: expected allow or deny, got {_shown(item)}")
+            if expected := _routing_values(name, item):
+                raise ConfigError(f"{where}: {at}.{name}: expected {expected}, got {_shown(item)}")
         out.append(json.dumps(routing, sort_keys=True, separators=(",", ":")))
     return out
 

@@ -261,6 +261,16 @@ def json_key(value: dict) -> str:
         ("{order: deepinfra}", "vendors.openai[0].provider.order: 'deepinfra' is not of the kind OpenRouter takes"),
         ("{data_collection: never}", "vendors.openai[0].provider.data_collection: expected allow or deny"),
         ("[]", "vendors.openai[0].provider: expected provider preferences"),
+        # values of the right kind that OpenRouter's spec does not take
+        ("{preferred_max_latency: .nan}", "provider.preferred_max_latency: expected a number from 0 up, or p50"),
+        ("{preferred_max_latency: -5}", "provider.preferred_max_latency: expected a number from 0 up"),
+        ("{preferred_min_throughput: {p50: 100, p95: 9}}", "provider.preferred_min_throughput: expected a number"),
+        ("{max_price: {prompt: cheap}}", "provider.max_price: expected prompt, completion, request, image or audio"),
+        ("{max_price: {prompt: -1}}", "provider.max_price: expected prompt, completion, request"),
+        ("{sort: {}}", "provider.sort: expected one of price, throughput, latency, exacto, or {by: price"),
+        ("{sort: cheapest}", "provider.sort: expected one of price, throughput"),
+        ("{sort: {by: price, partition: all}}", "provider.sort: expected one of price"),
+        ("{quantizations: [fp8, q4]}", "provider.quantizations: expected a list of int4, int8"),
     ],
 )
 def test_routing_that_openrouter_would_refuse_is_one_line(make_suite, cli, routing, message) -> None:
@@ -268,6 +278,21 @@ def test_routing_that_openrouter_would_refuse_is_one_line(make_suite, cli, routi
     project = make_suite(helper=EXACT_HELPER, config=config, cases=many(1))
     code, out, err = cli("compare", "-n", cwd=project)
     assert (code, out) == (2, "") and message in err and len(err.strip().splitlines()) == 1, err
+
+
+@pytest.mark.parametrize(
+    "routing",
+    [
+        "{sort: {by: latency, partition: none}}",
+        "{max_price: {prompt: 1, completion: '2.5', request: 0}}",
+        "{preferred_max_latency: {p50: 5, p90: 10}}",
+        "{preferred_min_throughput: 100}",
+    ],
+)
+def test_routing_values_openrouter_takes_pass(make_suite, cli, routing) -> None:
+    project = make_suite(helper=EXACT_HELPER, config=LINEUP + f"      provider: {routing}\n", cases=many(1))
+    code, _, err = cli("compare", "-n", cwd=project)
+    assert code == 0, err
 
 
 def test_models_shows_a_local_servers_context_length(make_suite, cli, monkeypatch) -> None:
