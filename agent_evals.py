@@ -2352,6 +2352,13 @@ def _load_suite(helper_flag: str | None, config_flag: str | None) -> _Suite:
             except _SUITE_EXCEPTIONS as e:
                 _reraise_ctrl_c(e)
                 raise SuiteError(f"{where}: {key}: {data[key]}() raised {_describe(e)[0]}") from None
+            try:  # what it names is checked now, before anything reaches the network
+                _check_configured(key, getattr(conf, key))
+            except ConfigError:
+                kind = "an Adapter" if key == "adapter" else "a Scorer"
+                raise ConfigError(
+                    f"{where}: {key}: {data[key]} is {_shown(getattr(conf, key))}, not {kind}; name its class as module:Class"
+                ) from None
     if conf.adapter is None or conf.scorer is None:
         missing = " and ".join(k for k in ("adapter", "scorer") if getattr(conf, k) is None)
         source = _display(helper) if helper else f"evals/{HELPER_NAME}"

@@ -108,6 +108,20 @@ def test_unknown_adapter_name_and_bad_spec(make_suite, cli) -> None:
     assert code == 2 and "adapter: nodots is not of the form package.module:Class" in err
 
 
+@pytest.mark.parametrize("command", [["cases"], ["compare", "-n"], ["compare", "--local"]])
+def test_an_adapter_key_naming_no_adapter_is_refused_before_the_network(make_suite, cli, monkeypatch, command) -> None:
+    # OpenRouter unreachable (nothing listens there): the suite's own fault is named first, not the network
+    monkeypatch.setenv("OPENROUTER_BASE_URL", "http://127.0.0.1:9/api/v1")
+    monkeypatch.setenv("OPENROUTER_API_KEY", "sk-test")
+    lineup = "request_types: [prompt]\nvendors:\n  openai:\n    - model: gpt-4.1-mini\n"
+    project = make_suite(helper=None, config="adapter: os:sep\nscorer: agent_evals:Scorer\n" + lineup)
+    code, out, err = cli(*command, cwd=project)
+    assert (code, out) == (2, ""), err
+    assert err.strip() == (
+        "error: evals/.agent-eval.config.yml: adapter: os:sep is '/', not an Adapter; name its class as module:Class"
+    )
+
+
 def test_no_adapter_or_scorer_names_file_and_keys(make_suite, cli) -> None:
     project = make_suite(helper="import agent_evals\n")
     code, _, err = cli("cases", cwd=project)
