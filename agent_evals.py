@@ -2230,8 +2230,8 @@ def _parse_entry(entry: Any, where: str, key: str) -> dict[str, Any]:
     for name in _ENTRY_KEYS[1:-1]:
         if name in entry and not (name == "max_tokens" and entry[name] is None):
             out[name] = _check_setting(_SETTING[name], entry[name], where, f"{key}.{name}")
-    if entry.get("provider") is not None:
-        out["provider"] = _routings(entry["provider"], where, f"{key}.provider")
+    if "provider" in entry:  # null or {}: no routing, whatever defaults: says
+        out["provider"] = _routings(entry["provider"], where, f"{key}.provider") if entry["provider"] else [None]
     return out
 
 
@@ -2902,8 +2902,10 @@ def _expand(
     temperatures = overrides.temperatures or entry.get("temperature") or defaults.temperature
     max_tokens = overrides.max_tokens or entry.get("max_tokens") or defaults.max_tokens
     routings = entry.get("provider") or defaults.routing
-    if routings != [None] and getattr(provider, "dialect", "") != "openrouter":
-        raise ConfigError(f"{model_id}: provider: routing preferences are OpenRouter's; {provider.name} takes none")
+    if getattr(provider, "dialect", "") != "openrouter":  # defaults' routing is for the models OpenRouter routes
+        if entry.get("provider", [None]) != [None]:
+            raise ConfigError(f"{model_id}: provider: routing preferences are OpenRouter's; {provider.name} takes none")
+        routings = [None]
     out = []
     for effort in efforts:
         for temperature in temperatures:

@@ -248,6 +248,29 @@ def test_provider_routing_expands_into_contenders_and_is_sent_as_the_spec_names_
     assert len(read_logs(project)) == 3  # three contenders, three logs that never collide
 
 
+def test_defaults_routing_is_for_openrouter_and_an_entry_may_opt_out(openrouter, make_suite, cli, monkeypatch) -> None:
+    # the README's defaults: provider: beside a local server and an entry that wants no routing
+    config = (
+        "request_types: [prompt]\ndefaults:\n  provider: {data_collection: deny}\n"
+        "vendors:\n  openai:\n    - model: gpt-4.1-mini\n    - model: gpt-4.1-nano\n      provider: null\n"
+        "direct:\n  local:\n    - model: llama3\n"
+    )
+    project = make_suite(helper=EXACT_HELPER, config=config, cases=many(1))
+    catalog = [{"id": "openai/gpt-4.1-mini"}, {"id": "openai/gpt-4.1-nano"}]
+    with OpenAICompatible(catalog=[{"id": "llama3"}]) as local, openrouter(None, catalog=catalog) as server:
+        monkeypatch.setenv("LOCAL_BASE_URL", local.url + "/v1")
+        code, out, err = cli("compare", "--local", cwd=project)
+        sent = {r.body["model"]: r.body.get("provider") for r in server.chats()}
+        asked_locally = [r.body.get("provider") for r in local.chats()]
+    assert code == 0, err
+    assert sent == {"openai/gpt-4.1-mini": {"data_collection": "deny"}, "openai/gpt-4.1-nano": None}
+    assert asked_locally == [None] and "local/llama3 (direct)" in out
+    # an entry of a direct provider that asks for routing itself is still refused by name
+    project = make_suite(helper=EXACT_HELPER, config=config + "      provider: {zdr: true}\n", cases=many(1))
+    code, _, err = cli("compare", "-n", cwd=project)
+    assert code == 2 and "llama3: provider: routing preferences are OpenRouter's; local takes none" in err
+
+
 def json_key(value: dict) -> str:
     import json
 
