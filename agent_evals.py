@@ -4441,8 +4441,13 @@ def _betainc(a: float, b: float, x: float) -> float:
 
 def _decide(values: Mapping[str, Mapping[str, float]], z: float, least: int = 10) -> tuple[str, dict[str, Any]]:
     """The top contender by mean, and each other one shown below it: label -> (difference,
-    low, high, cases), from the paired differences over the cases both answered, each a z
-    interval at ``z``. Fewer than ``least`` shared cases decide nothing."""
+    low, high, cases), from the paired differences over the cases both answered, each a t
+    interval at the level of the normal quantile ``z`` (a z interval on the sample's own
+    spread decides too often at ten cases a look), clipped to the 100 points scores span.
+    Fewer than ``least`` shared cases decide nothing."""
+    from statistics import NormalDist
+
+    level = NormalDist().cdf(z)
     means = {label: sum(v.values()) / len(v) for label, v in values.items() if v}
     top = max(means, key=lambda label: means[label])
     settled = {}
@@ -4452,9 +4457,9 @@ def _decide(values: Mapping[str, Mapping[str, float]], z: float, least: int = 10
             continue
         d = [values[top][k] - own[k] for k in shared]
         n, mean = len(d), sum(d) / len(d)
-        half = z * math.sqrt(sum((x - mean) ** 2 for x in d) / (n - 1) / n)
+        half = _t_quantile(level, n - 1) * math.sqrt(sum((x - mean) ** 2 for x in d) / (n - 1) / n)
         if mean - half > 0:
-            settled[label] = (mean, mean - half, mean + half, n)
+            settled[label] = (mean, mean - half, min(mean + half, 1.0), n)
     return top, settled
 
 
