@@ -7130,6 +7130,17 @@ def _power_lines(rows: Sequence[_Row], primary: Metric) -> list[str]:
     return lines
 
 
+def _few_cases_lines(rows: Sequence[_Row], primary: Metric) -> list[str]:
+    """A line when an interval of graded scores rests on too few cases for Student's t to hold."""
+    few = {r.dataset for r in rows if (e := r.estimate(primary.name)) is not None and e.method == "t" and e.n < 30}
+    if not few:
+        return []
+    return [
+        f"intervals [{', '.join(sorted(few))}]: under 30 cases of graded {primary.name} scores, Student's t can run "
+        "narrow (skewed scores: 87-92% coverage where 95% is meant, simulated); read those intervals as rough"
+    ]
+
+
 def _short_label(row: _Row, group: Sequence[_Row]) -> str:
     """``model effort=e``, with ``temp=t`` when the group has that model at several."""
     c = row.contender
@@ -7254,6 +7265,7 @@ def _render_report(experiments: Sequence[Experiment], metrics: Sequence[Metric],
             *_error_lines(rows),
             *_reasoning_lines(rows),
             *_power_lines(rows, primary),
+            *_few_cases_lines(rows, primary),
             "",
             _glossary(metrics, spread, any(r.errors for r in rows)),
             "",

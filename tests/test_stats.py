@@ -12,7 +12,7 @@ import xml.etree.ElementTree as ET
 import pytest
 
 import agent_evals as ae
-from conftest import ROOT, case_files, many, read_logs
+from conftest import HELPER, ROOT, case_files, many, read_logs
 
 
 def test_wilson_interval_covers_p_at_the_stated_rate() -> None:
@@ -343,3 +343,23 @@ def test_junit_escapes_what_xml_cannot_hold_as_backslash_x() -> None:
     text = ae._junit_xml([experiment])
     assert "bad\\x01byte\\x1f" in text and "\x01" not in text and "\\experiment" not in text
     assert ET.fromstring(text.split("\n", 1)[1]).find(".//error").get("message").startswith("ProviderError: bad")
+
+
+def test_under_30_cases_of_graded_scores_the_interval_is_said_to_be_rough(make_suite, cli) -> None:
+    import random
+
+    # why: 80% of scores at 1.0, the rest anywhere below; Student's t at 10 cases covers ~90%, not 95%
+    rng, covered = random.Random(3), 0
+    for _ in range(2000):
+        sample = [1.0 if rng.random() < 0.8 else rng.random() for _ in range(10)]
+        estimate = ae._estimate(sample)
+        covered += estimate.low <= 0.9 <= estimate.high
+    assert covered / 2000 < 0.93
+    graded = HELPER.replace('right = float(reply.output == case.expected)', 'right = 0.25 * (int(case.id[-1]) % 4)')
+    line = "intervals [ds]: under 30 cases of graded exact scores, Student's t can run narrow"
+    for n, said in ((12, True), (30, False)):
+        project = make_suite(helper=graded, cases=many(n))
+        code, out, err = cli("compare", "--local", cwd=project)
+        assert code == 0 and "exact" in out, err
+        assert (line in out) is said, out
+        project.rename(project.with_name(f"done{n}"))
