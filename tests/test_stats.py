@@ -355,7 +355,7 @@ def test_under_30_cases_of_graded_scores_the_interval_is_said_to_be_rough(make_s
         estimate = ae._estimate(sample)
         covered += estimate.low <= 0.9 <= estimate.high
     assert covered / 2000 < 0.93
-    graded = HELPER.replace('right = float(reply.output == case.expected)', 'right = 0.25 * (int(case.id[-1]) % 4)')
+    graded = HELPER.replace("right = float(reply.output == case.expected)", "right = 0.25 * (int(case.id[-1]) % 4)")
     line = "intervals [ds]: under 30 cases of graded exact scores, Student's t can run narrow"
     for n, said in ((12, True), (30, False)):
         project = make_suite(helper=graded, cases=many(n))
