@@ -2231,7 +2231,9 @@ def _parse_entry(entry: Any, where: str, key: str) -> dict[str, Any]:
         if name in entry and not (name == "max_tokens" and entry[name] is None):
             out[name] = _check_setting(_SETTING[name], entry[name], where, f"{key}.{name}")
     if "provider" in entry:  # null or {}: no routing, whatever defaults: says
-        out["provider"] = _routings(entry["provider"], where, f"{key}.provider") if entry["provider"] else [None]
+        out["provider"] = (
+            [None] if entry["provider"] in (None, {}) else _routings(entry["provider"], where, f"{key}.provider")
+        )
     return out
 
 
@@ -2328,6 +2330,26 @@ def _request_types(providers: Iterable[Provider]) -> dict[str, str]:
     return out
 
 
+def _configure_from(conf: _Configuration, data: Mapping[str, Any], where: str) -> None:
+    """The config file's adapter: and scorer:, for what the helper left unset: resolved,
+    made, and checked to be an adapter and a scorer before anything reaches the network."""
+    for key in ("adapter", "scorer"):
+        if getattr(conf, key) is None and data.get(key):
+            cls = _resolve_object(data[key], key, where)
+            try:
+                setattr(conf, key, cls() if isinstance(cls, type) else cls)
+            except _SUITE_EXCEPTIONS as e:
+                _reraise_ctrl_c(e)
+                raise SuiteError(f"{where}: {key}: {data[key]}() raised {_describe(e)[0]}") from None
+            try:  # what it names is checked now, before anything reaches the network
+                _check_configured(key, getattr(conf, key))
+            except ConfigError:
+                kind = "an Adapter" if key == "adapter" else "a Scorer"
+                raise ConfigError(
+                    f"{where}: {key}: {data[key]} is {_shown(getattr(conf, key))}, not {kind}; name its class as module:Class"
+                ) from None
+
+
 def _load_suite(helper_flag: str | None, config_flag: str | None) -> _Suite:
     helper, config_path, evals = _find_suite(helper_flag, config_flag)
     _reset_configuration()
@@ -2344,21 +2366,7 @@ def _load_suite(helper_flag: str | None, config_flag: str | None) -> _Suite:
         _forget_modules(named=name)
         _import_module(name, "require", name, where)
     conf = _configuration
-    for key in ("adapter", "scorer"):
-        if getattr(conf, key) is None and data.get(key):
-            cls = _resolve_object(data[key], key, where)
-            try:
-                setattr(conf, key, cls() if isinstance(cls, type) else cls)
-            except _SUITE_EXCEPTIONS as e:
-                _reraise_ctrl_c(e)
-                raise SuiteError(f"{where}: {key}: {data[key]}() raised {_describe(e)[0]}") from None
-            try:  # what it names is checked now, before anything reaches the network
-                _check_configured(key, getattr(conf, key))
-            except ConfigError:
-                kind = "an Adapter" if key == "adapter" else "a Scorer"
-                raise ConfigError(
-                    f"{where}: {key}: {data[key]} is {_shown(getattr(conf, key))}, not {kind}; name its class as module:Class"
-                ) from None
+    _configure_from(conf, data, where)
     if conf.adapter is None or conf.scorer is None:
         missing = " and ".join(k for k in ("adapter", "scorer") if getattr(conf, k) is None)
         source = _display(helper) if helper else f"evals/{HELPER_NAME}"
@@ -5716,11 +5724,10 @@ class LocalTracker(Tracker):
 
     name = "local"
 
-    def finish(self, experiment: Experiment, summary: Summary) -> Mapping[str, Any]:
-        folder = Path(self.context["log_dir"])
-        folder.mkdir(parents=True, exist_ok=True)
+    def _document(self, experiment: Experiment, summary: Summary) -> dict[str, Any]:
+        """The log's header: everything but its rows and cases."""
         c = experiment.contender
-        document = {
+        return {
             "agent_evals": __version__,
             "suite": self.context.get("suite"),
             "project": self.context.get("project"),
@@ -5753,6 +5760,11 @@ class LocalTracker(Tracker):
                 for m in self.context.get("metrics", ())
             ],
         }
+
+    def finish(self, experiment: Experiment, summary: Summary) -> Mapping[str, Any]:
+        folder = Path(self.context["log_dir"])
+        folder.mkdir(parents=True, exist_ok=True)
+        document = self._document(experiment, summary)
         # indent the header for people; one compact line a row, which json writes in C
         head = _json_dumps(_mask_strings(_jsonable(document)), indent=2)[:-2]
         lines = getattr(experiment, "rows_json", None) or [_json_dumps(_log_row(r)) for r in experiment.results]
@@ -6342,25 +6354,27 @@ def _read_run(arg: str | bool, log_dir: Path, flag: str) -> dict[tuple[str, str]
     return _read_records(files, flag)
 
 
-def _read_records(files: Iterable[Path], flag: str, lenient: bool = False) -> dict[tuple[str, str], dict[str, Any]]:
+def _read_records(
+    files: Iterable[Path], flag: str, skipped: list[str] | None = None
+) -> dict[tuple[str, str], dict[str, Any]]:
     """A run's experiments by (contender, dataset): each one's JSON log, or its journal
     when the run never wrote the log (killed). A file that is not an agent-evals log of
-    the expected shape is one error naming it (``lenient``: one warning, and the file is
-    left out); a journal's last line cut short by a kill is left out with one warning
-    (that case is asked again)."""
+    the expected shape is one error naming it (given ``skipped``, its message goes there
+    and the file is left out); a journal's last line cut short by a kill is left out with
+    one warning (that case is asked again)."""
     run: dict[tuple[str, str], dict[str, Any]] = {}
     for path in sorted(files, key=lambda p: p.suffix == ".json"):  # a JSON log wins over its journal
         where = f"{flag}: {_display(path)}"
         try:
             key, record = _read_record(path, where)
         except ConfigError as e:
-            if not lenient:
+            if skipped is None:
                 raise
-            _warn(f"{e}; left out, the other files are shown")
+            skipped.append(str(e))
             continue
         run[key] = record
     for record in run.values():
-        if lenient and record.get("journal"):
+        if skipped is not None and record.get("journal"):
             _warn(f"{flag}: {record['experiment']} ended before writing its log: its journal is shown")
     return run
 
@@ -6558,6 +6572,7 @@ def _records_of(
     declared: set[str] = set()
     runs: set[tuple[Path, ...]] = set()
     notes = [] if partial is None else partial
+    skipped: list[str] | None = None if partial is None else []  # report shows what it can read
     for path in paths:
         try:
             stamp, files = _resume_files(path, Path(path))
@@ -6568,7 +6583,7 @@ def _records_of(
         if tuple(files) in runs:
             continue  # another file of a run already read: each run counts once
         runs.add(tuple(files))
-        for key, record in _read_records(files, flag, lenient=partial is not None).items():
+        for key, record in _read_records(files, flag, skipped).items():
             if key in merged:
                 old = merged[key]
                 if not record.get("shard") or (old.get("shard"), old.get("run_id")) != (
@@ -6588,23 +6603,34 @@ def _records_of(
             suites.add(record.get("suite"))
             if record.get("metrics"):  # a journal declares none: it goes with any
                 declared.add(json.dumps(record["metrics"], sort_keys=True))
+    if skipped and not merged:
+        raise ConfigError(skipped[0])
+    for message in skipped or ():
+        _warn(f"{message}; left out, the other files are shown")
     if len(suites - {None}) > 1:
         raise ConfigError(
             f"{flag}: the logs come from different suites ({', '.join(sorted(map(str, suites - {None})))})"
         )
     if len(declared) > 1:
         raise ConfigError(f"{flag}: the logs declare different metrics; report runs of one scorer together")
-    shards: dict[tuple[Any, str], set[int]] = {}
-    for record in merged.values():
-        if re.fullmatch(r"\d{1,6}/\d{1,5}", str(record.get("shard"))):  # no engine runs 100,000 shards
-            k, n = record["shard"].split("/")
-            shards.setdefault((record.get("run_id"), n), set()).add(int(k))
-    for (run_id, n), present in shards.items():
-        if missing := [f"{k}/{n}" for k in range(1, int(n) + 1) if k not in present]:
-            notes.append(f"shard{'s' * (len(missing) > 1)} {', '.join(missing)}{_of_run(run_id)} missing: partial")
+    notes += _missing_shards(merged.values())
     for note in notes:
         _warn(f"{flag}: {note}")
     return merged
+
+
+def _missing_shards(records: Iterable[Mapping[str, Any]]) -> list[str]:
+    """A note for each run whose shards are not all among ``records``."""
+    shards: dict[tuple[Any, str], set[int]] = {}
+    for record in records:
+        if re.fullmatch(r"\d{1,6}/\d{1,5}", str(record.get("shard"))):  # no engine runs 100,000 shards
+            k, n = record["shard"].split("/")
+            shards.setdefault((record.get("run_id"), n), set()).add(int(k))
+    notes = []
+    for (run_id, n), present in shards.items():
+        if missing := [f"{k}/{n}" for k in range(1, int(n) + 1) if k not in present]:
+            notes.append(f"shard{'s' * (len(missing) > 1)} {', '.join(missing)}{_of_run(run_id)} missing: partial")
+    return notes
 
 
 def _of_run(run_id: Any) -> str:

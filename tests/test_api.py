@@ -203,8 +203,12 @@ def test_configure_merges_lists_and_rejects_unknown_settings() -> None:
 # what answers cost, a budget-stopped case not asked) added 56; its shards that survive a kill
 # (SIGTERM and SIGHUP as Ctrl-C, report reading a journal or past a broken file, --resume
 # of a shard's own run) added 42; --until-decided under --budget and --resume (refused only
-# when a round does not fit; a resumed run's rounds looked at again as they were) added 39.
-CEILING = 9_722
+# when a round does not fit; a resumed run's rounds looked at again as they were) added 45;
+# runs ranked as the tables rank, counting experiments never started, 5; the small breaks of
+# item 9 (ASCII counts, unknown costs in logs, routing values, adapter: checked at load,
+# defaults' routing for OpenRouter alone, t in the decider, rough small-n intervals), with
+# report reading past a broken file and the functions that pushed past 60 lines split, 92.
+CEILING = 9_825
 SOURCE = (ROOT / "agent_evals.py").read_text(encoding="utf-8")
 
 
