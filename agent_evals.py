@@ -444,6 +444,12 @@ def _interruption() -> tuple[str, str, int]:
     return _SIGNALLED[0].name, f" by {_SIGNALLED[0].name}", 128 + _SIGNALLED[0].value
 
 
+def _some(names: Sequence[str], most: int = 5) -> str:
+    """The first ``most`` names, and how many more."""
+    more = f" and {len(names) - most} more" if len(names) > most else ""
+    return ", ".join(names[:most]) + more
+
+
 def _is_count(text: str) -> bool:
     """ASCII digits only: ``str.isdigit`` also takes ``²`` and other digits ``int`` refuses."""
     return text.isascii() and text.isdigit()
@@ -5608,10 +5614,20 @@ def _log_line(result: RunResult) -> tuple[RunResult, str]:
     return result, _redact_json(json.dumps(plain, ensure_ascii=False, allow_nan=False), plain)
 
 
+def _case_hash(case: Case) -> str:
+    """What the case asks and expects (input, expected, metadata) in 16 hex digits: a case
+    edited since a run is told apart from the one that run answered."""
+    import hashlib
+
+    content = _json_dumps([case.input, case.expected, case.metadata], sort_keys=True)
+    return hashlib.sha256(content.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
 def _log_row(result: RunResult) -> dict[str, Any]:
     score, reply, case = result.score, result.reply, result.case
     return {
         "case": case.id,
+        "case_hash": _case_hash(case),
         "repeat": result.repeat,
         "dataset": case.dataset,
         "variant": case.variant,
@@ -6296,16 +6312,21 @@ def _resume_files(
 
 
 def _load_previous(
-    records: Mapping[tuple[str, str], Mapping[str, Any]], cases: Sequence[Case], retry_errors: bool
+    records: Mapping[tuple[str, str], Mapping[str, Any]], cases: Sequence[Case], retry_errors: bool, edited: set[str]
 ) -> dict[tuple[str, str], dict[tuple[str, int], RunResult]]:
-    """Finished case runs of an earlier run, by (contender, dataset) and (case id, repeat)."""
+    """Finished case runs of an earlier run, by (contender, dataset) and (case id, repeat);
+    a case edited since that run (its input, expected or metadata) is asked again, its key in ``edited``."""
     known = {(c.dataset, c.id): c for c in cases}
+    hashes: dict[str, str] = {}
     out: dict[tuple[str, str], dict[tuple[str, int], RunResult]] = {}
     for key, record in records.items():
         for row in record.get("rows", ()):
             case = known.get((record["dataset"], row.get("case")))
             error = row.get("error")
             if case is None or (error and (retry_errors or str(error).startswith(_ABANDONED) or _BUDGET in str(error))):
+                continue
+            if row.get("case_hash") and row["case_hash"] != hashes.setdefault(case.key, _case_hash(case)):
+                edited.add(case.key)
                 continue
             out.setdefault(key, {})[(case.id, int(row.get("repeat") or 0))] = _result_from_row(row, case)
     return out
@@ -6414,6 +6435,7 @@ _CONTENDER_TYPES |= {"max_tokens": (int, type(None)), "provider": (str, type(Non
 _NUMBER = (int, float)
 _ROW_TYPES: dict[str, tuple[type, ...]] = {
     "case": (str,),
+    "case_hash": (str, type(None)),
     "repeat": (int, type(None)),
     "score": (*_NUMBER, type(None)),
     "metrics": (dict, type(None)),
@@ -7818,6 +7840,7 @@ class _Change:
     paired: _Paired | None
     raised: int = 0
     fixed: int = 0
+    edited: tuple[str, ...] = ()  # the experiment's cases edited between the runs: left out, named
 
     @property
     def verdict(self) -> str:
@@ -7842,34 +7865,62 @@ def _compare_runs(
     for key in [*new, *(k for k in old if k not in new)]:
         before, after = old.get(key), new.get(key)
         record = after or before or {}
-        for metric in metrics:
-            a = _row_values(before, metric) if before else {}
-            b = _row_values(after, metric) if after else {}
-            if not a and not b:
-                continue
-            shared = a.keys() & b.keys()
-            if shared:  # one population on the line: the cases both runs answered
-                a, b = {k: a[k] for k in shared}, {k: b[k] for k in shared}
-            mean_a = sum(a.values()) / len(a) if a else None
-            mean_b = sum(b.values()) / len(b) if b else None
-            paired = _paired(b, a) if shared else None
-            changes.append(_Change(record["dataset"], record["contender"], metric, mean_a, mean_b, paired))
-        if before and after:
-            (raised_a, answered_a), (raised_b, answered_b) = _row_errors(before), _row_errors(after)
-            cases = len(answered_a | raised_a | answered_b | raised_b) or 1
-            raised, fixed = len(raised_b & answered_a - raised_a), len(raised_a & answered_b - raised_b)
-            if raised_a or raised_b:
-                # a case that raises now and answered before against the reverse, by McNemar:
-                # one transient network error does not fail a gate, half the cases raising does
-                both = len((raised_a | answered_a) & (raised_b | answered_b)) or 1
-                p = _mcnemar_mid_p(fixed, raised + fixed)
-                test = _Paired((fixed - raised) / both, p, both, "McNemar mid-p")
-                rates = len(raised_a) / cases, len(raised_b) / cases
-                changes.append(_Change(record["dataset"], record["contender"], ERRORS, *rates, test, raised, fixed))
+        edited = _edited(before, after) if before and after else ()
+        if before and after and edited:  # not the same question: never paired, never a verdict
+            before, after = (
+                {**r, "rows": [w for w in r["rows"] if w.get("case") not in edited]} for r in (before, after)
+            )
+        found = _experiment_changes(before, after, record, metrics)
+        if edited:  # named on each line of the experiment (on a line of its own when no case is left)
+            found = found or [_Change(record["dataset"], record["contender"], metrics[0], None, None, None)]
+            found = [dataclasses.replace(c, edited=edited) for c in found]
+        changes += found
     for metric in [*metrics, ERRORS]:  # Holm over each metric's family of experiments
         family = [(i, pair) for i, c in enumerate(changes) if c.metric == metric and (pair := c.paired) is not None]
         for (i, paired), holm_p in zip(family, _holm([paired.p for _, paired in family]), strict=True):
             changes[i] = dataclasses.replace(changes[i], paired=dataclasses.replace(paired, adjusted=holm_p))
+    return changes
+
+
+def _edited(before: Mapping[str, Any], after: Mapping[str, Any]) -> tuple[str, ...]:
+    """The cases of two logged runs of one experiment whose content (input, expected,
+    metadata) differs; a row logged before the hash was (no ``case_hash``) is taken as is."""
+    old = {row.get("case"): row.get("case_hash") for row in before.get("rows", ())}
+    rows = after.get("rows", ())
+    return tuple(
+        sorted({c for row in rows if (h := row.get("case_hash")) and old.get(c := row["case"]) not in (None, h)})
+    )
+
+
+def _experiment_changes(
+    before: Mapping[str, Any] | None, after: Mapping[str, Any] | None, record: Mapping[str, Any], metrics: Sequence[str]
+) -> list[_Change]:
+    """One experiment's lines: each metric over the cases both runs answered, and its errors."""
+    changes = []
+    for metric in metrics:
+        a = _row_values(before, metric) if before else {}
+        b = _row_values(after, metric) if after else {}
+        if not a and not b:
+            continue
+        shared = a.keys() & b.keys()
+        if shared:  # one population on the line: the cases both runs answered
+            a, b = {k: a[k] for k in shared}, {k: b[k] for k in shared}
+        mean_a = sum(a.values()) / len(a) if a else None
+        mean_b = sum(b.values()) / len(b) if b else None
+        paired = _paired(b, a) if shared else None
+        changes.append(_Change(record["dataset"], record["contender"], metric, mean_a, mean_b, paired))
+    if before and after:
+        (raised_a, answered_a), (raised_b, answered_b) = _row_errors(before), _row_errors(after)
+        cases = len(answered_a | raised_a | answered_b | raised_b) or 1
+        raised, fixed = len(raised_b & answered_a - raised_a), len(raised_a & answered_b - raised_b)
+        if raised_a or raised_b:
+            # a case that raises now and answered before against the reverse, by McNemar:
+            # one transient network error does not fail a gate, half the cases raising does
+            both = len((raised_a | answered_a) & (raised_b | answered_b)) or 1
+            p = _mcnemar_mid_p(fixed, raised + fixed)
+            test = _Paired((fixed - raised) / both, p, both, "McNemar mid-p")
+            rates = len(raised_a) / cases, len(raised_b) / cases
+            changes.append(_Change(record["dataset"], record["contender"], ERRORS, *rates, test, raised, fixed))
     return changes
 
 
@@ -7895,6 +7946,15 @@ def _render_changes(
         "--fail-on-regression judges the primary metric and errors as one family and stays under 5%",
     ]
     lines += [line for c in changes if c.metric == (primary or c.metric) and (line := _power_line(c, effect))]
+    edited: dict[str, set[str]] = {}
+    for c in changes:
+        edited.setdefault(c.dataset, set()).update(c.edited)
+    lines += [
+        f"edited [{dataset}]: {_n(len(ids), 'case')} changed since the earlier run (input, expected or metadata: "
+        f"{_some(sorted(ids))}): not the same question, left out of every line above"
+        for dataset, ids in edited.items()
+        if ids
+    ]
     return "\n".join(lines)
 
 
@@ -8034,6 +8094,7 @@ def _change_document(change: _Change) -> dict[str, Any]:
         "p": None if paired is None else paired.p,
         "p_holm": None if paired is None else paired.adjusted,
         "verdict": change.verdict or "no significant change",
+        "edited": list(change.edited),  # cases changed between the runs: left out
     }
 
 
@@ -9176,11 +9237,14 @@ def _prepare_run(args: argparse.Namespace, plan: _Plan) -> None:
     if args.resume:
         plan.resumed_from, files = _resume_files(args.resume, log_dir, shard=args.shard)
         every = [case for group in plan.by_dataset.values() for case in group]
-        plan.previous = _load_previous(_read_records(files, "--resume"), every, args.retry_errors)
+        edited: set[str] = set()
+        plan.previous = _load_previous(_read_records(files, "--resume"), every, args.retry_errors, edited)
         skipped = sum(len(v) for v in plan.previous.values())
         print(
             f"resume: {skipped} finished cases from the run of {plan.resumed_from} are not asked again", file=sys.stderr
         )
+        if edited:
+            _warn(f"resume: {_n(len(edited), 'case')} edited since that run are asked again ({_some(sorted(edited))})")
     if plan.previous:  # what --resume does not ask again costs nothing now
         plan.forecasts = [_resumed(f, plan.previous) for f in plan.forecasts]
     _apply_budget(plan, _chosen(args.budget, suite.config.defaults.budget))

@@ -363,3 +363,33 @@ def test_under_30_cases_of_graded_scores_the_interval_is_said_to_be_rough(make_s
         assert code == 0 and "exact" in out, err
         assert (line in out) is said, out
         project.rename(project.with_name(f"done{n}"))
+
+
+def test_cases_edited_since_the_baseline_are_named_and_left_out_of_every_comparison(make_suite, cli) -> None:
+    project = make_suite(cases=many(20))
+    code, _, err = cli("compare", "--local", cwd=project)
+    assert code == 0, err
+    baseline = sorted((project / "log" / "agent-evals").glob("*.json"))[-1]
+    # a third of the expected answers rewritten (the model now "fails" them), and one input reworded
+    folder = project / "evals" / "datasets" / "ds" / "cases" / "a"
+    for n in range(1, 8):
+        (folder / f"{n:03d}" / "expected.json").write_text('{"v": "rewritten"}')
+    (folder / "020" / "input.txt").write_text('Question for a/020, reworded.\nAnswer: {"v": 20}\n')
+    code, out, err = cli("compare", "--local", "--baseline", str(baseline), "--fail-on-regression")
+    assert code == 0, err  # not the same questions: never a regression
+    edited = "a/001, a/002, a/003, a/004, a/005 and 3 more"
+    assert f"edited [ds]: 8 cases changed since the earlier run (input, expected or metadata: {edited})" in out
+    exact = next(line for line in out.splitlines() if "│ exact " in line and "fake/echo" in line)
+    assert "│ 12 │ 100.0% │ 100.0% │" in exact  # n: the 12 cases that are the same question
+    newest = sorted((project / "log" / "agent-evals").glob("*.json"))[-1]
+    code, out, err = cli("diff", str(baseline), str(newest), "--fail-on-regression")
+    assert code == 0 and "edited [ds]: 8 cases changed since the earlier run" in out, err
+    code, out, err = cli("compare", "--local", "--baseline", str(baseline), "--format", "json")
+    assert code == 0, err
+    assert {tuple(line["edited"]) for line in json.loads(out)["baseline"]} == {
+        tuple(sorted([f"a/{n:03d}" for n in range(1, 8)] + ["a/020"]))
+    }
+    # --resume asks an edited case again instead of keeping the answer to the old question
+    code, _, err = cli("compare", "--local", "--resume", str(baseline))
+    assert code == 0 and "resume: 8 cases edited since that run are asked again (ds/a/001, ds/a/002" in err, err
+    assert "resume: 12 finished cases" in err
