@@ -4477,20 +4477,40 @@ def _decide(values: Mapping[str, Mapping[str, float]], z: float, least: int = 10
     return top, settled
 
 
-def _case_values(results: Iterable[RunResult], metric: str, errors_as: float | None = None) -> dict[str, float]:
+def _case_values(
+    results: Iterable[RunResult], metric: str, errors_as: float | None = None, flaky: str = "mean"
+) -> dict[str, float]:
     """Each case's mean of ``metric`` over its repeats, by ``dataset/id``; None (does not
     apply) left out, and errors too unless ``errors_as`` gives them a value. Cases that
     share a ``cluster`` in their metadata.json (a source document, a user) are one unit:
     their runs are averaged together, so intervals and paired tests count sources, not
-    the cases drawn from them."""
-    sums: dict[str, list[float]] = {}
+    the cases drawn from them. ``flaky`` (a case whose repeats disagree): ``mean`` takes
+    its mean, ``wrong`` its worst repeat (all k right, pass^k, for 0/1 scores), ``exclude`` none."""
+    repeats: dict[tuple[str, str], list[float]] = {}
     for r in results:
         value = r.score.metrics.get(metric) if r.score is not None else None
         if value is None and r.error is not None:
             value = errors_as
         if value is not None:
-            sums.setdefault(_unit(r.case.dataset, r.case.id, r.case.metadata.get(CLUSTER)), []).append(float(value))
+            unit = _unit(r.case.dataset, r.case.id, r.case.metadata.get(CLUSTER))
+            repeats.setdefault((unit, r.case.id), []).append(float(value))
+    return _units(repeats, flaky)
+
+
+def _units(repeats: Mapping[tuple[str, str], list[float]], flaky: str) -> dict[str, float]:
+    """Each unit's mean over its cases, each case its repeats taken as ``flaky`` says."""
+    sums: dict[str, list[float]] = {}
+    for (unit, _), values in repeats.items():
+        if flaky == "mean" or len(values) == 1 or min(values) == max(values):
+            sums.setdefault(unit, []).extend(values)
+        elif flaky == "wrong":
+            sums.setdefault(unit, []).extend([min(values)] * len(values))
     return {key: sum(v) / len(v) for key, v in sums.items()}
+
+
+def _flaky(repeats: Iterable[tuple[str, Sequence[float]]]) -> list[str]:
+    """The cases whose repeats disagree."""
+    return sorted(case for case, values in repeats if len(values) > 1 and min(values) != max(values))
 
 
 def _unit(dataset: str, case_id: str, cluster: Any) -> str:
@@ -6492,15 +6512,18 @@ def _check_record(record: Any) -> None:
             check(value, _NUMBER, f"rows[{n}].usage.{name}")
 
 
-def _row_values(record: Mapping[str, Any], metric: str, errors_as: float | None = None) -> dict[str, float]:
-    """A logged experiment's per-case (or per-cluster) means of ``metric`` (repeats averaged,
-    errors out unless ``errors_as`` gives them a value)."""
-    sums: dict[str, list[float]] = {}
+def _row_values(
+    record: Mapping[str, Any], metric: str, errors_as: float | None = None, flaky: str = "mean"
+) -> dict[str, float]:
+    """A logged experiment's per-case (or per-cluster) means of ``metric`` (repeats taken as
+    ``flaky`` says: see ``_case_values``; errors out unless ``errors_as`` gives them a value)."""
+    repeats: dict[tuple[str, str], list[float]] = {}
     for row in record.get("rows", ()):
         value = (row.get("metrics") or {}).get(metric) if not row.get("error") else errors_as
         if value is not None:
-            sums.setdefault(_unit(record["dataset"], row["case"], row.get(CLUSTER)), []).append(float(value))
-    return {k: sum(v) / len(v) for k, v in sums.items()}
+            unit = _unit(record["dataset"], row["case"], row.get(CLUSTER))
+            repeats.setdefault((unit, row["case"]), []).append(float(value))
+    return _units(repeats, flaky)
 
 
 def _row_errors(record: Mapping[str, Any]) -> tuple[set[str], set[str]]:
@@ -6907,6 +6930,10 @@ class _Row:
     strict: Mapping[str, Mapping[str, float]] = field(default_factory=dict)  # as ``values``, errors counted as 0
     saved: float = 0.0  # what the answers the cache gave cost when first paid for
     reasons: tuple[tuple[int, str], ...] = ()  # (count, masked message) of its errors, most common first
+    repeat: int = 1  # --repeat: each case asked this often
+    flaky: tuple[str, ...] = ()  # cases whose repeats disagree on the primary metric (errors as wrong)
+    pass_k: float | None = None  # with repeats: the primary metric with each case at its worst repeat
+    graded: bool = False  # the primary metric's scores are not all 0 or 1 (pass^k is then a worst repeat's)
 
     def mean(self, metric: str) -> float | None:
         values = self.values.get(metric) or {}
@@ -6932,29 +6959,47 @@ class _Row:
         return self.cost / max(self.runs - self.errors, 1)
 
 
-def _rows(experiments: Sequence[Experiment], metrics: Sequence[Metric]) -> list[_Row]:
-    """One row per experiment: datasets in their first order, each ranked (``_rank_key``)."""
+def _rows(experiments: Sequence[Experiment], metrics: Sequence[Metric], flaky: str = "mean") -> list[_Row]:
+    """One row per experiment: datasets in their first order, each ranked (``_rank_key``);
+    ``flaky`` says how a case whose repeats disagree counts (see ``_case_values``)."""
     out = []
+    primary = _primary(metrics)
     for experiment in experiments:
-        errored = [r for r in experiment.results if r.error is not None]
+        results = experiment.results
+        errored = [r for r in results if r.error is not None]
+        repeated = experiment.repeat > 1
+        repeats = _repeats(results, primary.name) if repeated else {}
         out.append(
             _Row(
                 experiment.dataset,
                 experiment.contender,
-                {m.name: _case_values(experiment.results, m.name) for m in metrics},
+                {m.name: _case_values(results, m.name, None, flaky) for m in metrics},
                 len(errored),
-                len(experiment.results),
+                len(results),
                 experiment.duration,
-                sum((r.usage for r in experiment.results), Usage()),
+                sum((r.usage for r in results), Usage()),
                 sum((r.usage for r in errored), Usage()),
-                {m.name: _case_values(experiment.results, m.name, errors_as=0.0) for m in metrics} if errored else {},
-                sum(r.saved for r in experiment.results),
+                {m.name: _case_values(results, m.name, 0.0, flaky) for m in metrics} if errored else {},
+                sum(r.saved for r in results),
                 _reasons(r.error or "" for r in errored),
+                experiment.repeat,
+                tuple(_flaky(repeats.items())),
+                _mean(_case_values(results, primary.name, 0.0, "wrong").values()) if repeated else None,
+                any(v not in (0.0, 1.0) for values in repeats.values() for v in values),
             )
         )
     datasets = list(dict.fromkeys(r.dataset for r in out))
-    primary = _primary(metrics)
     return sorted(out, key=lambda r: (datasets.index(r.dataset), *_rank_key(r, primary)))
+
+
+def _repeats(results: Iterable[RunResult], metric: str) -> dict[str, list[float]]:
+    """Each case's values of ``metric``, one a repeat (an error as 0; None, does not apply, left out)."""
+    out: dict[str, list[float]] = {}
+    for r in results:
+        value = r.score.metrics.get(metric) if r.score is not None else None
+        if value is not None or r.error is not None:
+            out.setdefault(r.case.id, []).append(0.0 if value is None else float(value))
+    return out
 
 
 def _reasons(errors: Iterable[str], *, counted: Iterable[tuple[int, str]] = ()) -> tuple[tuple[int, str], ...]:
@@ -7178,6 +7223,19 @@ def _power_lines(rows: Sequence[_Row], primary: Metric) -> list[str]:
     return lines
 
 
+def _repeat_lines(rows: Sequence[_Row], primary: Metric) -> list[str]:
+    """With --repeat: each contender's cases whose repeats disagree, and its primary metric
+    with each case at its worst repeat (pass^k: every repeat right, for 0/1 scores)."""
+    lines = []
+    for r in rows:
+        if r.pass_k is None:
+            continue
+        kind = f"worst of {r.repeat} repeats" if r.graded else f"pass^{r.repeat} (all {r.repeat} repeats right)"
+        flaky = f"{len(r.flaky)} flaky ({_some(list(r.flaky))})" if r.flaky else "none flaky"
+        lines.append(f"repeats [{r.dataset}] {_short_label(r, rows)}: {kind} {_fmt_pct(r.pass_k)}, {flaky}")
+    return lines
+
+
 def _few_cases_lines(rows: Sequence[_Row], primary: Metric) -> list[str]:
     """A line when an interval of graded scores rests on too few cases for Student's t to hold."""
     few = {r.dataset for r in rows if (e := r.estimate(primary.name)) is not None and e.method == "t" and e.n < 30}
@@ -7313,6 +7371,7 @@ def _render_report(experiments: Sequence[Experiment], metrics: Sequence[Metric],
             *_error_lines(rows),
             *_reasoning_lines(rows),
             *_power_lines(rows, primary),
+            *_repeat_lines(rows, primary),
             *_few_cases_lines(rows, primary),
             "",
             _glossary(metrics, spread, any(r.errors for r in rows)),
@@ -7406,6 +7465,7 @@ def _row_document(row: _Row, metrics: Sequence[Metric]) -> dict[str, Any]:
         "cost_usd": row.cost,
         "spent_usd": row.usage.cost_usd,
         "cost_per_scored_run_usd": row.cost_per_answer,
+        **({"repeat": row.repeat, "pass_k": row.pass_k, "flaky": list(row.flaky)} if row.repeat > 1 else {}),
     }
 
 
@@ -7857,6 +7917,7 @@ def _compare_runs(
     old: Mapping[tuple[str, str], Mapping[str, Any]],
     new: Mapping[tuple[str, str], Mapping[str, Any]],
     metrics: Sequence[str],
+    flaky: str = "mean",
 ) -> list[_Change]:
     """Experiments matched by contender, settings and dataset; cases by id. Each metric's
     verdict comes from its paired test, Holm-adjusted over the experiments compared on
@@ -7870,7 +7931,7 @@ def _compare_runs(
             before, after = (
                 {**r, "rows": [w for w in r["rows"] if w.get("case") not in edited]} for r in (before, after)
             )
-        found = _experiment_changes(before, after, record, metrics)
+        found = _experiment_changes(before, after, record, metrics, flaky)
         if edited:  # named on each line of the experiment (on a line of its own when no case is left)
             found = found or [_Change(record["dataset"], record["contender"], metrics[0], None, None, None)]
             found = [dataclasses.replace(c, edited=edited) for c in found]
@@ -7893,13 +7954,18 @@ def _edited(before: Mapping[str, Any], after: Mapping[str, Any]) -> tuple[str, .
 
 
 def _experiment_changes(
-    before: Mapping[str, Any] | None, after: Mapping[str, Any] | None, record: Mapping[str, Any], metrics: Sequence[str]
+    before: Mapping[str, Any] | None,
+    after: Mapping[str, Any] | None,
+    record: Mapping[str, Any],
+    metrics: Sequence[str],
+    flaky: str,
 ) -> list[_Change]:
-    """One experiment's lines: each metric over the cases both runs answered, and its errors."""
+    """One experiment's lines: each metric over the cases both runs answered (a case whose
+    repeats disagree taken as ``flaky`` says), and its errors."""
     changes = []
     for metric in metrics:
-        a = _row_values(before, metric) if before else {}
-        b = _row_values(after, metric) if after else {}
+        a = _row_values(before, metric, flaky=flaky) if before else {}
+        b = _row_values(after, metric, flaky=flaky) if after else {}
         if not a and not b:
             continue
         shared = a.keys() & b.keys()
@@ -8007,11 +8073,12 @@ class _Gates:
     max_errors: tuple[float, bool] | None = None  # (limit, is a rate in percent)
     on_regression: bool = False
     primary: str = ""  # the metric --fail-on-regression judges (besides errors)
+    flaky: str = "mean"  # --flaky: how a case whose repeats disagree counts
 
     @classmethod
     def parse(cls, args: argparse.Namespace, metrics: Sequence[Metric]) -> _Gates:
         names = [m.name for m in metrics]
-        gates = cls(on_regression=args.fail_on_regression, primary=_primary(metrics).name)
+        gates = cls(on_regression=args.fail_on_regression, primary=_primary(metrics).name, flaky=args.flaky)
         for spec in args.fail_under or ():
             metric, _, value = spec.rpartition("=")
             metric = metric or _primary(metrics).name
@@ -8075,6 +8142,17 @@ def _regressions(changes: Iterable[_Change], primary: str) -> list[_Change]:
         if c.paired is not None
     ]
     return [c for c in judged if c.verdict == "regressed"]
+
+
+def _flaky_lines(rows: Sequence[_Row], flaky: str) -> list[str]:
+    """What --flaky did, when not the tables' mean: each contender's flaky cases, left out or wrong."""
+    how = {"exclude": "left out", "wrong": "wrong unless every repeat is right"}.get(flaky)
+    return [
+        f"flaky [{r.dataset}] {_short_label(r, rows)}: {_n(len(r.flaky), 'case')} whose repeats disagree are {how} "
+        f"(--flaky {flaky})"
+        for r in rows
+        if how and r.flaky
+    ]
 
 
 def _change_document(change: _Change) -> dict[str, Any]:
@@ -8619,7 +8697,7 @@ def _cmd_diff(args: argparse.Namespace) -> int:
         metrics |= dict.fromkeys(name for row in record.get("rows", ()) for name in (row.get("metrics") or {}))
     declared = [m for record in [*new.values(), *old.values()] for m in record.get("metrics") or ()]
     primary = next((m["name"] for m in declared if m.get("primary")), next(iter(metrics), ""))
-    changes = _compare_runs(old, new, list(metrics))
+    changes = _compare_runs(old, new, list(metrics), args.flaky)
     effect = None
     if args.effect is not None:
         with contextlib.suppress(ValueError):
@@ -8755,6 +8833,7 @@ _LIST: dict[str, Any] = {"action": "append"}
 _SENT = "what the models are sent (beats the config file's defaults and entries)"
 _HOW = "how the run goes (beats the config file's defaults)"
 _FORMAT = "table: the tables for people; json: one JSON document on STDOUT for scripts (README: Machine-readable results)"
+_FLAKY: dict[str, Any] = {"choices": ("mean", "wrong", "exclude"), "default": "mean", "help": "how a case whose --repeat answers disagree counts in the gates and the baseline: mean (default: the share of its repeats right, as the tables show), wrong (pass^k: right only when every repeat is) or exclude (left out)"}
 _FLAGS: tuple[tuple[str, tuple[str, ...], dict[str, Any]], ...] = (
     ("debug", ("--debug",), {**_ON, "help": "show tracebacks"}),
     ("suite", ("--helper",), {"metavar": "PATH", "help": "the suite's eval_helper.py, config file or evals/ folder (or AGENT_EVALS_HELPER)"}),
@@ -8784,6 +8863,7 @@ _FLAGS: tuple[tuple[str, tuple[str, ...], dict[str, Any]], ...] = (
     ("running/gates: exit 1 when", ("--fail-under",), {**_LIST, "metavar": "[METRIC=]PCT", "help": "exit 1 when an experiment's metric (the primary by default) is below PCT percent"}),
     ("running/gates: exit 1 when", ("--max-errors",), {"metavar": "N|PCT%", "help": "exit 1 when an experiment has more errors than N (or than PCT%% of its runs)"}),
     ("running/gates: exit 1 when", ("--fail-on-regression",), {**_ON, "help": "with --baseline: exit 1 when the primary metric regressed significantly (Holm-adjusted over the experiments) or more cases raise than before"}),
+    ("running/gates: exit 1 when", ("--flaky",), {**_FLAKY}),
     ("running/reserved", ("-l",), {**_ON, "dest": "reserved", "help": "reserved for logging; not yet implemented"}),
     ("running/reserved", ("-L",), {**_ON, "dest": "reserved", "help": "reserved for logging; not yet implemented"}),
     ("listing", ("--format",), {"choices": ("table", "json"), "default": "table", "help": "table, or one JSON document for scripts"}),
@@ -8800,6 +8880,7 @@ _FLAGS: tuple[tuple[str, tuple[str, ...], dict[str, Any]], ...] = (
     ("diff", ("old",), {"metavar": "OLD", "help": "a log or journal of the earlier run (its whole run is read)"}),
     ("diff", ("new",), {"metavar": "NEW", "help": "a log or journal of the later run"}),
     ("diff", ("--fail-on-regression",), {**_ON, "help": "exit 1 when the primary metric regressed significantly or more cases raise than before"}),
+    ("diff", ("--flaky",), {**_FLAKY}),
     ("diff", ("--effect",), {"metavar": "PTS", "help": "the change in points worth finding (5: five points): the cases a test needs for it at 80%% power"}),
 )
 # The shared parsers, each with those it builds on, and the commands, with theirs.
@@ -9403,10 +9484,12 @@ def _print_results(args: argparse.Namespace, plan: _Plan, session: _Session, end
     changes = None
     if plan.baseline is not None and not ending.interrupted:
         current = {(_contender_key(e.contender), e.dataset): _experiment_record(e) for e in experiments}
-        changes = _compare_runs(plan.baseline, current, [m.name for m in suite.metrics])
+        changes = _compare_runs(plan.baseline, current, [m.name for m in suite.metrics], plan.gates.flaky)
         if tables:
             print(f"\nbaseline: {args.baseline if isinstance(args.baseline, str) else 'the newest run'}", file=out)
             print(_render_changes(changes, style, _primary(suite.metrics).name), file=out)
+    for line in _flaky_lines(_rows(shown, suite.metrics), plan.gates.flaky) if tables else ():
+        print(line, file=out)
     if not tables:
         complete = not ending.interrupted and not ending.stopped and ending.finished == ending.total
         context = {
@@ -9428,7 +9511,8 @@ def _print_failures(
     or never answered, a dataset that could not run, the run stopped): what makes it exit 1."""
     experiments, err = plan.experiments, sys.stderr
     failures = [
-        f"gate failed: {message}" for message in plan.gates.check(_rows(ending.shown, plan.suite.metrics), changes)
+        f"gate failed: {message}"
+        for message in plan.gates.check(_rows(ending.shown, plan.suite.metrics, plan.gates.flaky), changes)
     ]
     for e in experiments:
         asked = f"{len(e.results)} of {len(e.cases) * e.repeat} cases"

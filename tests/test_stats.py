@@ -393,3 +393,36 @@ def test_cases_edited_since_the_baseline_are_named_and_left_out_of_every_compari
     code, _, err = cli("compare", "--local", "--resume", str(baseline))
     assert code == 0 and "resume: 8 cases edited since that run are asked again (ds/a/001, ds/a/002" in err, err
     assert "resume: 12 finished cases" in err
+
+
+# Wrong on exactly one of its three asks for each case ending in 1, 2 or 3, when FLIP is set: flaky, not broken.
+FLIP = """{'coin': (lambda seen: lambda s, u: '{}' if (seen.__setitem__(u, seen.get(u, 0) + 1), seen[u])[1] % 3 == 2
+                 and __import__('os').environ.get('FLIP') and u.split()[2][-2] in '123' else u)({})}"""
+
+
+def test_repeats_report_flaky_cases_and_pass_k_and_the_gates_say_how_they_count(make_suite, cli, monkeypatch) -> None:
+    config = "request_types: [prompt]\nvendors:\n  fake:\n    - model: coin\n"
+    project = make_suite(fakes=FLIP, config=config, cases=many(30))
+    code, _, err = cli("compare", "--local", "--repeat", "3", "-p", "1", cwd=project)
+    assert code == 0, err
+    baseline = sorted((project / "log" / "agent-evals").glob("*.json"))[-1]
+    monkeypatch.setenv("FLIP", "1")
+    code, out, err = cli("compare", "--local", "--repeat", "3", "-p", "1", "--fail-under", "80")
+    assert code == 0, err  # the mean, 90%, passes: a flaky case counts as the share of its repeats right
+    flaky = "9 flaky (a/001, a/002, a/003, a/011, a/012 and 4 more)"
+    assert f"repeats [ds] fake/coin effort=default: pass^3 (all 3 repeats right) 70.0%, {flaky}" in out
+    code, _, err = cli("compare", "--local", "--repeat", "3", "-p", "1", "--fail-under", "80", "--flaky", "wrong")
+    assert code == 1 and "gate failed: --fail-under exact=80%: [ds] fake/coin effort=default scored 70.0%" in err
+    code, out, err = cli("compare", "--local", "--repeat", "3", "-p", "1", "--format", "json")
+    (row,) = json.loads(out)["datasets"][0]["leaderboard"]
+    assert row["repeat"] == 3 and row["pass_k"] == pytest.approx(0.7) and len(row["flaky"]) == 9
+    # against a run where every repeat agreed: 9 cases turned flaky is a regression, unless left out
+    argv = ["compare", "--local", "--repeat", "3", "-p", "1", "--baseline", str(baseline), "--fail-on-regression"]
+    code, _, err = cli(*argv)
+    assert code == 1 and "gate failed: --fail-on-regression: [ds] fake/coin" in err
+    code, out, err = cli(*argv, "--flaky", "exclude")
+    assert code == 0, err
+    assert "flaky [ds] fake/coin effort=default: 9 cases whose repeats disagree are left out (--flaky exclude)" in out
+    newest = sorted((project / "log" / "agent-evals").glob("*.json"))[-1]
+    code, out, err = cli("diff", str(baseline), str(newest), "--fail-on-regression", "--flaky", "exclude")
+    assert code == 0, err
