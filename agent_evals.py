@@ -458,7 +458,7 @@ def _is_count(text: str) -> bool:
 _DECODER = json.JSONDecoder()
 
 
-def _first_json_object(text: str) -> Any:
+def _first_json_object(text: str) -> object:
     """The first JSON object in ``text``; ValueError when there is none."""
     start = text.find("{")
     while start != -1:
@@ -501,7 +501,7 @@ def _describe(error: BaseException) -> tuple[str, str]:
     return _redact(f"{type(error).__name__.lstrip('_')}: {message}"), _redact(trace)
 
 
-def _json_dumps(value: Any, **kwargs: Any) -> str:
+def _json_dumps(value: object, **kwargs: Any) -> str:
     """JSON as the logs hold it: valid JSON always (NaN and the like are refused by the
     encoder, then written as ``_jsonable`` converts them)."""
     try:
@@ -512,7 +512,7 @@ def _json_dumps(value: Any, **kwargs: Any) -> str:
         return json.dumps(_jsonable(value), ensure_ascii=False, allow_nan=False, **kwargs)
 
 
-def _json_default(value: Any) -> Any:
+def _json_default(value: object) -> object:
     """What the encoder cannot write itself, converted as ``_jsonable`` does."""
     if isinstance(value, set | frozenset | tuple):
         return _sorted_if_possible(value) if isinstance(value, set | frozenset) else list(value)
@@ -530,7 +530,7 @@ class _Unwritable(ValueError):
 
 
 def _jsonable(
-    value: Any, where: str = "value", depth: int = 0, seen: frozenset[int] = frozenset(), mend: bool = False
+    value: object, where: str = "value", depth: int = 0, seen: frozenset[int] = frozenset(), mend: bool = False
 ) -> Any:
     """``value`` as plain JSON, converted the way the README states: keys that are not
     strings become their ``str``; sets and tuples become lists; bytes become text (bad
@@ -579,14 +579,14 @@ def _jsonable(
         return f"<{type(value).__name__}>"
 
 
-def _sorted_if_possible(items: Iterable[Any]) -> list[Any]:
+def _sorted_if_possible(items: Iterable[object]) -> list[Any]:
     try:
         return sorted(items)
     except TypeError:
         return list(items)
 
 
-def _header_fields(path: Path, *keys: str) -> dict[str, Any]:
+def _header_fields(path: Path, *keys: str) -> dict[str, object]:
     """Top-level string (or null) fields of a log or journal, read from its first 8 KiB alone
     (its header comes first): None for one absent, unreadable or not a JSON string."""
     try:
@@ -594,7 +594,7 @@ def _header_fields(path: Path, *keys: str) -> dict[str, Any]:
             head = file.read(8192)
     except OSError:
         head = ""
-    fields: dict[str, Any] = dict.fromkeys(keys)
+    fields: dict[str, object] = dict.fromkeys(keys)
     for key in keys:
         for value in re.findall(rf'"{key}": ("(?:[^"\\]|\\.)*"|null)', head)[:1]:  # the first: the header's
             with contextlib.suppress(ValueError):  # no JSON string after all
@@ -705,7 +705,7 @@ def _redact(text: str) -> str:
     return text
 
 
-def _redact_json(line: str, value: Any) -> str:
+def _redact_json(line: str, value: object) -> str:
     """``line`` (``value`` as JSON) with secrets masked inside its strings alone, so that
     the document stays valid JSON even when a short secret looks like a number in it."""
     if not _Secrets.ready:
@@ -718,7 +718,7 @@ def _redact_json(line: str, value: Any) -> str:
         return _redact(line)
 
 
-def _mask_strings(value: Any) -> Any:
+def _mask_strings(value: object) -> Any:
     if isinstance(value, str):
         return _redact(value)
     if isinstance(value, dict):
@@ -867,7 +867,7 @@ class ToolCall:
         return cls(call_id, name, arguments, text, None if name else "the call names no tool")
 
     @classmethod
-    def of(cls, message: Mapping[str, Any] | None) -> tuple[ToolCall, ...]:
+    def of(cls, message: Mapping[str, object] | None) -> tuple[ToolCall, ...]:
         """The calls an assistant message (OpenAI's shape) asks for; none when it has no list."""
         calls = (message or {}).get("tool_calls")
         return tuple(cls.parse(call, i) for i, call in enumerate(calls)) if isinstance(calls, list) else ()
@@ -937,8 +937,8 @@ class Score:
 
     value: float = 0.0
     metrics: Mapping[str, float | None] = field(default_factory=dict)
-    outcomes: Mapping[str, Any] = field(default_factory=dict)
-    diagnostics: Mapping[str, Any] = field(default_factory=dict)
+    outcomes: Mapping[str, object] = field(default_factory=dict)
+    diagnostics: Mapping[str, object] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         for key in ("metrics", "outcomes", "diagnostics"):
@@ -946,7 +946,7 @@ class Score:
                 raise TypeError(f"Score({key}={_shown(value)}): expected a dict of names to values")
 
 
-def _shown_model(model: Any, provider: Any) -> str:
+def _shown_model(model: object, provider: object) -> str:
     return str(model) if provider is None else f"{model} (direct)"
 
 
@@ -990,7 +990,7 @@ class Contender:
             parts.append(f"temp={_fmt_temp(self.temperature)}")
         return " ".join(parts)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         # no routing, no key: logs (and the keys --resume and --baseline match on) stay as they were
         return {k: v for k, v in dataclasses.asdict(self).items() if k != "routing" or v is not None}
 
@@ -1013,9 +1013,9 @@ class RunResult:
     saved: float = 0.0  # what those completions cost when first paid for
     turns: int = 0  # the model calls the case made (an agent's loop makes several)
     finish_reason: str | None = None  # why the last answer ended: "length" is cut off at max_tokens
-    transcript: Sequence[Mapping[str, Any]] | None = None  # the reply's, or the turns so far of a failed case
+    transcript: Sequence[Mapping[str, object]] | None = None  # the reply's, or the turns so far of a failed case
     ended: float = 0.0  # when it ended (time.time()): the trackers show it where it ran
-    exchanges: tuple[Mapping[str, Any], ...] = ()  # each model call, when a tracker shows them
+    exchanges: tuple[Mapping[str, object], ...] = ()  # each model call, when a tracker shows them
 
     @property
     def label(self) -> str:
@@ -1039,12 +1039,12 @@ class Summary:
     usage: Usage
     duration: float
     retries: int = 0
-    intervals: Mapping[str, Mapping[str, Any] | None] = field(default_factory=dict)
+    intervals: Mapping[str, Mapping[str, object] | None] = field(default_factory=dict)
     lost: Usage = field(default_factory=Usage)  # what the runs that ended in an error spent
     cached: int = 0  # completions the response cache answered
     saved: float = 0.0  # what they cost when first paid for
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {
             "cases": self.cases,
             "scored": self.scored,
@@ -1082,7 +1082,7 @@ class SchemaValidator:
 
     TYPES = ("boolean", "integer", "number", "string", "enum", "multi_enum")
 
-    def __init__(self, schema: Mapping[str, Mapping[str, Any]]) -> None:
+    def __init__(self, schema: Mapping[str, Mapping[str, object]]) -> None:
         for name, spec in schema.items():
             kind = spec.get("type")
             if kind not in self.TYPES:
@@ -1094,7 +1094,7 @@ class SchemaValidator:
                 raise ConfigError(f"schema field {name}: type {kind} needs a non-empty enum list")
         self.schema = schema
 
-    def problems(self, value: Any) -> list[str]:
+    def problems(self, value: object) -> list[str]:
         """Readable problems, one a string; empty when ``value`` fits."""
         if not isinstance(value, Mapping):
             return [f"expected an object, got {type(value).__name__}"]
@@ -1112,7 +1112,7 @@ class SchemaValidator:
         return out
 
     @staticmethod
-    def _field_problem(spec: Mapping[str, Any], item: Any) -> str | None:
+    def _field_problem(spec: Mapping[str, Any], item: object) -> str | None:
         kind = spec["type"]
         shown = json.dumps(item, default=str)
         if kind == "boolean" and not isinstance(item, bool):
@@ -1247,8 +1247,8 @@ class Model:
         self.saved = 0.0  # what those cost when they were first paid for
         self.stop = _Stop()  # the run's stop flag: a retry waits on it, and a stopped run waits no more
         self.max_turns = _SETTING["max_turns"].default  # the most calls an agent's loop makes per case
-        self.transcript: list[dict[str, Any]] | None = None  # a conversation's messages, the answers included
-        self.exchanges: list[dict[str, Any]] | None = None  # each call, when a tracker shows them
+        self.transcript: list[dict[str, object]] | None = None  # a conversation's messages, the answers included
+        self.exchanges: list[dict[str, object]] | None = None  # each call, when a tracker shows them
         self.budget: _Budget | None = None  # --budget: each call holds its worst case until it settles
         self.empty = ""  # why the last answer had no text, when it had none
         self._lock = threading.Lock()
@@ -1259,7 +1259,7 @@ class Model:
         return self.provider.model_name(self.id)
 
     @property
-    def settings(self) -> dict[str, Any]:
+    def settings(self) -> dict[str, object]:
         return {"effort": self.effort, "temperature": self.temperature, "max_tokens": self.max_tokens}
 
     def complete(
@@ -1268,9 +1268,9 @@ class Model:
         user: str = "",
         json: bool | None = None,
         *,
-        messages: Sequence[Mapping[str, Any]] | None = None,
-        tools: Sequence[Mapping[str, Any]] | None = None,
-        tool_choice: Any = None,
+        messages: Sequence[Mapping[str, object]] | None = None,
+        tools: Sequence[Mapping[str, object]] | None = None,
+        tool_choice: object = None,
     ) -> Completion:
         """Ask the contender's model, with its settings, exactly what the adapter built.
 
@@ -1303,9 +1303,9 @@ class Model:
         user: str = "",
         json: bool | None = None,
         *,
-        messages: Sequence[Mapping[str, Any]] | None = None,
-        tools: Sequence[Mapping[str, Any]] | None = None,
-        tool_choice: Any = None,
+        messages: Sequence[Mapping[str, object]] | None = None,
+        tools: Sequence[Mapping[str, object]] | None = None,
+        tool_choice: object = None,
     ) -> Completion:
         """``complete`` for async code: the provider's request runs on a thread of its own,
         so the event loop never blocks."""
@@ -1327,7 +1327,7 @@ class Model:
             raise
 
     def _request(
-        self, system: Any, user: Any, json: bool | None, messages: Any, tools: Any, tool_choice: Any
+        self, system: object, user: object, json: bool | None, messages: object, tools: Any, tool_choice: object
     ) -> dict[str, Any]:
         """The provider's keyword arguments: the system/user form every provider takes, or
         a conversation, which only a provider with ``conversations`` takes."""
@@ -1341,14 +1341,14 @@ class Model:
             raise ProviderError(f"{self.id}: give messages= or system/user, not both")
         if not isinstance(messages, list | tuple) or not messages or not all(isinstance(m, Mapping) for m in messages):
             raise ProviderError(f"{self.id}: messages= must be a non-empty list of message objects")
-        request: dict[str, Any] = {"messages": [dict(m) for m in messages], "json": bool(json)}
+        request: dict[str, object] = {"messages": [dict(m) for m in messages], "json": bool(json)}
         if tools is not None:
             request["tools"] = [dict(t) for t in tools]
         if tool_choice is not None:
             request["tool_choice"] = tool_choice
         return request
 
-    def _sending(self, request: Mapping[str, Any], waited: bool = False) -> tuple[float, Any]:
+    def _sending(self, request: Mapping[str, Any], waited: bool = False) -> tuple[float, object]:
         """A call is made: counted, and a conversation's transcript is what is sent, so a
         case that fails on this turn keeps the turns so far; under ``--budget`` it holds
         its worst case first (the hold is the call's own, whatever else runs at once)."""
@@ -1385,7 +1385,7 @@ class Model:
             self.exchanges.append(call)
         return completion
 
-    def _cached(self, request: Mapping[str, Any]) -> tuple[str, Completion | None]:
+    def _cached(self, request: Mapping[str, object]) -> tuple[str, Completion | None]:
         """The cache key, and the cached completion when there is one (it costs nothing now)."""
         if self.cache is None:
             return "", None
@@ -1401,7 +1401,7 @@ class Model:
             self.usage = self.usage + usage
         return key, dataclasses.replace(hit, usage=usage)
 
-    def _paid(self, key: str, completion: Any) -> Completion:
+    def _paid(self, key: str, completion: object) -> Completion:
         if not isinstance(completion, Completion):
             raise ProviderError(f"provider {self.provider.name} returned {type(completion).__name__}, not a Completion")
         if self.cache is not None:
@@ -1466,7 +1466,7 @@ class Adapter:
         """
         raise NotImplementedError(f"{type(self).__name__}.call(case, model) is not written yet")
 
-    def context(self, case: Case) -> Mapping[str, Any]:
+    def context(self, case: Case) -> Mapping[str, object]:
         """What the scorer needs beyond the case."""
         return {}
 
@@ -1474,7 +1474,7 @@ class Adapter:
         """Offline problems with a dataset, for ``agent-evals verify``."""
         return []
 
-    def metadata(self) -> Mapping[str, Any]:
+    def metadata(self) -> Mapping[str, object]:
         """Recorded in every log: prompt version, parser version, ..."""
         return {}
 
@@ -1488,7 +1488,7 @@ class Scorer:
         and best value and the gates read it. Called once per command."""
         return [Metric("score", "The scorer's value for the case.", primary=True)]
 
-    def call(self, case: Case, reply: Reply, context: Mapping[str, Any]) -> Score:
+    def call(self, case: Case, reply: Reply, context: Mapping[str, object]) -> Score:
         """Score one reply against ``case.expected``: ``Score(value=..., metrics={...})``
         with a value from 0 to 1 for each declared metric (None: the metric does not
         apply to this case, and its mean skips it). ``context`` is ``adapter.context(case)``.
@@ -1499,7 +1499,7 @@ class Scorer:
         """
         raise NotImplementedError(f"{type(self).__name__}.call(case, reply, context) is not written yet")
 
-    def verify(self, case: Case, context: Mapping[str, Any]) -> list[str]:
+    def verify(self, case: Case, context: Mapping[str, object]) -> list[str]:
         """Offline problems with a case's expected answer."""
         return []
 
@@ -1531,7 +1531,7 @@ class ToolRun:
     tool result), the final ``answer`` (None when the loop hit ``max_turns`` first),
     the model calls it made (``turns``), and the tools it called, in order."""
 
-    transcript: list[dict[str, Any]]
+    transcript: list[dict[str, object]]
     answer: str | None
     turns: int
     calls: list[ToolCall]
@@ -1544,10 +1544,10 @@ class ToolRun:
 
 def run_tools(
     model: Model,
-    messages: Sequence[Mapping[str, Any]],
-    tools: Mapping[str, Callable[..., Any]],
+    messages: Sequence[Mapping[str, object]],
+    tools: Mapping[str, Callable[..., object]],
     *,
-    definitions: Sequence[Mapping[str, Any]] | None = None,
+    definitions: Sequence[Mapping[str, object]] | None = None,
     max_turns: int | None = None,
 ) -> ToolRun:
     """The standard agent loop: call the model, run the tools it asks for, give it their
@@ -1577,7 +1577,7 @@ def run_tools(
     return ToolRun(transcript, None, limit, calls)
 
 
-def _run_tool(call: ToolCall, tools: Mapping[str, Callable[..., Any]]) -> str:
+def _run_tool(call: ToolCall, tools: Mapping[str, Callable[..., object]]) -> str:
     """A tool's result as the model reads it: its text, or ``error: ...``."""
     if call.error:
         return f"error: {call.error}"
@@ -1592,11 +1592,11 @@ def _run_tool(call: ToolCall, tools: Mapping[str, Callable[..., Any]]) -> str:
     return result if isinstance(result, str) else _json_dumps(_jsonable(result, "tool result"))
 
 
-def _tool_definition(name: str, tool: Callable[..., Any]) -> dict[str, Any]:
+def _tool_definition(name: str, tool: Callable[..., object]) -> dict[str, object]:
     """A function definition from a callable: its parameters typed from their annotations
     (int and float: number, bool: boolean, else string), the ones without a default required."""
     kinds = {"int": "number", "float": "number", "bool": "boolean", int: "number", float: "number", bool: "boolean"}
-    properties: dict[str, Any] = {}
+    properties: dict[str, object] = {}
     required = []
     for parameter in inspect.signature(tool).parameters.values():
         if parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):
@@ -1650,7 +1650,7 @@ class Tracker:
     def start(self, experiment: Experiment) -> None:
         """Once, before the experiment's first case."""
 
-    def begin(self, experiment: Experiment, case: Case, repeat: int) -> contextlib.AbstractContextManager[Any]:
+    def begin(self, experiment: Experiment, case: Case, repeat: int) -> contextlib.AbstractContextManager[object]:
         """On the thread that runs the case, as it starts: the context it runs in (an
         OpenTelemetry span made current, so the app's own spans nest under it). Quick and
         local: it never waits on the network."""
@@ -1659,7 +1659,7 @@ class Tracker:
     def record(self, result: RunResult) -> None:
         """Once per finished case, in case order."""
 
-    def finish(self, experiment: Experiment, summary: Summary) -> Mapping[str, Any]:
+    def finish(self, experiment: Experiment, summary: Summary) -> Mapping[str, object]:
         """Once, with the summary; ``{"url": ...}`` names a page to open, or None."""
         return {"url": None}
 
@@ -1676,10 +1676,10 @@ class _Configuration:
     suite: str | None = None
     root: Path | None = None
     cases: str | None = None
-    adapter: Any = None
-    scorer: Any = None
+    adapter: object = None
+    scorer: object = None
     env_files: list[str] = field(default_factory=list)
-    before_run: Callable[[], Any] | None = None
+    before_run: Callable[[], object] | None = None
     providers: list[Provider] = field(default_factory=list)
     trackers: list[type[Tracker]] = field(default_factory=list)
 
@@ -1720,7 +1720,7 @@ _CONFIGURE_KINDS: dict[str, tuple[Any, str]] = {
 }
 
 
-def _check_configured(key: str, value: Any) -> None:
+def _check_configured(key: str, value: object) -> None:
     """One ``configure()`` setting checked before it is kept: a ConfigError names it."""
     if key in ("adapter", "scorer"):
         hooks = ("call",) if key == "adapter" else ("call", "metrics")
@@ -1774,10 +1774,10 @@ class _Config:
     request_types: list[str]
     project: str | None = None
     defaults: _Defaults = field(default_factory=_Defaults)
-    vendors: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
-    direct: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    vendors: dict[str, list[dict[str, object]]] = field(default_factory=dict)
+    direct: dict[str, list[dict[str, object]]] = field(default_factory=dict)
     tracker: str | None = None
-    sections: dict[str, dict[str, Any]] = field(default_factory=dict)
+    sections: dict[str, dict[str, object]] = field(default_factory=dict)
     cases: str | None = None
     cache: bool = False
     app: dict[str, str] = field(default_factory=dict)  # url and title: the app OpenRouter attributes calls to
@@ -1818,7 +1818,7 @@ def _routing_values(name: str, item: Any) -> str | None:
             return not isinstance(value, bool) and 0 <= float(value) < math.inf
         return False
 
-    def fields(value: Any, keys: Iterable[str], good: Callable[[Any], bool]) -> bool:
+    def fields(value: object, keys: Iterable[str], good: Callable[[object], bool]) -> bool:
         return isinstance(value, dict) and all(k in keys and good(v) for k, v in value.items())
 
     sort = isinstance(item, dict) and set(item) <= {"by", "partition"} and item.get("by") in _SORTS
@@ -1837,7 +1837,7 @@ def _routing_values(name: str, item: Any) -> str | None:
     return None
 
 
-def _routings(value: Any, where: str, key: str) -> list[str | None]:
+def _routings(value: object, where: str, key: str) -> list[str | None]:
     """``provider:`` as canonical JSON, one per routing: a mapping, or a list of them (each
     a contender of its own, as a list of efforts is)."""
     out: list[str | None] = []
@@ -1941,7 +1941,7 @@ def _where(error: BaseException, path: Path) -> str:
     return f":{line}" if line else ""
 
 
-def _read_config_file(path: Path) -> dict[str, Any]:
+def _read_config_file(path: Path) -> dict[str, object]:
     where = _display(path)
     if path.is_dir():
         raise ConfigError(
@@ -1962,10 +1962,10 @@ def _read_config_file(path: Path) -> dict[str, Any]:
     return data
 
 
-def _read_json_config(path: Path, where: str) -> Any:
+def _read_json_config(path: Path, where: str) -> object:
     """The config file written as JSON: the standard library reads it, no PyYAML needed."""
 
-    def unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    def unique(pairs: list[tuple[str, object]]) -> dict[str, object]:
         keys = [key for key, _ in pairs]
         if twice := next((key for key in keys if keys.count(key) > 1), None):
             raise ValueError(f"the key {twice!r} is given twice")
@@ -1985,7 +1985,7 @@ def _read_json_config(path: Path, where: str) -> Any:
         raise ConfigError(f"{where}: invalid JSON: {str(e).split(';')[0]}") from None
 
 
-def _read_yaml_config(path: Path, where: str) -> Any:
+def _read_yaml_config(path: Path, where: str) -> object:
     try:
         yaml = _import_optional("yaml", f"reading {where}")
     except MissingDependency:
@@ -2036,7 +2036,7 @@ def _yaml_loader(yaml: Any) -> type:
     class Loader(yaml.SafeLoader):  # type: ignore[misc, name-defined]
         aliases = 0
 
-        def compose_node(self, parent: Any, index: Any) -> Any:
+        def compose_node(self, parent: object, index: object) -> object:
             if self.check_event(yaml.AliasEvent):
                 self.aliases += 1
                 if self.aliases > _YAML_ALIASES:
@@ -2044,14 +2044,14 @@ def _yaml_loader(yaml: Any) -> type:
                     raise _YamlProblem(f"line {line}: more than {_YAML_ALIASES} aliases (*name); write the values out")
             return super().compose_node(parent, index)
 
-        def get_single_node(self) -> Any:
+        def get_single_node(self) -> object:
             node = super().get_single_node()
             if node is not None:
                 _yaml_size(node, {}, set())
             return node
 
-        def construct_mapping(self, node: Any, deep: bool = False) -> Any:
-            lines: dict[Any, int] = {}
+        def construct_mapping(self, node: Any, deep: bool = False) -> object:
+            lines: dict[object, int] = {}
             for key_node, _ in node.value:
                 if not isinstance(key_node, yaml.ScalarNode) or key_node.tag == "tag:yaml.org,2002:merge":
                     continue
@@ -2087,7 +2087,7 @@ def _yaml_size(node: Any, sizes: dict[int, int], path: set[int]) -> int:
     return total
 
 
-def _as_list(value: Any, where: str, key: str, kind: type | tuple[type, ...] = str) -> list[Any]:
+def _as_list(value: object, where: str, key: str, kind: type | tuple[type, ...] = str) -> list[Any]:
     items = value if isinstance(value, list) else [value]
     for item in items:
         if not isinstance(item, kind) or (isinstance(item, bool) and kind is not bool):
@@ -2096,7 +2096,7 @@ def _as_list(value: Any, where: str, key: str, kind: type | tuple[type, ...] = s
     return items
 
 
-def _check_setting(setting: _Setting, value: Any, where: str, key: str) -> Any:
+def _check_setting(setting: _Setting, value: object, where: str, key: str) -> Any:
     """A setting's value, checked the same way whether the config file (``defaults.`` or a
     lineup entry) or a flag (``_flag_type``) gives it."""
     try:
@@ -2105,7 +2105,7 @@ def _check_setting(setting: _Setting, value: Any, where: str, key: str) -> Any:
         raise ConfigError(f"{where}: {key}: {e}") from None
 
 
-def _setting_value(setting: _Setting, value: Any) -> Any:
+def _setting_value(setting: _Setting, value: Any) -> object:
     """``value`` checked against its setting's kind and bounds; ValueError says what is wrong."""
     if setting.kind == "efforts":
         values = value if isinstance(value, list) else [value]
@@ -2140,11 +2140,11 @@ def _setting_value(setting: _Setting, value: Any) -> Any:
     return float(value)
 
 
-def _is_number(value: Any) -> bool:
+def _is_number(value: object) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-def _check_keys(data: Mapping[str, Any], known: Sequence[str], where: str, prefix: str = "") -> None:
+def _check_keys(data: Mapping[str, object], known: Sequence[str], where: str, prefix: str = "") -> None:
     for key in data:
         if key not in known:
             raise ConfigError(f"{where}: unknown key {prefix}{key}{_hint(key, known)}; known: {', '.join(known)}")
@@ -2206,7 +2206,7 @@ def _parse_config(
     return config
 
 
-def _parse_defaults(config: _Defaults, defaults: Any, where: str) -> None:
+def _parse_defaults(config: _Defaults, defaults: object, where: str) -> None:
     """``defaults:``, each setting checked by its row of ``_SETTINGS``."""
     if not isinstance(defaults, dict):
         raise ConfigError(f"{where}: defaults: expected a mapping (effort:, temperature:, ...), got {defaults!r}")
@@ -2223,7 +2223,7 @@ def _parse_defaults(config: _Defaults, defaults: Any, where: str) -> None:
             setattr(config, setting.key, value)
 
 
-def _parse_entry(entry: Any, where: str, key: str) -> dict[str, Any]:
+def _parse_entry(entry: object, where: str, key: str) -> dict[str, object]:
     if isinstance(entry, str):
         entry = {"model": entry}
     if not isinstance(entry, dict):
@@ -2232,7 +2232,7 @@ def _parse_entry(entry: Any, where: str, key: str) -> dict[str, Any]:
     model = entry.get("model")
     if not isinstance(model, str) or not model.strip():
         raise ConfigError(f"{where}: {key}.model: expected a model name, got {model!r}")
-    out: dict[str, Any] = {"model": model.strip()}
+    out: dict[str, object] = {"model": model.strip()}
     for name in _ENTRY_KEYS[1:-1]:
         if name in entry and not (name == "max_tokens" and entry[name] is None):
             out[name] = _check_setting(_SETTING[name], entry[name], where, f"{key}.{name}")
@@ -2243,7 +2243,7 @@ def _parse_entry(entry: Any, where: str, key: str) -> dict[str, Any]:
     return out
 
 
-def _resolve_object(spec: str, key: str, where: str) -> Any:
+def _resolve_object(spec: str, key: str, where: str) -> object:
     """``package.module:Name`` (or dotted ``package.module.Name``) -> the object."""
     if not isinstance(spec, str) or not spec.strip():
         raise ConfigError(f"{where}: {key}: expected package.module:Class, got {spec!r}")
@@ -2297,7 +2297,7 @@ def _forget_modules(*, under: Path | None = None, named: str | None = None) -> N
                 del sys.modules[name]
 
 
-def _import_module(name: str, key: str, value: str, where: str) -> Any:
+def _import_module(name: str, key: str, value: str, where: str) -> object:
     try:
         return importlib.import_module(name)
     except ModuleNotFoundError as e:
@@ -2325,7 +2325,7 @@ class _Suite:
     providers: list[Provider]
     trackers: dict[str, type[Tracker]]
     env_files: list[str]
-    before_run: Callable[[], Any] | None
+    before_run: Callable[[], object] | None
     metrics: list[Metric]
 
 
@@ -2654,7 +2654,7 @@ def _find_cases(suite: _Suite) -> tuple[list[_CaseFolder], list[tuple[str, str]]
 
 
 def _case_problems(
-    found: list[_CaseFolder], root: str, orphans: list[str], folders: list[str], match: Callable[[str], Any]
+    found: list[_CaseFolder], root: str, orphans: list[str], folders: list[str], match: Callable[[str], object]
 ) -> list[tuple[str, str]]:
     """(case key, problem) for what ``verify`` names: a case listed twice, an expected answer
     with no input, a folder where a case file should be."""
@@ -2983,7 +2983,7 @@ _RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504, 524, 529})
 _FATAL_STATUSES = {401: "the key was refused", 402: "the account is out of credits"}
 
 
-def _request_body(body: Mapping[str, Any]) -> bytes:
+def _request_body(body: Mapping[str, object]) -> bytes:
     """A request's JSON: ``json.dumps`` with no options uses json's shared default encoder."""
     return json.dumps(body).encode()
 
@@ -3009,7 +3009,7 @@ def _retry_after(value: str | None) -> float | None:
     return max(0.0, when.timestamp() - time.time())
 
 
-def _error_text(data: Any, raw: bytes) -> str:
+def _error_text(data: object, raw: bytes) -> str:
     """The error message of a body: OpenRouter's (OpenAI's) ``error``, FastAPI's ``detail``
     (a string, or a list of what failed), or the start of the body itself."""
     error = data.get("error") or data.get("detail") if isinstance(data, dict) else None
@@ -3060,7 +3060,7 @@ class _Tries:
         return ProviderError(f"{self.label}: {self.failure}; not retried: {stop.reason}")
 
 
-def _retrying(provider: Provider, label: str, model: Model | None, attempt: Callable[[], Any]) -> Any:
+def _retrying(provider: Provider, label: str, model: Model | None, attempt: Callable[[], object]) -> Any:
     """Call ``attempt`` until it returns, retrying each ``_Retry`` within the provider's
     bounds. A stopped run (Ctrl-C, a refused key) ends the wait at once."""
     tries = None  # made at the first failure: most requests never need it
@@ -3388,7 +3388,7 @@ class _Connection:
         self.proxy = proxy
         # plain HTTP through a proxy names the whole URL; HTTPS goes through a tunnel instead
         self.prefix = f"http://{self.host}" if proxy is not None and scheme == "http" else ""
-        self.head: tuple[Any, ...] = ()  # (method, path, headers, their encoding) last sent
+        self.head: tuple[object, ...] = ()  # (method, path, headers, their encoding) last sent
         self.buffer = bytearray()  # what has arrived and is not yet part of an answered response
         try:
             sock = socket.create_connection((proxy.host, proxy.port) if proxy else (host, port), timeout=connect)
@@ -3537,12 +3537,12 @@ class _Request:
     system: str | None = None
     user: str = ""
     json: bool = True
-    messages: Sequence[Mapping[str, Any]] | None = None
+    messages: Sequence[Mapping[str, object]] | None = None
     tools: Sequence[Mapping[str, Any]] | None = None
-    tool_choice: Any = None
+    tool_choice: object = None
 
     @property
-    def chat(self) -> list[Any]:
+    def chat(self) -> list[object]:
         """The chat messages it sends: the conversation as given, or system and user text."""
         if self.messages is not None:
             return list(self.messages)
@@ -3568,7 +3568,7 @@ class OpenRouter(Provider):
     Standard library only: keep-alive connections shared by every thread (no more open than
     requests were ever in flight at once), proxies and CA bundles as the environment names
     them, bounded retries with backoff and jitter that honour Retry-After, and costs from
-    the response or, failing that, from the model catalog's per-token prices. Any
+    the response or, failing that, from the model catalog's per-token prices. object
     OpenAI-compatible server stands in when ``OPENROUTER_BASE_URL`` points at it.
     """
 
@@ -3590,7 +3590,7 @@ class OpenRouter(Provider):
         self._lock = threading.Lock()
         self.unpriced: set[str] = set()
         self.notes: list[str] = []
-        self._endpoints: tuple[Any, str, dict[str, str]] = (None, "", {})
+        self._endpoints: tuple[object, str, dict[str, str]] = (None, "", {})
         self._reached = False  # a response came back from the server in this run
 
     @property
@@ -3605,7 +3605,7 @@ class OpenRouter(Provider):
         return self._completion(model, data, status, fields)
 
     def _body(self, model: Model, request: _Request) -> bytes:
-        body: dict[str, Any] = {"model": model.name, "messages": request.chat}
+        body: dict[str, object] = {"model": model.name, "messages": request.chat}
         if request.tools is not None:
             body["tools"] = request.tools
         if request.tool_choice is not None:
@@ -3642,13 +3642,13 @@ class OpenRouter(Provider):
 
     def _request(
         self, model_id: str, method: str, path: str, body: bytes | None, model: Model | None = None
-    ) -> tuple[Any, int, Mapping[str, str]]:
+    ) -> tuple[object, int, Mapping[str, str]]:
         """The JSON answer to one request, its status and header fields, retrying what is
         worth retrying within the bounds: an in-band error whose code is 429 or 5xx too."""
         url, headers = self._endpoint(path)
         wait = self.timeout if model is not None else min(self.timeout, _LIST_TIMEOUT)
 
-        def attempt() -> tuple[Any, int, Mapping[str, str]]:
+        def attempt() -> tuple[object, int, Mapping[str, str]]:
             try:
                 status, fields, raw = self._http.request(
                     method, url, body, headers, self.connect_timeout, wait, self._limit
@@ -3725,7 +3725,7 @@ class OpenRouter(Provider):
             raise ProviderError(f"{self.name}: {model_id}: HTTP {status}, the body is not JSON{packed}: {raw[:200]!r}")
         return data, status
 
-    def _completion(self, model: Model, data: Any, status: int, fields: Mapping[str, str]) -> Completion:
+    def _completion(self, model: Model, data: object, status: int, fields: Mapping[str, str]) -> Completion:
         if not isinstance(data, dict):
             raise ProviderError(
                 f"{self.name}: {model.id}: HTTP {status}: expected a JSON object, got {type(data).__name__}"
@@ -3743,7 +3743,7 @@ class OpenRouter(Provider):
         if not isinstance(choice, dict):
             what = "has no choices" if choice is None else f"has a choice that is {type(choice).__name__}"
             raise ProviderError(f"{self.name}: {model.id}: HTTP {status}: the response {what}")
-        message: dict[str, Any] = choice["message"] if isinstance(choice.get("message"), dict) else {}
+        message: dict[str, object] = choice["message"] if isinstance(choice.get("message"), dict) else {}
         text = message.get("content")
         if isinstance(text, list):  # content parts: the text ones, joined
             text = "".join(str(p.get("text") or "") for p in text if isinstance(p, dict) and p.get("type") == "text")
@@ -3761,7 +3761,7 @@ class OpenRouter(Provider):
         """What an answer spent: tokens (cached and reasoning ones too) and its cost, from
         ``usage.cost``, else a LiteLLM proxy's ``x-litellm-response-cost`` header, else the
         catalog's prices."""
-        usage: dict[str, Any] = data["usage"] if isinstance(data.get("usage"), dict) else {}
+        usage: dict[str, object] = data["usage"] if isinstance(data.get("usage"), dict) else {}
         tokens_in, tokens_out = _count(usage.get("prompt_tokens")), _count(usage.get("completion_tokens"))
         prompt, completion = (usage.get(f"{k}_tokens_details") for k in ("prompt", "completion"))
         cached = _count(prompt.get("cached_tokens")) if isinstance(prompt, dict) else 0
@@ -3845,7 +3845,7 @@ class OpenRouter(Provider):
         fetched = {}
         for m in (data.get("data") if isinstance(data, dict) else None) or []:
             if isinstance(m, dict) and m.get("id"):
-                pricing: dict[str, Any] = m["pricing"] if isinstance(m.get("pricing"), dict) else {}
+                pricing: dict[str, object] = m["pricing"] if isinstance(m.get("pricing"), dict) else {}
                 context = _count(m.get("context_length")) or _count(m.get("max_input_tokens")) or None
                 entry = (_price(pricing.get("prompt")), _price(pricing.get("completion")), context)
                 fetched[f"{self.prefix or ''}{m['id']}"] = entry
@@ -3879,7 +3879,7 @@ class LocalServer(OpenRouter):
     dialect = "openai"
 
 
-def _count(value: Any) -> int:
+def _count(value: object) -> int:
     """A token count from a response: a whole number from 0, else 0 (never a crash on junk)."""
     if isinstance(value, int | float) and not isinstance(value, bool) and 0 <= value < 1e15:
         return int(value)
@@ -3928,7 +3928,7 @@ class TypeSafe(Provider):
 
 
 class LiteLLM(Provider):
-    """Any vendor's own API through LiteLLM (``direct: litellm:``; the ``litellm`` extra).
+    """object vendor's own API through LiteLLM (``direct: litellm:``; the ``litellm`` extra).
 
     Entries are LiteLLM model strings (``anthropic/claude-haiku-5.5``,
     ``gemini/gemini-2.5-flash``, ``ollama_chat/llama3``) and render as
@@ -3984,7 +3984,7 @@ class LiteLLM(Provider):
     def complete(self, model: Model, **request: Any) -> Completion:
         litellm, kwargs = self._litellm(), self._arguments(model, _Request(**request))
 
-        def attempt() -> Any:
+        def attempt() -> object:
             try:
                 answer = litellm.completion(**kwargs)
             except Exception as e:
@@ -3994,9 +3994,9 @@ class LiteLLM(Provider):
 
         return self._completion(litellm, model, _retrying(self, f"litellm: {model.id}", model, attempt))
 
-    def _arguments(self, model: Model, request: _Request) -> dict[str, Any]:
+    def _arguments(self, model: Model, request: _Request) -> dict[str, object]:
         # our own retries, and settings a vendor does not take dropped instead of fatal
-        kwargs: dict[str, Any] = {"model": model.name, "messages": request.chat, "timeout": self.timeout}
+        kwargs: dict[str, object] = {"model": model.name, "messages": request.chat, "timeout": self.timeout}
         kwargs |= {"num_retries": 0, "drop_params": True}
         settings = {"temperature": model.temperature, "max_tokens": model.max_tokens, "reasoning_effort": model.effort}
         kwargs |= {key: value for key, value in settings.items() if value is not None}
@@ -4010,7 +4010,7 @@ class LiteLLM(Provider):
             kwargs["extra_body"] = {"drop_params": True}
         return kwargs
 
-    def _failure(self, litellm: Any, model: Model, e: Exception) -> Exception:
+    def _failure(self, litellm: object, model: Model, e: Exception) -> Exception:
         """What one of LiteLLM's exceptions means, by the rules of the built-in client: a
         server never reached, a refused key and no credits end the run; a model it lacks
         stops its contender; rate limits, 5xx and timeouts (once) are retried; the rest
@@ -4045,7 +4045,7 @@ class LiteLLM(Provider):
         hint = " (defaults.drop_params: true asks a LiteLLM proxy to drop it)" if "param" in str(e).lower() else ""
         return ProviderError(f"{label}: {what}{hint}")
 
-    def _completion(self, litellm: Any, model: Model, response: Any) -> Completion:
+    def _completion(self, litellm: Any, model: Model, response: object) -> Completion:
         usage = getattr(response, "usage", None)
         tokens_in = int(getattr(usage, "prompt_tokens", 0) or 0)
         tokens_out = int(getattr(usage, "completion_tokens", 0) or 0)
@@ -4063,7 +4063,7 @@ class LiteLLM(Provider):
         choice: dict[str, Any] = (
             choices[0] if isinstance(choices, list) and choices and isinstance(choices[0], dict) else {}
         )
-        message: dict[str, Any] = choice["message"] if isinstance(choice.get("message"), dict) else {}
+        message: dict[str, object] = choice["message"] if isinstance(choice.get("message"), dict) else {}
         text = message.get("content") or ""
         return Completion(
             text=text if isinstance(text, str) else _json_dumps(text),
@@ -4135,7 +4135,9 @@ class FakeProvider(Provider):
         if model.name == "tooluser" and tools and last.get("role") == "tool":
             text, calls = str(last.get("content") or ""), []  # answer with what the tool found
         elif model.name == "tooluser" and tools:
-            function: Mapping[str, Any] = tools[0]["function"] if isinstance(tools[0].get("function"), Mapping) else {}
+            function: Mapping[str, object] = (
+                tools[0]["function"] if isinstance(tools[0].get("function"), Mapping) else {}
+            )
             arguments = _first_json_object(str(users[-1].get("content") if users else ""))
             turn = sum(m.get("role") == "assistant" for m in messages)
             calls = [
@@ -4148,7 +4150,7 @@ class FakeProvider(Provider):
             text = ""
         else:
             text, calls = answer(system, str(users[-1].get("content") if users else "")), []
-        message: dict[str, Any] = {"role": "assistant", "content": text or None}
+        message: dict[str, object] = {"role": "assistant", "content": text or None}
         if calls:
             message["tool_calls"] = calls
         usage = Usage(_approx_tokens(sent), _approx_tokens(text) + 8 * len(calls), self.COST_USD)
@@ -4255,7 +4257,7 @@ class _Estimate:
                 break
         return distance
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         fields = {k: getattr(self, k) for k in ("mean", "n", "se", "low", "high", "method")}
         return {**fields, "detectable": self.detectable}
 
@@ -4513,7 +4515,7 @@ def _flaky(repeats: Iterable[tuple[str, Sequence[float]]]) -> list[str]:
     return sorted(case for case, values in repeats if len(values) > 1 and min(values) != max(values))
 
 
-def _unit(dataset: str, case_id: str, cluster: Any) -> str:
+def _unit(dataset: str, case_id: str, cluster: object) -> str:
     """The key a case's values are averaged under: the case, or its cluster."""
     return f"{dataset}/{case_id}" if cluster is None else f"{dataset}/{CLUSTER}={cluster}"
 
@@ -4643,7 +4645,7 @@ def _stop_if_fatal(error: BaseException, stop: _Stop, experiment: Experiment | N
         experiment.halted = _redact(str(error))
 
 
-def _check_reply(adapter: Any, answer: Any, model: Model | None = None) -> Reply:
+def _check_reply(adapter: object, answer: object, model: Model | None = None) -> Reply:
     if not isinstance(answer, Reply):
         raise SuiteError(f"adapter {type(adapter).__name__}.call returned {type(answer).__name__}, not a Reply")
     transcript = answer.transcript
@@ -4674,7 +4676,7 @@ def _score(suite: _Suite, case: Case, reply: Reply, metric_names: frozenset[str]
     return score
 
 
-def _check_score(scorer: Any, case: Case, score: Any, metric_names: frozenset[str]) -> None:
+def _check_score(scorer: object, case: Case, score: object, metric_names: frozenset[str]) -> None:
     name = type(scorer).__name__
     if not isinstance(score, Score):
         raise SuiteError(f"scorer {name} returned {type(score).__name__} for {case.key}, not a Score")
@@ -4691,7 +4693,7 @@ def _check_score(scorer: Any, case: Case, score: Any, metric_names: frozenset[st
 _THREAD = threading.local()  # a worker thread's own event loop, made for its first async case
 
 
-def _awaited(answer: Any) -> Any:
+def _awaited(answer: Any) -> object:
     """What an ``async def call`` answers, awaited on an event loop its worker thread owns:
     a suite that blocks that loop holds one worker, never the run."""
     if (loop := getattr(_THREAD, "loop", None)) is None:
@@ -5080,14 +5082,14 @@ class _Courier:
         import queue
 
         self.tracker, self.run = tracker, run
-        self.queue: queue.SimpleQueue[tuple[str, tuple[Any, ...]]] = queue.SimpleQueue()
+        self.queue: queue.SimpleQueue[tuple[str, tuple[object, ...]]] = queue.SimpleQueue()
         self.pending = 0  # hooks sent and not yet returned
         self.busy: tuple[str, float] | None = None  # the hook being called, and since when
         self.spent = 0.0  # seconds its hooks took
         self.done = threading.Condition()
         threading.Thread(target=self._serve, name=f"tracker-{tracker.name}", daemon=True).start()
 
-    def send(self, hook: str, args: tuple[Any, ...]) -> None:
+    def send(self, hook: str, args: tuple[object, ...]) -> None:
         with self.done:
             self.pending += 1
         self.queue.put((hook, args))
@@ -5161,7 +5163,7 @@ class _Session:
         self.journals: dict[int, Path] = {}
         self.stop = _Stop()  # this run's: Ctrl-C, a refused key or a full disk set it
         self.tracker_timeout = tracker_timeout
-        self.labels: dict[str, Any] = {}  # a shard's "shard" and "run_id", in each journal's header
+        self.labels: dict[str, object] = {}  # a shard's "shard" and "run_id", in each journal's header
         self.until_decided: str | None = None  # --until-decided: the primary metric each dataset's _Decider tests
         self.decisions: list[str] = []  # what --until-decided settled, in order
         self.couriers = {t: _Courier(t, self) for t in trackers if not isinstance(t, LocalTracker)}
@@ -5197,7 +5199,7 @@ class _Session:
                 self.unwritten.append(what)
         self.stop.set(f"{what} could not be written")
 
-    def call(self, tracker: Tracker, hook: str, *args: Any) -> None:
+    def call(self, tracker: Tracker, hook: str, *args: object) -> None:
         """A tracker's hook: the local log's now, any other's on its courier."""
         courier = self.couriers.get(tracker)
         if courier is None:
@@ -5205,7 +5207,7 @@ class _Session:
         elif tracker not in self.failed:
             courier.send(hook, args)
 
-    def invoke(self, tracker: Tracker, hook: str, *args: Any) -> None:
+    def invoke(self, tracker: Tracker, hook: str, *args: object) -> None:
         """A tracker's hook, isolated: one that raises is switched off for the rest of the
         run and named once at the end; the local log and the tables stay complete. The
         local log's own failure (a full disk) is never hidden: it stops the run."""
@@ -5564,7 +5566,7 @@ class _Capture:
                     self.handlers.append((handler, handler.setStream(self)))
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         sys.stdout, sys.stderr = self.originals
         for handler, stream in self.handlers:
             handler.setStream(stream)
@@ -5643,7 +5645,7 @@ def _case_hash(case: Case) -> str:
     return hashlib.sha256(content.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
-def _log_row(result: RunResult) -> dict[str, Any]:
+def _log_row(result: RunResult) -> dict[str, object]:
     score, reply, case = result.score, result.reply, result.case
     return {
         "case": case.id,
@@ -5760,7 +5762,7 @@ class LocalTracker(Tracker):
 
     name = "local"
 
-    def _document(self, experiment: Experiment, summary: Summary) -> dict[str, Any]:
+    def _document(self, experiment: Experiment, summary: Summary) -> dict[str, object]:
         """The log's header: everything but its rows and cases."""
         c = experiment.contender
         return {
@@ -5797,7 +5799,7 @@ class LocalTracker(Tracker):
             ],
         }
 
-    def finish(self, experiment: Experiment, summary: Summary) -> Mapping[str, Any]:
+    def finish(self, experiment: Experiment, summary: Summary) -> Mapping[str, object]:
         folder = Path(self.context["log_dir"])
         folder.mkdir(parents=True, exist_ok=True)
         document = self._document(experiment, summary)
@@ -5843,7 +5845,7 @@ class Braintrust(Tracker):
     packages = ("braintrust",)
     extra = "braintrust"
 
-    def __init__(self, context: Mapping[str, Any] | None = None) -> None:
+    def __init__(self, context: Mapping[str, object] | None = None) -> None:
         super().__init__(context)
         if not (self.context.get("project") or self.context.get("project_id")):
             raise ConfigError(
@@ -5876,7 +5878,7 @@ class Braintrust(Tracker):
 
     def record(self, result: RunResult) -> None:
         score, reply, usage = result.score, result.reply, result.usage
-        output: Any = reply.output if reply is not None and result.error is None else None
+        output: object = reply.output if reply is not None and result.error is None else None
         if output is None:
             output = {"_error": result.error or (reply.error if reply else None)}
         metadata = {
@@ -5922,7 +5924,7 @@ class Braintrust(Tracker):
             turn.end(end_time=call["end"])
         span.end(end_time=end)
 
-    def finish(self, experiment: Experiment, summary: Summary) -> Mapping[str, Any]:
+    def finish(self, experiment: Experiment, summary: Summary) -> Mapping[str, object]:
         # summarize() flushes, and raises when the service cannot be reached: the run reports it
         done = self.experiments.pop(id(experiment)).summarize()
         return {"url": getattr(done, "experiment_url", None)}
@@ -5940,7 +5942,7 @@ def _sent_before(name: str, context: Mapping[str, Any], tracker: str) -> str | N
     return None
 
 
-def _exchange(call: Mapping[str, Any]) -> tuple[Any, Any, Usage, str | None]:
+def _exchange(call: Mapping[str, Any]) -> tuple[object, Any, Usage, str | None]:
     """A model call as a tracker shows it: the messages sent, the answer, what it spent, why it ended."""
     request, completion = call["request"], call["completion"]
     sent = request.get("messages") or [
@@ -5971,14 +5973,14 @@ class Logfire(Tracker):
     DIAGNOSTICS_LIMIT = 4096
     TEXT_LIMIT = 65536  # an input or output longer than this is cut
 
-    def __init__(self, context: Mapping[str, Any] | None = None) -> None:
+    def __init__(self, context: Mapping[str, object] | None = None) -> None:
         super().__init__(context)
         self.provider: Any = None
-        self.spans: dict[Any, Any] = {}  # "run", id(experiment), (id(experiment), case id, repeat) -> span
+        self.spans: dict[object, Any] = {}  # "run", id(experiment), (id(experiment), case id, repeat) -> span
         self.failures: list[str] = []
         self.lock = threading.RLock()
         self.spent, self.errors = Usage(), 0  # the run's, for its root span
-        self.board: dict[str, dict[str, Any]] = {}  # each experiment's score, errors and cost: the run's output
+        self.board: dict[str, dict[str, object]] = {}  # each experiment's score, errors and cost: the run's output
 
     @classmethod
     def problems(cls) -> list[str]:
@@ -5993,7 +5995,7 @@ class Logfire(Tracker):
         beside = " and to Logfire (LOGFIRE_TOKEN), as the logfire SDK sends them" if os.environ.get(cls.env_key) else ""
         return f"logfire: spans go to {', '.join(chosen)}{beside}" if chosen else None
 
-    def exporter(self) -> Any:
+    def exporter(self) -> object:
         """Logfire's own span exporter (OTLP/HTTP, the region read from the token); None without a token."""
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
@@ -6006,7 +6008,9 @@ class Logfire(Tracker):
         )
         return OTLPSpanExporter(endpoint=f"{base.rstrip('/')}/v1/traces", headers={"Authorization": token})
 
-    def _span(self, key: Any, name: str, parent: Any, attributes: Mapping[str, Any], start: float | None = None) -> Any:
+    def _span(
+        self, key: object, name: str, parent: Any, attributes: Mapping[str, object], start: float | None = None
+    ) -> Any:
         """A span under ``parent`` (None: the run's root), kept under ``key``."""
         from opentelemetry import context, trace
 
@@ -6046,7 +6050,7 @@ class Logfire(Tracker):
         with self.lock:  # made by whichever thread comes first: its start, or the first case's begin
             return self.spans.get(id(experiment)) or self._new_experiment_span(experiment)
 
-    def _new_experiment_span(self, experiment: Experiment) -> Any:
+    def _new_experiment_span(self, experiment: Experiment) -> object:
         if (root := self.spans.get("run")) is None:
             run = {k: str(self.context.get(k)) for k in ("stamp", "command", "log_dir")}
             attributes = {f"agent_evals.{k}": v for k, v in run.items()} | {"suite": self.context.get("suite") or ""}
@@ -6089,7 +6093,7 @@ class Logfire(Tracker):
                 None, f"case {result.label}", self._experiment_span(experiment), {}, end - result.duration
             )
         output = result.reply.output if result.reply is not None else None
-        attributes: dict[str, Any] = {
+        attributes: dict[str, object] = {
             "openinference.span.kind": "CHAIN",
             "input.value": _redact(result.case.input)[: self.TEXT_LIMIT],
             "output.value": _redact(_json_dumps(_jsonable(output, mend=True)))[: self.TEXT_LIMIT],
@@ -6124,7 +6128,7 @@ class Logfire(Tracker):
         span.end(end_time=int(end * 1e9))
         self.spent, self.errors = self.spent + usage, self.errors + (result.error is not None)
 
-    def _genai(self, experiment: Experiment, usage: Usage, finish: str | None = None) -> dict[str, Any]:
+    def _genai(self, experiment: Experiment, usage: Usage, finish: str | None = None) -> dict[str, object]:
         """A model call in OpenTelemetry's GenAI terms and OpenInference's, cost included."""
         c, provider = experiment.contender, experiment.provider.name
         attributes = {
@@ -6146,7 +6150,7 @@ class Logfire(Tracker):
         attributes |= {f"gen_ai.request.{k}": v for k, v in settings if v is not None}
         return attributes | ({"gen_ai.response.finish_reasons": [finish]} if finish else {})
 
-    def _call_span(self, parent: Any, experiment: Experiment, call: Mapping[str, Any]) -> None:
+    def _call_span(self, parent: object, experiment: Experiment, call: Mapping[str, Any]) -> None:
         sent, answer, spent, finish = _exchange(call)
         attributes = self._genai(experiment, spent, finish) | {
             "openinference.span.kind": "LLM",
@@ -6161,7 +6165,7 @@ class Logfire(Tracker):
         _failed_span(span, call["error"])
         span.end(end_time=int(call["end"] * 1e9))
 
-    def finish(self, experiment: Experiment, summary: Summary) -> Mapping[str, Any]:
+    def finish(self, experiment: Experiment, summary: Summary) -> Mapping[str, object]:
         span = self._experiment_span(experiment)
         del self.spans[id(experiment)]
         totals = {
@@ -6213,7 +6217,7 @@ class _ExportProxy:
     def __init__(self, inner: Any, failures: list[str]) -> None:
         self._inner, self.failures = inner, failures
 
-    def export(self, spans: Any) -> Any:
+    def export(self, spans: Any) -> object:
         from opentelemetry.sdk.trace.export import SpanExportResult
 
         result = self._inner.export(spans)
@@ -6380,7 +6384,7 @@ def _result_from_row(row: Mapping[str, Any], case: Case) -> RunResult:
     )
 
 
-def _experiment_record(experiment: Experiment) -> dict[str, Any]:
+def _experiment_record(experiment: Experiment) -> dict[str, object]:
     """An experiment in the shape of its log: contender, dataset and rows."""
     return {
         "contender": experiment.contender.to_json(),
@@ -6397,13 +6401,13 @@ def _read_run(arg: str | bool, log_dir: Path, flag: str) -> dict[tuple[str, str]
 
 def _read_records(
     files: Iterable[Path], flag: str, skipped: list[str] | None = None
-) -> dict[tuple[str, str], dict[str, Any]]:
+) -> dict[tuple[str, str], dict[str, object]]:
     """A run's experiments by (contender, dataset): each one's JSON log, or its journal
     when the run never wrote the log (killed). A file that is not an agent-evals log of
     the expected shape is one error naming it (given ``skipped``, its message goes there
     and the file is left out); a journal's last line cut short by a kill is left out with
     one warning (that case is asked again)."""
-    run: dict[tuple[str, str], dict[str, Any]] = {}
+    run: dict[tuple[str, str], dict[str, object]] = {}
     for path in sorted(files, key=lambda p: p.suffix == ".json"):  # a JSON log wins over its journal
         where = f"{flag}: {_display(path)}"
         try:
@@ -6420,7 +6424,7 @@ def _read_records(
     return run
 
 
-def _read_record(path: Path, where: str) -> tuple[tuple[str, str], dict[str, Any]]:
+def _read_record(path: Path, where: str) -> tuple[tuple[str, str], dict[str, object]]:
     """One log or journal as (its key, its record); a ConfigError naming it when it cannot be."""
     try:
         text = path.read_bytes().decode("utf-8")
@@ -6477,7 +6481,7 @@ def _check_record(record: Any) -> None:
     """Raise ValueError naming the first field a logged experiment has of the wrong shape
     (a number that is NaN or infinite among them; a cost nobody knows is taken as no price)."""
 
-    def check(value: Any, kinds: tuple[type, ...], name: str) -> None:
+    def check(value: object, kinds: tuple[type, ...], name: str) -> None:
         if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
             raise ValueError(f"{name} is {_shown(value)}")
         if isinstance(value, float) and not math.isfinite(value) and not name.endswith("cost_usd"):
@@ -6608,12 +6612,12 @@ def _check_writable(folder: Path) -> None:
 
 def _records_of(
     paths: Sequence[str], flag: str, partial: list[str] | None = None
-) -> dict[tuple[str, str], dict[str, Any]]:
+) -> dict[tuple[str, str], dict[str, object]]:
     """The experiments of every run the paths name, refusing ones that do not belong
     together. The shards of one run (one ``run_id`` and count) are checked: a shard missing,
     or given twice (a retried job: the newer is kept), is said in ``partial`` and warned."""
-    merged: dict[tuple[str, str], dict[str, Any]] = {}
-    suites: set[Any] = set()
+    merged: dict[tuple[str, str], dict[str, object]] = {}
+    suites: set[object] = set()
     declared: set[str] = set()
     runs: set[tuple[Path, ...]] = set()
     notes = [] if partial is None else partial
@@ -6666,7 +6670,7 @@ def _records_of(
 
 def _missing_shards(records: Iterable[Mapping[str, Any]]) -> list[str]:
     """A note for each run whose shards are not all among ``records``."""
-    shards: dict[tuple[Any, str], set[int]] = {}
+    shards: dict[tuple[object, str], set[int]] = {}
     for record in records:
         if re.fullmatch(r"\d{1,6}/\d{1,5}", str(record.get("shard"))):  # no engine runs 100,000 shards
             k, n = record["shard"].split("/")
@@ -6678,7 +6682,7 @@ def _missing_shards(records: Iterable[Mapping[str, Any]]) -> list[str]:
     return notes
 
 
-def _of_run(run_id: Any) -> str:
+def _of_run(run_id: object) -> str:
     return f" of run {run_id}" if run_id else ""
 
 
@@ -6807,7 +6811,7 @@ class _Cache:
         head = [model.provider.name, model.id, model.effort, model.temperature, model.max_tokens]
         head += [model.routing] if model.routing else []  # routed elsewhere, answered elsewhere
         if "messages" in request:
-            sent: list[Any] = ["conversation", request["messages"], request.get("tools"), request.get("tool_choice")]
+            sent: list[object] = ["conversation", request["messages"], request.get("tools"), request.get("tool_choice")]
             parts = [*head, *sent, request["json"], model.repeat]
         else:  # the system/user form keeps the keys of caches written before conversations
             parts = [*head, request["system"], request["user"], request["json"], model.repeat]
@@ -7386,8 +7390,8 @@ RESULTS_SCHEMA = 1  # the version of --format json's document; a change that bre
 
 
 def _results_document(
-    experiments: Sequence[Experiment], metrics: Sequence[Metric], context: Mapping[str, Any]
-) -> dict[str, Any]:
+    experiments: Sequence[Experiment], metrics: Sequence[Metric], context: Mapping[str, object]
+) -> dict[str, object]:
     """What ``--format json`` prints: the leaderboards, best values and intervals the
     tables show, as one document (README, "Machine-readable results", holds its schema).
     ``context``: the suite, command, stamp, whether the run was interrupted, and changes."""
@@ -7436,7 +7440,7 @@ def _rank_key(row: _Row, primary: Metric) -> tuple[float, int, float, str]:
     return (-(strict if strict is not None else -1.0), row.errors, row.cost, row.contender.label)
 
 
-def _row_document(row: _Row, metrics: Sequence[Metric]) -> dict[str, Any]:
+def _row_document(row: _Row, metrics: Sequence[Metric]) -> dict[str, object]:
     """One leaderboard line as JSON: means over the scored cases with their 95% interval,
     the same means with errors counted as wrong, and what the run spent."""
     scores = {}
@@ -7533,7 +7537,7 @@ def _case_rows(cases: Sequence[Case], scorer: Any) -> list[list[Any]]:
     return rows
 
 
-def _render_cases(cases: Sequence[Case], scorer: Any, style: str) -> str:
+def _render_cases(cases: Sequence[Case], scorer: object, style: str) -> str:
     rows = [[*row[:3], _clip(row[3], 60), str(row[4])] for row in _case_rows(cases, scorer)]
     return _table(list(_CASE_COLUMNS), rows, [False, False, False, False, True], style)
 
@@ -7595,7 +7599,7 @@ def _worst(price: tuple[float, float, float], sent: float, calls: int, max_token
     return sent * p_in + calls * (max_tokens * p_out + p_request)
 
 
-def _worst_call(model: Model, request: Mapping[str, Any], seen: tuple[float, float] | None = None) -> float:
+def _worst_call(model: Model, request: Mapping[str, object], seen: tuple[float, float] | None = None) -> float:
     """The most one call of ``model`` sending ``request`` can cost (a token is at least a
     byte, and a little more for the roles), at the dearer of the catalog's prices and what
     its answers were seen to cost (``_Budget.observe``)."""
@@ -7650,7 +7654,7 @@ class _Budget:
             if key not in self.seen:
                 self.asking.add(key)
 
-    def begin(self, model: Model, request: Mapping[str, Any]) -> _Hold:
+    def begin(self, model: Model, request: Mapping[str, object]) -> _Hold:
         key = (model.id, model.routing)
         with self.lock:
             seen = self.seen.get(key)
@@ -7954,8 +7958,8 @@ def _edited(before: Mapping[str, Any], after: Mapping[str, Any]) -> tuple[str, .
 
 
 def _experiment_changes(
-    before: Mapping[str, Any] | None,
-    after: Mapping[str, Any] | None,
+    before: Mapping[str, object] | None,
+    after: Mapping[str, object] | None,
     record: Mapping[str, Any],
     metrics: Sequence[str],
     flaky: str,
@@ -8155,7 +8159,7 @@ def _flaky_lines(rows: Sequence[_Row], flaky: str) -> list[str]:
     ]
 
 
-def _change_document(change: _Change) -> dict[str, Any]:
+def _change_document(change: _Change) -> dict[str, object]:
     paired = change.paired
     return {
         "dataset": change.dataset,
@@ -8315,8 +8319,8 @@ window.addEventListener("hashchange", reveal); reveal();
 """
 
 
-def _h(value: Any) -> str:
-    """Any value as escaped HTML text."""
+def _h(value: object) -> str:
+    """object value as escaped HTML text."""
     import html
 
     return html.escape(value if isinstance(value, str) else _json_dumps(value), quote=True)
@@ -8414,7 +8418,7 @@ def _scatter_spot(
 
 def _html_table(
     headers: Sequence[str],
-    rows: Sequence[Sequence[tuple[str, Any]]],
+    rows: Sequence[Sequence[tuple[str, object]]],
     numeric: Sequence[bool],
     classes: Sequence[str] = (),
 ) -> str:
@@ -8432,7 +8436,7 @@ def _html_table(
     return f"<div class=scroll>{table}</div>"
 
 
-def _html_cell(text: str, value: Any, numeric: bool) -> str:
+def _html_cell(text: str, value: object, numeric: bool) -> str:
     """A cell; ``value`` (when not None) is what sorting compares."""
     css = " class=n" if numeric else ""
     sort = "" if value is None else f' data-value="{_h(str(value))}"'
@@ -8653,7 +8657,7 @@ def _write_html(path: Path, html_text: str, *, open_it: bool, unwritten: list[st
 # ═══════════════════════════════════════════════════════════════════════════════
 
 
-def _style_for(stream: Any) -> str:
+def _style_for(stream: object) -> str:
     """Box drawing where the stream can encode it; ASCII elsewhere."""
     encoding = getattr(stream, "encoding", None) or "ascii"
     try:
@@ -8772,13 +8776,13 @@ class _Parser(argparse.ArgumentParser):
         raise _UsageError(f"{message} (see {self.prog} --help)")
 
 
-def _flag_type(setting: _Setting) -> Callable[[str], Any]:
+def _flag_type(setting: _Setting) -> Callable[[str], object]:
     """The argparse type of a setting's flag: the text as a number or a comma list, then
     the one check the config file's values go through too."""
 
     listed = setting.kind in ("efforts", "temperatures")
 
-    def parse(text: str) -> Any:
+    def parse(text: str) -> object:
         items = _split([text]) if listed else [text]
         values = [item if setting.kind == "efforts" else _flag_number(item) for item in items]
         for item, value in zip(items, values, strict=True):
@@ -8792,7 +8796,7 @@ def _flag_type(setting: _Setting) -> Callable[[str], Any]:
     return parse
 
 
-def _flag_number(text: str) -> Any:
+def _flag_number(text: str) -> object:
     """A flag's number: an int, a float, or the text itself (which the check then refuses)."""
     for kind in (int, float):
         try:
@@ -8827,13 +8831,13 @@ def _epilog(providers: Sequence[Provider] | None = None) -> str:
 # a parser the commands share (debug, suite, common, running, listing), one of running's
 # groups (running/<group>), or a command. "running/settings" is where _SETTINGS' flags go.
 # fmt: off
-_ON: dict[str, Any] = {"action": "store_true"}
-_MAYBE: dict[str, Any] = {"nargs": "?", "const": True}  # a flag whose value may be left out
-_LIST: dict[str, Any] = {"action": "append"}
+_ON: dict[str, object] = {"action": "store_true"}
+_MAYBE: dict[str, object] = {"nargs": "?", "const": True}  # a flag whose value may be left out
+_LIST: dict[str, object] = {"action": "append"}
 _SENT = "what the models are sent (beats the config file's defaults and entries)"
 _HOW = "how the run goes (beats the config file's defaults)"
 _FORMAT = "table: the tables for people; json: one JSON document on STDOUT for scripts (README: Machine-readable results)"
-_FLAKY: dict[str, Any] = {"choices": ("mean", "wrong", "exclude"), "default": "mean", "help": "how a case whose --repeat answers disagree counts in the gates and the baseline: mean (default: the share of its repeats right, as the tables show), wrong (pass^k: right only when every repeat is) or exclude (left out)"}
+_FLAKY: dict[str, object] = {"choices": ("mean", "wrong", "exclude"), "default": "mean", "help": "how a case whose --repeat answers disagree counts in the gates and the baseline: mean (default: the share of its repeats right, as the tables show), wrong (pass^k: right only when every repeat is) or exclude (left out)"}
 _FLAGS: tuple[tuple[str, tuple[str, ...], dict[str, Any]], ...] = (
     ("debug", ("--debug",), {**_ON, "help": "show tracebacks"}),
     ("suite", ("--helper",), {"metavar": "PATH", "help": "the suite's eval_helper.py, config file or evals/ folder (or AGENT_EVALS_HELPER)"}),
@@ -8912,7 +8916,7 @@ def _parser(providers: Sequence[Provider] | None = None) -> _Parser:
     )
     parser.add_argument("--version", action="version", version=f"agent-evals {__version__}")
     shared: dict[str, _Parser] = {}
-    groups: dict[str, Any] = {}  # running's, by title
+    groups: dict[str, object] = {}  # running's, by title
     for name, builds_on in _SHARED.items():  # a parser's flags are copied when one builds on it: in order
         shared[name] = _Parser(add_help=False, parents=[shared[p] for p in builds_on])
         for where, flags, options in _FLAGS:
@@ -9061,7 +9065,7 @@ def _catch_ctrl_c() -> dict[int, Any]:
     if threading.current_thread() is not threading.main_thread():
         return {}
 
-    def interrupted(signum: int, frame: Any) -> None:
+    def interrupted(signum: int, frame: object) -> None:
         _SIGNALLED.append(signal.Signals(signum))
         _CTRL_C.set()
         raise KeyboardInterrupt
@@ -9200,7 +9204,7 @@ class _Plan:
     remote: type[Tracker] | None = None  # the tracker beside the local log, if any
     previous: dict[tuple[str, str], dict[tuple[str, int], RunResult]] = field(default_factory=dict)
     resumed_from: str | None = None  # the stamp --resume continues
-    baseline: Mapping[tuple[str, str], Mapping[str, Any]] | None = None
+    baseline: Mapping[tuple[str, str], Mapping[str, object]] | None = None
     forecasts: list[_Forecast] = field(default_factory=list)
     budget: _Budget | None = None
     decided: bool = False  # --until-decided
@@ -9336,7 +9340,7 @@ def _prepare_run(args: argparse.Namespace, plan: _Plan) -> None:
         experiment.cache = cache
 
 
-def _chosen(flag: Any, configured: Any) -> Any:
+def _chosen(flag: object, configured: object) -> Any:
     """The flag's value when it was given (0 included), else the config file's."""
     return configured if flag is None else flag
 
@@ -9668,7 +9672,7 @@ def _render_breakdowns(experiments: Sequence[Experiment], metrics: Sequence[Metr
     return "\n\n".join(_render_breakdown(experiment, metrics, style) for experiment in experiments) + "\n"
 
 
-def _adapter_metadata(adapter: Any) -> Mapping[str, Any]:
+def _adapter_metadata(adapter: Any) -> Mapping[str, object]:
     """What the adapter's ``metadata()`` says, as plain JSON (see ``_jsonable``)."""
     name = f"adapter {type(adapter).__name__}.metadata()"
     try:
@@ -9887,7 +9891,7 @@ def _cmd_runs(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _run_line(stamp: str, files: Sequence[Path]) -> list[Any]:
+def _run_line(stamp: str, files: Sequence[Path]) -> list[object]:
     """One run's line: from its logs' headers, or from its journals when it never finished
     (None where a journal cannot tell)."""
     logs = [p for p in files if p.suffix == ".json"]

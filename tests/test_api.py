@@ -210,13 +210,25 @@ def test_configure_merges_lists_and_rejects_unknown_settings() -> None:
 # report reading past a broken file and the functions that pushed past 60 lines split, 92;
 # a hash of each case in its row (baselines and diff leave edited cases out, naming them;
 # --resume asks them again), 64; flaky cases with --repeat (pass^k and the flaky cases under the
-# tables and in JSON; --flaky mean, wrong or exclude for the gates and the baseline), 84.
-CEILING = 9_973
+# tables and in JSON; --flaky mean, wrong or exclude for the gates and the baseline), 84; #34's
+# types (object where a value is only checked or passed on: 311 Any to 126), 4.
+CEILING = 9_977
 SOURCE = (ROOT / "agent_evals.py").read_text(encoding="utf-8")
 
 
 def test_the_module_stays_under_its_ceiling() -> None:
     assert len(SOURCE.splitlines()) <= CEILING
+
+
+# Any says "not checked": where a value is only tested or passed on, object is its type, and the
+# user-facing values a suite reads (Case.expected, Reply.output, ToolCall.arguments, ...) stay Any.
+ANY_CEILING = 126
+
+
+def test_any_is_kept_to_what_is_not_checked() -> None:
+    import re
+
+    assert len(re.findall(r"\bAny\b", SOURCE)) <= ANY_CEILING
 
 
 def test_no_function_runs_past_sixty_lines() -> None:
