@@ -522,6 +522,7 @@ def _json_default(value: object) -> object:
 
 
 _ENCODER = json.JSONEncoder(ensure_ascii=False, default=_json_default, allow_nan=False)
+_SORTED = json.JSONEncoder(ensure_ascii=False, default=_json_default, allow_nan=False, sort_keys=True)  # for hashes
 _MAX_DEPTH = 100  # deeper than this, a value is not written to a log
 
 
@@ -790,7 +791,18 @@ class Usage:
             object.__setattr__(self, "no_price", self.no_price + 1)
 
     def __add__(self, other: Usage) -> Usage:
-        return Usage(*(getattr(self, name) + getattr(other, name) for name in self.__slots__))
+        return Usage.total((self, other))
+
+    @staticmethod
+    def total(usages: Iterable[Usage]) -> Usage:
+        """The sum of many, field by field: one Usage made, not one an addition (a table's totals
+        add up thousands)."""
+        a = b = d = e = f = 0
+        c = 0.0
+        for u in usages:
+            a, b, c = a + u.input_tokens, b + u.output_tokens, c + u.cost_usd
+            d, e, f = d + u.cached_tokens, e + u.reasoning_tokens, f + u.no_price
+        return Usage(a, b, c, d, e, f)
 
     def to_json(self) -> dict[str, Any]:
         details = {
@@ -4190,11 +4202,11 @@ def _summarize(results: Sequence[RunResult], metrics: Sequence[Metric], duration
         errors=sum(r.error is not None for r in results),
         score=_mean([s.value for s in scored]),
         means={name: e.mean if e else None for name, e in estimates.items()},
-        usage=sum((r.usage for r in results), Usage()),
+        usage=Usage.total(r.usage for r in results),
         duration=duration,
         retries=sum(r.retries for r in results),
         intervals={name: e.to_json() if e else None for name, e in estimates.items()},
-        lost=sum((r.usage for r in results if r.error is not None), Usage()),
+        lost=Usage.total(r.usage for r in results if r.error is not None),
         cached=sum(r.cached for r in results),
         saved=sum(r.saved for r in results),
     )
@@ -5641,8 +5653,12 @@ def _case_hash(case: Case) -> str:
     edited since a run is told apart from the one that run answered."""
     import hashlib
 
-    content = _json_dumps([case.input, case.expected, case.metadata], sort_keys=True)
-    return hashlib.sha256(content.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    content = [case.input, case.expected, case.metadata]
+    try:
+        text = _SORTED.encode(content)
+    except (ValueError, TypeError, RecursionError, OverflowError):
+        text = _json_dumps(content, sort_keys=True)
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
 def _log_row(result: RunResult) -> dict[str, object]:
@@ -6981,8 +6997,8 @@ def _rows(experiments: Sequence[Experiment], metrics: Sequence[Metric], flaky: s
                 len(errored),
                 len(results),
                 experiment.duration,
-                sum((r.usage for r in results), Usage()),
-                sum((r.usage for r in errored), Usage()),
+                Usage.total(r.usage for r in results),
+                Usage.total(r.usage for r in errored),
                 {m.name: _case_values(results, m.name, 0.0, flaky) for m in metrics} if errored else {},
                 sum(r.saved for r in results),
                 _reasons(r.error or "" for r in errored),
@@ -7342,8 +7358,8 @@ def _overall(rows: Sequence[_Row], metrics: Sequence[Metric], primary: Metric) -
             sum(r.errors for r in group),
             sum(r.runs for r in group),
             sum(r.duration for r in group),
-            sum((r.usage for r in group), Usage()),
-            sum((r.lost for r in group), Usage()),
+            Usage.total(r.usage for r in group),
+            Usage.total(r.lost for r in group),
             {
                 m.name: {k: v for r in group for k, v in (r.strict.get(m.name) or r.values[m.name]).items()}
                 for m in metrics
@@ -7738,7 +7754,9 @@ def _forecast(experiment: Experiment, log_dir: Path, cache: _Cache | None, turns
     if price is None:
         return _Forecast(experiment, "no price")
     folders = experiment.cases.found if isinstance(experiment.cases, _Cases) else []
-    size = sum(_file_size(Path(f.folder) / f.file) for f in folders) or sum(len(x.input) for x in experiment.cases)
+    size = sum(_file_size(f"{f.folder}{os.sep}{f.file}") for f in folders) or sum(
+        len(x.input) for x in experiment.cases
+    )
     out = c.max_tokens if c.max_tokens is not None or price[1] else 0  # no max_tokens: the output has no bound
     cases = len(experiment.cases)
     worst = None if out is None else _worst(price, size, cases, out) * repeat * turns
@@ -7757,9 +7775,9 @@ def _resumed(f: _Forecast, previous: Mapping[tuple[str, str], Mapping[tuple[str,
     return dataclasses.replace(f, **{k: v * left for k in ("expected", "worst") if (v := getattr(f, k)) is not None})
 
 
-def _file_size(path: Path) -> int:
+def _file_size(path: str) -> int:
     try:
-        return path.stat().st_size
+        return os.stat(path).st_size
     except OSError:
         return 0
 
@@ -9492,7 +9510,9 @@ def _print_results(args: argparse.Namespace, plan: _Plan, session: _Session, end
         if tables:
             print(f"\nbaseline: {args.baseline if isinstance(args.baseline, str) else 'the newest run'}", file=out)
             print(_render_changes(changes, style, _primary(suite.metrics).name), file=out)
-    for line in _flaky_lines(_rows(shown, suite.metrics), plan.gates.flaky) if tables else ():
+    for line in (
+        _flaky_lines(_rows(shown, suite.metrics), plan.gates.flaky) if tables and plan.gates.flaky != "mean" else ()
+    ):
         print(line, file=out)
     if not tables:
         complete = not ending.interrupted and not ending.stopped and ending.finished == ending.total
