@@ -1055,6 +1055,7 @@ class Summary:
     lost: Usage = field(default_factory=Usage)  # what the runs that ended in an error spent
     cached: int = 0  # completions the response cache answered
     saved: float = 0.0  # what they cost when first paid for
+    rate_limited: float = 0.0  # seconds its calls waited on the key's rate limit
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -1071,6 +1072,7 @@ class Summary:
             "retries": self.retries,
             "cached": self.cached,
             "saved_usd": self.saved,
+            "rate_limited_s": round(self.rate_limited, 3),
         }
 
 
@@ -1253,6 +1255,7 @@ class Model:
         self.calls = 0
         self.finish_reason: str | None = None  # the last answer's
         self.retries = 0
+        self.limited = 0.0  # seconds its calls waited on the key's rate limit (never retries)
         self.repeat = 0  # which independent run of the case this is (``--repeat``)
         self.cache: _Cache | None = None
         self.hits = 0  # completions the cache answered
@@ -1431,6 +1434,15 @@ class Model:
             self.usage = self.usage + usage
         if self.budget is not None:
             self.budget.charge(usage.cost_usd)
+
+    def note_limited(self, seconds: float, again: bool = False) -> None:
+        """A call waited ``seconds`` on the key's rate limit; ``again``: it was refused and goes
+        again, no retry of the case's, but under ``--budget`` the new try holds its own worst
+        case first."""
+        with self._lock:
+            self.limited += seconds
+        if again and self.budget is not None:
+            self.budget.again(self.stop)
 
     def note_retry(self) -> None:
         """A provider tried again: counted per case in the log; under ``--budget`` the new
@@ -2989,6 +3001,7 @@ def _catalog_id(provider: Provider, model_id: str, catalog: Iterable[str]) -> st
 
 _USER_AGENT = f"agent-evals/{__version__}"
 _LIST_TIMEOUT = 30.0  # seconds for a list of models: small, so a reasoning model's --timeout does not apply
+_PACED = os.environ.get("AGENT_EVALS_LIMITER", "on") != "off"  # off: each request meets a rate limit alone
 
 # Statuses worth another try (OpenRouter's own and its edge's), and those that end the run.
 _RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504, 524, 529})
@@ -3036,11 +3049,15 @@ def _error_text(data: object, raw: bytes) -> str:
 
 
 class _Retry(Exception):
-    """Raised by one attempt when the failure is worth another try."""
+    """Raised by one attempt when the failure is worth another try; ``limited``: the server
+    refused it for its rate (a 429, a 529, a 503 with Retry-After), the limiter's to time."""
 
-    def __init__(self, failure: str, retry_after: float | None = None, *, timeout: bool = False) -> None:
+    def __init__(
+        self, failure: str, retry_after: float | None = None, *, timeout: bool = False, limited: bool = False
+    ) -> None:
         super().__init__(failure)
-        self.failure, self.retry_after, self.timeout = failure, retry_after, timeout
+        self.failure, self.retry_after, self.timeout, self.limited = failure, retry_after, timeout, limited
+        self.sent = 0.0  # when the refused request went (the limiter's clock)
 
 
 class _Tries:
@@ -3072,19 +3089,155 @@ class _Tries:
         return ProviderError(f"{self.label}: {self.failure}; not retried: {stop.reason}")
 
 
-def _retrying(provider: Provider, label: str, model: Model | None, attempt: Callable[[], object]) -> Any:
+def _retrying(
+    provider: Provider, label: str, model: Model | None, attempt: Callable[[], object], limiter: _Limiter | None = None
+) -> Any:
     """Call ``attempt`` until it returns, retrying each ``_Retry`` within the provider's
-    bounds. A stopped run (Ctrl-C, a refused key) ends the wait at once."""
+    bounds; a rate limit is the ``limiter``'s: timed by it, never one of the retries. A
+    stopped run (Ctrl-C, a refused key) ends the wait at once."""
     tries = None  # made at the first failure: most requests never need it
     stop = model.stop if model is not None else _Stop()
+    refused = 0.0  # when the key first refused this request for its rate
     while True:
         try:
             return attempt()
         except _Retry as e:
             tries = tries or _Tries(provider, label, model)
-            delay = tries.wait_after(e)
+            if limiter is not None and e.limited:
+                tries.failure = e.failure  # what a stop while it waits names
+                delay, refused = limiter.refused(e), refused or time.monotonic()
+                if (waited := time.monotonic() - refused) > limiter.BOUND:
+                    raise ProviderError(
+                        f"{label}: still refused for the key's rate limit after {waited:.0f} s of waiting "
+                        f"({e.failure}); try again later, or with a lower -p",
+                        stops_run=True,
+                    ) from None
+                if model is not None:
+                    model.note_limited(delay, again=True)
+            else:
+                delay = tries.wait_after(e)
         if stop.wait(delay):
             raise tries.stopped(stop)
+
+
+class _Limiter:
+    """The pace of one server and key, shared by every contender of the run. It lets
+    requests through as they come until the server refuses one for its rate; from then it
+    paces every request on the key (one slot every 1/rate seconds), starting from the
+    answers it had a second and rising 50% a second until the next refusal; from then it
+    cuts the rate by a quarter once per burst of refusals (those sent before a cut do not
+    cut again) and raises it by about 10% a second while answers come. Until the first
+    refusal a slow start keeps a few requests in flight, one more for each answer. The refused request alone waits
+    what the server said (Retry-After, retry-after-ms, X-RateLimit-Reset), or one slot.
+    ``-p`` and ``-j`` stay the ceiling: it only ever holds requests back."""
+
+    BOUND = 600.0  # seconds one request may wait on rate limits before the run stops, saying so
+    _ALL: ClassVar[dict[tuple[str, str], _Limiter]] = {}
+    _MADE = threading.Lock()
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.rate: float | None = None  # requests a second; None: not limited yet
+        self.cut = 0.0  # when the rate was last cut
+        self.answered, self.since = 0, time.monotonic()  # answers since ``since``: the pace it starts from
+        self.rise = 0.5  # the pace's rise per answer over the pace: 50% a second until the first cut, then 10%
+        # requests take tickets in turn; ticket ``first`` was due at ``at``, each next one 1/rate later
+        self.issued, self.first, self.at = 0, 0.0, 0.0
+        self.held = 0  # requests waiting for their turn now (the progress line)
+        # a slow start: at first at most ``window`` requests in flight, one more for each answer (twice
+        # as many a round trip), so that a key's limit meets a few requests, not all -p x -j at once;
+        # None once past any -p x -j, or once the key has been refused (then the pace rules)
+        self.window: float | None = 8.0
+        self.flying = 0
+        self.turn = threading.Condition(self.lock)
+
+    @classmethod
+    def of(cls, server: str, key: str) -> _Limiter:
+        with cls._MADE:
+            return cls._ALL.setdefault((server, key), cls())
+
+    def admit(self, model: Model) -> tuple[float, bool]:
+        """Wait for this request's turn at the pace as it is then (a pace raised meanwhile
+        lets it go sooner); when it goes (the clock ``refused`` compares), and whether it
+        holds a place of the slow start's window (``landed`` gives it back)."""
+        if self.window is not None:
+            with self.turn:
+                while self.window is not None and self.flying >= self.window and not model.stop.event.is_set():
+                    self.turn.wait(0.1)
+                if self.window is not None:
+                    self.flying += 1
+                    return time.monotonic(), True
+        if self.rate is None:
+            return time.monotonic(), False
+        began = time.monotonic()
+        with self.lock:
+            self._pace(self.rate, began)
+            ticket, self.issued, self.held = self.issued, self.issued + 1, self.held + 1
+        try:
+            while not model.stop.event.is_set():
+                with self.lock:
+                    now, rate = time.monotonic(), self.rate or 1.0
+                    due = self.at + (ticket - self.first) / rate
+                if due <= now:
+                    break
+                model.stop.wait(min(due - now, 0.1))
+        finally:
+            with self.lock:
+                self.held -= 1
+        now = time.monotonic()
+        model.note_limited(now - began)
+        return now, False
+
+    def landed(self, held: bool, answered: bool) -> None:
+        """A request is back: one that ``held`` a place of the window gives it back, and an
+        answer widens the window by one, or raises the pace by about 10% a second."""
+        if held:
+            with self.turn:
+                self.flying -= 1
+                if answered and self.window is not None:
+                    self.window = None if self.window >= 1024 else self.window + 1
+                self.turn.notify_all()
+        if answered:
+            self.answered += 1
+            if self.rate is not None:
+                with self.lock:
+                    rate = self.rate or 1.0
+                    self._pace(rate + max(self.rise * rate, 1.0) / rate, time.monotonic())
+
+    def _pace(self, rate: float, now: float) -> None:
+        """Set the pace from ``now`` on (the caller holds the lock): the turn due now stays
+        due, and a key left idle banks no turns (a pace is never a burst)."""
+        position = self.first + (now - self.at) * (self.rate or rate)
+        self.first, self.at, self.rate = min(position, float(self.issued)), now, rate
+
+    def refused(self, e: _Retry) -> float:
+        """A request refused for the rate: the pace is cut (once a burst); how long it waits."""
+        with self.lock:
+            now = time.monotonic()
+            if self.rate is None:  # from the answers it had a second (a burst's are no pace), rising fast
+                self._pace(max(1.0, self.answered / max(now - self.since, 1.0)), now)
+                self.window, self.cut = None, now + 1.0  # what the burst that found the limit sent is one refusal
+                self.turn.notify_all()
+            elif e.sent >= self.cut:
+                self._pace(max(0.1, self.rate * 0.75), now)
+                self.cut, self.rise = now, 0.1
+            return e.retry_after if e.retry_after is not None else 1 / (self.rate or 1.0)
+
+    @staticmethod
+    def wait_of(fields: Mapping[str, str]) -> float | None:
+        """How long the server asks a refused request to wait: retry-after-ms, Retry-After, or
+        with no requests remaining, X-RateLimit-Reset (epoch seconds or milliseconds, or seconds to go)."""
+        with contextlib.suppress(ValueError):
+            if (ms := fields.get("retry-after-ms")) is not None and 0 <= float(ms) < 3_600_000:
+                return float(ms) / 1000
+        if (after := _retry_after(fields.get("retry-after"))) is not None:
+            return after
+        with contextlib.suppress(ValueError):
+            if fields.get("x-ratelimit-remaining") == "0" and (reset := fields.get("x-ratelimit-reset")):
+                value = float(reset)
+                value = value / 1000 - time.time() if value > 1e12 else value - time.time() if value > 1e9 else value
+                return value if 0 <= value <= 3600 else None
+        return None
 
 
 def _socket_gaierror() -> type[OSError]:
@@ -3659,27 +3812,40 @@ class OpenRouter(Provider):
         worth retrying within the bounds: an in-band error whose code is 429 or 5xx too."""
         url, headers = self._endpoint(path)
         wait = self.timeout if model is not None else min(self.timeout, _LIST_TIMEOUT)
+        # the key's pace, shared by every contender on it (lists of models are not paced)
+        limiter = _Limiter.of(self.base_url, headers.get("Authorization", "")) if model is not None and _PACED else None
 
         def attempt() -> tuple[object, int, Mapping[str, str]]:
+            sent, held = limiter.admit(model) if limiter is not None and model is not None else (0.0, False)
+            answered = False
             try:
-                status, fields, raw = self._http.request(
-                    method, url, body, headers, self.connect_timeout, wait, self._limit
-                )
-            except (OSError, ValueError, _Unreadable) as e:
-                if not self._reached:
-                    self._unreached(e, method, path, wait)
-                raise _transport_failure(e, f"{self.name}: {model_id}") from None
-            self._reached = True
-            data, status = self._answer(model_id, status, fields, raw)
-            error = data.get("error") if isinstance(data, dict) else None
-            code = error.get("code") if isinstance(error, dict) else None
-            if isinstance(code, int | str) and _is_count(str(code)) and int(code) in _RETRY_STATUSES:
-                if model is not None:
-                    model.note_spent(self._usage(model, data, fields))
-                raise _Retry(f"HTTP {status} carrying error {code}: {_error_text(data, raw)}", None)
+                try:
+                    status, fields, raw = self._http.request(
+                        method, url, body, headers, self.connect_timeout, wait, self._limit
+                    )
+                except (OSError, ValueError, _Unreadable) as e:
+                    if not self._reached:
+                        self._unreached(e, method, path, wait)
+                    raise _transport_failure(e, f"{self.name}: {model_id}") from None
+                self._reached = True
+                data, status = self._answer(model_id, status, fields, raw)
+                error = data.get("error") if isinstance(data, dict) else None
+                code = error.get("code") if isinstance(error, dict) else None
+                if isinstance(code, int | str) and _is_count(str(code)) and int(code) in _RETRY_STATUSES:
+                    if model is not None:
+                        model.note_spent(self._usage(model, data, fields))
+                    what = f"HTTP {status} carrying error {code}: {_error_text(data, raw)}"
+                    raise _Retry(what, _Limiter.wait_of(fields), limited=int(code) in (429, 529))
+                answered = True
+            except _Retry as e:
+                e.sent = sent
+                raise
+            finally:
+                if limiter is not None:
+                    limiter.landed(held, answered)
             return data, status, fields
 
-        return _retrying(self, f"{self.name}: {model_id}", model, attempt)
+        return _retrying(self, f"{self.name}: {model_id}", model, attempt, limiter)
 
     def _unreached(self, e: Exception, method: str, path: str, wait: float) -> None:
         """A failure before the server ever answered in this run: a proxy or a server that
@@ -3717,7 +3883,9 @@ class OpenRouter(Provider):
         except ValueError:
             data = None
         if status in _RETRY_STATUSES:
-            raise _Retry(f"HTTP {status}: {_error_text(data, raw)}", _retry_after(fields.get("retry-after")))
+            wait = _Limiter.wait_of(fields)
+            limited = status in (429, 529) or (status == 503 and wait is not None)
+            raise _Retry(f"HTTP {status}: {_error_text(data, raw)}", wait, limited=limited)
         if status in _FATAL_STATUSES:
             raise ProviderError(
                 f"{self.name}: HTTP {status}: {_error_text(data, raw)} ({_FATAL_STATUSES[status]}; "
@@ -4571,6 +4739,7 @@ class Experiment:
         self.exchanges = False  # its models note each call, for a tracker that shows them
         self.budget: _Budget | None = None  # the run's --budget, shared by every experiment
         self.decided: str | None = None  # --until-decided: why its remaining cases need not be asked
+        self.limited = 0.0  # seconds its calls waited on the key's rate limit
         # a direct contender's provider is in its name: it never shares a file with a vendors: id
         via = f"--direct-{contender.provider}" if contender.provider else ""
         routed = f"--via-{_routing_text(contender.routing)}" if contender.routing else ""
@@ -4833,6 +5002,9 @@ class _ExperimentRun:
                         result = _run_case(run.suite, self.experiment, place, run.metric_names, model, started)
                 except BaseException as e:  # the harness's own failure: still that case's row
                     result = self._failed(i, place, model, started, e)
+                if model.limited:
+                    with run.lock:
+                        self.experiment.limited += model.limited
                 line = self._store(i, result)
                 if line is None:
                     return  # closed, or the case timed out and another thread took this one's place
@@ -4990,6 +5162,7 @@ class _ExperimentRun:
             run.close_journal(self.journal)
         experiment.duration = time.perf_counter() - self.started
         summary = _summarize(experiment.results, run.suite.metrics, experiment.duration)
+        summary = dataclasses.replace(summary, rate_limited=experiment.limited)
         for tracker in run.trackers:
             with run.lock:
                 run.call(tracker, "finish", experiment, summary)
@@ -5471,6 +5644,8 @@ class _Progress:
         self.last = now
         width = _terminal_width()
         line = _progress_line(self.done, self.total, self.errors, now - self.started, self.cost, self.eta(now), width)
+        if held := sum(limiter.held for limiter in list(_Limiter._ALL.values())):
+            line += f" · rate-limited: {held} held back"
         if not self.heard and self.waiting and now - self.started >= 3:  # a hung server is not a quiet one
             line = f"{self.done}/{self.total} cases · waiting for the first answer from {self.waiting} ({now - self.started:.0f} s)"
         self.stream.write(f"\r{line[: width - 1]}\x1b[K")
@@ -9409,6 +9584,7 @@ def _session(args: argparse.Namespace, plan: _Plan, stamp: str) -> _Session:
         "run_id": _run_id(os.environ) if args.shard else None,
         "planned": sum(len(experiment.cases) * experiment.repeat for experiment in experiments),
     }
+    _Limiter._ALL.clear()  # each run learns its keys' pace anew
     trackers: list[Tracker] = [LocalTracker({**context, "options": {}})]
     if plan.remote:
         trackers.append(plan.remote({**context, "options": suite.config.sections.get(plan.remote.name, {})}))
@@ -9676,6 +9852,12 @@ def _report_transport(suite: _Suite, experiments: Sequence[Experiment]) -> None:
                 f"truncated {label}: {cut} of {len(experiment.results)} answers stopped at the output limit "
                 f"(finish_reason: length; max_tokens {limit or 'the model default'}); they were scored as they "
                 "are: raise --max-tokens (or max_tokens:) if that is not meant"
+            )
+        if experiment.limited:
+            print(
+                f"rate-limited {label}: its calls waited {experiment.limited:.1f} s on the key's rate limit "
+                "(paced with the run's other contenders on that key; never retries, never errors)",
+                file=sys.stderr,
             )
         if odd := sum(r.usage.no_price for r in experiment.results):
             _warn(

@@ -4,6 +4,7 @@
     python tests/benchmark.py --adapter threads    # the same, the cases on -p threads
     python tests/benchmark.py --cases 500 --concurrency 32 --latency 0.05
     python tests/benchmark.py --baseline 100       # the machine's floor: a bare client, 100 µs of work a case
+    python tests/benchmark.py --rate-limit 40 --concurrency 32   # 800 case runs on a key limited to 40/s
 
 A stand-in OpenAI-compatible server runs in its own process (asyncio protocols,
 keep-alive, each answer sent a fixed latency after its request arrived, optional
@@ -82,7 +83,10 @@ class _StandIn(asyncio.Protocol):
             self.counted = True
             stats["connections"] += 1
         roll = state["rng"].random()
-        if roll < state["rate_429"]:
+        if (bucket := state["bucket"]) is not None and not bucket.take():
+            stats["429"] += 1
+            reply = (429, "Retry-After: 1\r\n", b'{"error": {"code": 429, "message": "Rate limit exceeded"}}')
+        elif roll < state["rate_429"]:
             stats["429"] += 1
             reply = (429, "Retry-After: 0.05\r\n", b'{"error": {"code": 429, "message": "rate limited"}}')
         elif roll < state["rate_429"] + state["rate_500"]:
@@ -111,7 +115,22 @@ class _StandIn(asyncio.Protocol):
         self.transport = None
 
 
-async def _serve(port_file: Path, latency: float, rate_429: float, rate_500: float, seed: int) -> None:
+class _Bucket:
+    """The key's rate limit: ``rate`` requests a second, bursts of 10; above it, a 429."""
+
+    def __init__(self, rate: float) -> None:
+        self.rate, self.tokens, self.at = rate, 10.0, time.monotonic()
+
+    def take(self) -> bool:
+        now = time.monotonic()
+        self.tokens, self.at = min(10.0, self.tokens + (now - self.at) * self.rate), now
+        if self.tokens < 1:
+            return False
+        self.tokens -= 1
+        return True
+
+
+async def _serve(port_file: Path, latency: float, rate_429: float, rate_500: float, seed: int, limit: float) -> None:
     loop = asyncio.get_running_loop()
     state = {
         "stats": {"connections": 0, "requests": 0, "429": 0, "500": 0},
@@ -120,6 +139,7 @@ async def _serve(port_file: Path, latency: float, rate_429: float, rate_500: flo
         "rate_429": rate_429,
         "rate_500": rate_500,
         "loop": loop,
+        "bucket": _Bucket(limit) if limit else None,
     }
     server = await loop.create_server(lambda: _StandIn(state), "127.0.0.1", 0, backlog=1024)
     port_file.write_text(str(server.sockets[0].getsockname()[1]))
@@ -172,11 +192,11 @@ vendors:
 """
 
 
-def _make_suite(root: Path, cases: int, adapter: str = "echo") -> None:
+def _make_suite(root: Path, cases: int, adapter: str = "echo", config: str = CONFIG) -> None:
     evals = root / "evals"
     (evals / "datasets").mkdir(parents=True)
     (evals / "eval_helper.py").write_text(HELPER.replace("{adapter}", ADAPTERS[adapter]))
-    (evals / ".agent-eval.config.yml").write_text(CONFIG)
+    (evals / ".agent-eval.config.yml").write_text(config)
     for n in range(cases):
         folder = evals / "datasets" / "bench" / "cases" / "v" / f"{n:05d}"
         folder.mkdir(parents=True)
@@ -204,10 +224,12 @@ def _stats(port: int) -> dict:
         return json.load(response)
 
 
-def _start_server(root: Path, latency: float, rate_429: float = 0.0, rate_500: float = 0.0) -> tuple[Any, int]:
+def _start_server(
+    root: Path, latency: float, rate_429: float = 0.0, rate_500: float = 0.0, limit: float = 0.0
+) -> tuple[Any, int]:
     port_file = root / "port"
     server = subprocess.Popen(
-        [sys.executable, __file__, "--serve", str(port_file), str(latency), str(rate_429), str(rate_500)]
+        [sys.executable, __file__, "--serve", str(port_file), str(latency), str(rate_429), str(rate_500), str(limit)]
     )
     while not port_file.exists() or not port_file.read_text():
         time.sleep(0.02)
@@ -414,6 +436,43 @@ def scenario(
     }
 
 
+FOUR = CONFIG.replace("    - model: model\n", "    - model: model\n      effort: [default, low, medium, high]\n")
+
+
+def rate_limited(limit: float, cases: int, concurrency: int, limiter: bool) -> dict:
+    """Four contenders on one key that the server limits to ``limit`` requests a second
+    (429 with Retry-After: 1 above it), ``-p concurrency -j 4``: the run against cases / limit."""
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        _make_suite(root, cases, config=FOUR)
+        server, port = _start_server(root, 0.02, limit=limit)
+        try:
+            env = {**os.environ, "OPENROUTER_BASE_URL": f"http://127.0.0.1:{port}/api/v1", "PYTHONPATH": str(ROOT)}
+            env |= {"OPENROUTER_API_KEY": "sk-bench", "AGENT_EVALS_LIMITER": "on" if limiter else "off"}
+            command = [sys.executable, "-m", "agent_evals", "compare", "--local", "-j", "4", "-p", str(concurrency)]
+            started = time.perf_counter()
+            subprocess.run(command, cwd=root, env=env, capture_output=True, check=False)
+            wall = time.perf_counter() - started
+            served = _stats(port)
+        finally:
+            server.terminate()
+            server.wait()
+        logs = [json.loads(p.read_text()) for p in (root / "log" / "agent-evals").glob("*.json")]
+    ideal = 4 * cases / limit
+    return {
+        "limiter": "on" if limiter else "off",
+        "case_runs": 4 * cases,
+        "wall_s": round(wall, 2),
+        "ideal_s": ideal,
+        "ratio": round(wall / ideal, 3),
+        "requests": served["requests"],
+        "answered_429": served["429"],
+        "share_429": round(served["429"] / max(served["requests"], 1), 3),
+        "errors": sum(log["summary"]["errors"] for log in logs),
+        "rate_limited_s": round(sum(log["summary"].get("rate_limited_s", 0) for log in logs), 1),
+    }
+
+
 def _interpreter_start() -> float:
     """The median wall time of ``python -c pass`` here: a floor under every CLI run that
     no harness controls (site-packages' .pth files run in it)."""
@@ -427,8 +486,8 @@ def _interpreter_start() -> float:
 
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "--serve":
-        port_file, latency, r429, r500 = sys.argv[2:6]
-        asyncio.run(_serve(Path(port_file), float(latency), float(r429), float(r500), seed=7))
+        port_file, latency, r429, r500, limit = sys.argv[2:7]
+        asyncio.run(_serve(Path(port_file), float(latency), float(r429), float(r500), seed=7, limit=float(limit)))
         return
     if len(sys.argv) > 1 and sys.argv[1] in ("--bare", "--bare-async"):
         port, cases, concurrency, busy = sys.argv[2:6]
@@ -450,6 +509,12 @@ def main() -> None:
     )
     parser.add_argument("--runs", type=int, default=3, help="runs of each scenario; the best and the median are shown")
     parser.add_argument(
+        "--rate-limit",
+        type=float,
+        metavar="RPS",
+        help="instead: four contenders on one key the server limits to RPS requests a second, with the limiter and without",
+    )
+    parser.add_argument(
         "--baseline",
         type=float,
         metavar="US",
@@ -457,6 +522,10 @@ def main() -> None:
     )
     args = parser.parse_args()
     print(json.dumps({"interpreter_start_s": _interpreter_start()}), flush=True)
+    if args.rate_limit:
+        for limiter in (True, False):
+            print(json.dumps(rate_limited(args.rate_limit, (args.cases or 800) // 4, args.concurrency, limiter)))
+        return
     if args.baseline is not None:
         for cases, concurrency in [(args.cases, args.concurrency)] if args.cases else [(2000, 64), (10000, 256)]:
             for _ in range(args.runs):

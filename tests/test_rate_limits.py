@@ -1,0 +1,104 @@
+"""One pace per key: the contenders of a run share a limiter that learns the key's rate.
+
+A stand-in OpenRouter enforces a token bucket per key (429 with Retry-After above it), as
+OpenRouter and the vendors behind it do; the figures at scale are in tests/benchmark.py.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from servers import Answer, OpenAICompatible, chat_answer
+
+import agent_evals as ae
+from conftest import EXACT_HELPER, many, read_logs
+
+FOUR = "request_types: [prompt]\nvendors:\n  openai:\n    - model: gpt-4.1-mini\n      effort: [default, low, medium, high]\n"
+
+
+class Bucket:
+    """A key's rate limit: ``rate`` requests a second, bursts of ``burst``; 429 above it."""
+
+    def __init__(self, rate: float, burst: float, headers: dict[str, str] | None = None) -> None:
+        self.rate, self.burst, self.tokens, self.at = rate, burst, burst, time.monotonic()
+        self.headers = headers if headers is not None else {"Retry-After": "1"}
+        self.lock = threading.Lock()
+        self.served = self.refused = 0
+
+    def __call__(self, request) -> Answer:
+        with self.lock:
+            now = time.monotonic()
+            self.tokens, self.at = min(self.burst, self.tokens + (now - self.at) * self.rate), now
+            if self.tokens < 1:
+                self.refused += 1
+                return Answer(429, {"error": {"message": "Rate limit exceeded", "code": 429}}, dict(self.headers))
+            self.tokens -= 1
+            self.served += 1
+        answer = chat_answer(request.body["messages"][-1]["content"])
+        answer.delay = 0.02
+        return answer
+
+
+def run(make_suite, cli, monkeypatch, bucket: Bucket, *argv: str, cases: int = 40) -> tuple[int, str, str]:
+    with OpenAICompatible(bucket) as server:
+        monkeypatch.setenv("OPENROUTER_BASE_URL", server.url + "/api/v1")
+        monkeypatch.setenv("OPENROUTER_API_KEY", "sk-or-shared")
+        project = make_suite(helper=EXACT_HELPER, config=FOUR, cases=many(cases))
+        return cli("compare", "--local", *argv, cwd=project)
+
+
+def test_contenders_sharing_a_key_share_its_pace_and_no_case_is_an_error(make_suite, cli, monkeypatch) -> None:
+    bucket = Bucket(rate=100, burst=10)
+    code, _, err = run(make_suite, cli, monkeypatch, bucket, "-p", "16", "-j", "4")
+    assert code == 0, err
+    logs = read_logs(_project())
+    assert len(logs) == 4 and all(row["error"] is None for log in logs for row in log["rows"])
+    # a rate-limit wait is the limiter's: never one of a case's retries
+    assert all(row["retries"] == 0 for log in logs for row in log["rows"])
+    assert sum(log["summary"]["rate_limited_s"] for log in logs) > 0 and "rate-limited [ds] " in err
+    assert bucket.refused / (bucket.served + bucket.refused) < 0.25, (bucket.refused, bucket.served)
+
+
+def _project() -> Path:
+    return Path.cwd()  # cli() ran from the project
+
+
+def test_without_the_limiter_each_request_meets_the_limit_alone(make_suite, cli, monkeypatch) -> None:
+    paced, alone = Bucket(rate=100, burst=10), Bucket(rate=100, burst=10)
+    assert run(make_suite, cli, monkeypatch, paced, "-p", "16", "-j", "4", cases=20)[0] == 0
+    monkeypatch.setattr(ae, "_PACED", False)
+    (_project() / "log").rename(_project() / "paced-log")
+    run(make_suite, cli, monkeypatch, alone, "-p", "16", "-j", "4", cases=20)
+    assert alone.refused > 2 * paced.refused, (alone.refused, paced.refused)
+
+
+def test_a_key_that_never_recovers_ends_the_run_with_one_line(make_suite, cli, monkeypatch) -> None:
+    monkeypatch.setattr(ae._Limiter, "BOUND", 0.5)
+    closed = Bucket(rate=0, burst=0, headers={"Retry-After": "0.1"})
+    code, _, err = run(make_suite, cli, monkeypatch, closed, "-p", "2", "-j", "1")
+    assert code == 1, err
+    assert "still refused for the key's rate limit after 1 s of waiting (HTTP 429: Rate limit exceeded)" in err
+
+
+@pytest.mark.parametrize(
+    ("fields", "wait"),
+    [
+        ({"retry-after-ms": "250"}, 0.25),
+        ({"retry-after": "2"}, 2.0),
+        ({"x-ratelimit-remaining": "0", "x-ratelimit-reset": "3"}, 3.0),
+        ({"x-ratelimit-remaining": "5", "x-ratelimit-reset": "3"}, None),
+        ({"retry-after-ms": "soon"}, None),
+    ],
+)
+def test_the_wait_a_server_asks_for(fields, wait) -> None:
+    assert ae._Limiter.wait_of(fields) == wait
+
+
+def test_the_reset_as_an_epoch_in_seconds_or_milliseconds() -> None:
+    now = time.time()
+    for reset in (now + 4, (now + 4) * 1000):
+        got = ae._Limiter.wait_of({"x-ratelimit-remaining": "0", "x-ratelimit-reset": str(reset)})
+        assert got is not None and 3 < got <= 4
