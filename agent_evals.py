@@ -1028,6 +1028,7 @@ class RunResult:
     transcript: Sequence[Mapping[str, object]] | None = None  # the reply's, or the turns so far of a failed case
     ended: float = 0.0  # when it ended (time.time()): the trackers show it where it ran
     exchanges: tuple[Mapping[str, object], ...] = ()  # each model call, when a tracker shows them
+    served: tuple[Mapping[str, str], ...] = ()  # who answered its calls: upstream, model, tier (distinct)
 
     @property
     def label(self) -> str:
@@ -1264,6 +1265,7 @@ class Model:
         self.max_turns = _SETTING["max_turns"].default  # the most calls an agent's loop makes per case
         self.transcript: list[dict[str, object]] | None = None  # a conversation's messages, the answers included
         self.exchanges: list[dict[str, object]] | None = None  # each call, when a tracker shows them
+        self.served: list[dict[str, str]] = []  # who answered: each distinct upstream, model and tier
         self.budget: _Budget | None = None  # --budget: each call holds its worst case until it settles
         self.empty = ""  # why the last answer had no text, when it had none
         self._lock = threading.Lock()
@@ -1421,10 +1423,15 @@ class Model:
             raise ProviderError(f"provider {self.provider.name} returned {type(completion).__name__}, not a Completion")
         if self.cache is not None:
             self.cache.put(key, completion, self.id)
+        raw = completion.raw if isinstance(completion.raw, dict) else {}
+        # who answered: OpenRouter names the upstream (provider), the model behind an alias and the tier
+        served = {k: v for k in ("provider", "model", "service_tier") if isinstance(v := raw.get(k), str) and v}
         with self._lock:
             self.usage = self.usage + completion.usage
             self.finish_reason = completion.finish_reason
             self.empty = "" if completion.text or completion.tool_calls else _why_empty(completion)
+            if served and served not in self.served:
+                self.served.append(served)
         return completion
 
     def note_spent(self, usage: Usage) -> None:
@@ -4814,6 +4821,7 @@ def _result(
         transcript,
         time.time(),
         tuple(model.exchanges or ()),
+        tuple(model.served),
     )
 
 
@@ -5862,6 +5870,7 @@ def _log_row(result: RunResult) -> dict[str, object]:
         **({"transcript": list(result.transcript)} if result.transcript is not None else {}),
         "duration": round(result.duration, 6),
         **({CLUSTER: cluster} if (cluster := case.metadata.get(CLUSTER)) is not None else {}),
+        **({"served": list(result.served)} if result.served else {}),
     }
 
 
@@ -6572,6 +6581,7 @@ def _result_from_row(row: Mapping[str, Any], case: Case) -> RunResult:
         int(row.get("turns") or 0),
         row.get("finish_reason") if isinstance(row.get("finish_reason"), str) else None,
         transcript,
+        served=tuple(s for s in row.get("served") or () if isinstance(s, dict)),
     )
 
 
@@ -6665,6 +6675,7 @@ _ROW_TYPES: dict[str, tuple[type, ...]] = {
     "diagnostics": (dict, type(None)),
     "turns": (int, type(None)),
     "transcript": (list, type(None)),
+    "served": (list, type(None)),
 }
 
 
@@ -7129,6 +7140,7 @@ class _Row:
     flaky: tuple[str, ...] = ()  # cases whose repeats disagree on the primary metric (errors as wrong)
     pass_k: float | None = None  # with repeats: the primary metric with each case at its worst repeat
     graded: bool = False  # the primary metric's scores are not all 0 or 1 (pass^k is then a worst repeat's)
+    latency: tuple[float, float] | None = None  # p50 and p95 of its case runs' durations, seconds
 
     def mean(self, metric: str) -> float | None:
         values = self.values.get(metric) or {}
@@ -7181,10 +7193,21 @@ def _rows(experiments: Sequence[Experiment], metrics: Sequence[Metric], flaky: s
                 tuple(_flaky(repeats.items())),
                 _mean(_case_values(results, primary.name, 0.0, "wrong").values()) if repeated else None,
                 any(v not in (0.0, 1.0) for values in repeats.values() for v in values),
+                _latency([r.duration for r in results]),
             )
         )
     datasets = list(dict.fromkeys(r.dataset for r in out))
     return sorted(out, key=lambda r: (datasets.index(r.dataset), *_rank_key(r, primary)))
+
+
+def _latency(durations: list[float]) -> tuple[float, float] | None:
+    """The median and the 95th percentile (nearest rank) of case runs' durations, to the
+    microsecond a log keeps (so that ``report`` gives what the run gave)."""
+    if not durations:
+        return None
+    durations.sort()
+    n = len(durations)
+    return round(durations[math.ceil(0.5 * n) - 1], 6), round(durations[math.ceil(0.95 * n) - 1], 6)
 
 
 def _repeats(results: Iterable[RunResult], metric: str) -> dict[str, list[float]]:
@@ -7653,6 +7676,7 @@ def _row_document(row: _Row, metrics: Sequence[Metric]) -> dict[str, object]:
         "error_reasons": [{"count": n, "reason": text} for n, text in row.reasons],
         "metrics": scores,
         "duration_s": round(row.duration, 6),
+        **({"latency_p50_s": row.latency[0], "latency_p95_s": row.latency[1]} if row.latency else {}),
         "tokens_in": row.usage.input_tokens,
         "tokens_out": row.usage.output_tokens,
         "tokens_cached": row.usage.cached_tokens,
@@ -8341,6 +8365,26 @@ def _regressions(changes: Iterable[_Change], primary: str) -> list[_Change]:
     return [c for c in judged if c.verdict == "regressed"]
 
 
+def _upstream_lines(old: Mapping[tuple[str, str], Mapping[str, Any]], new: Mapping[tuple[str, str], Any]) -> list[str]:
+    """A line for each experiment whose answers came from other upstreams than the earlier
+    run's: a change of scores may be the upstream's, not the prompt's."""
+
+    def upstreams(record: Mapping[str, Any]) -> list[str]:
+        rows = record.get("rows", ())
+        return sorted({str(s["provider"]) for row in rows for s in (row.get("served") or [])[-1:] if s.get("provider")})
+
+    lines = []
+    for key in new.keys() & old.keys():
+        before, after = upstreams(old[key]), upstreams(new[key])
+        if before and after and before != after:
+            who = _shown_model(new[key]["contender"].get("model"), new[key]["contender"].get("provider"))
+            lines.append(
+                f"upstream [{new[key]['dataset']}] {who}: answered by {', '.join(before)} before and by "
+                f"{', '.join(after)} now: a change may be the upstream's (pin one with provider: {{only: [...]}})"
+            )
+    return lines
+
+
 def _flaky_lines(rows: Sequence[_Row], flaky: str) -> list[str]:
     """What --flaky did, when not the tables' mean: each contender's flaky cases, left out or wrong."""
     how = {"exclude": "left out", "wrong": "wrong unless every repeat is right"}.get(flaky)
@@ -8664,13 +8708,18 @@ def _html_rows(
                     if ranked
                     else []
                 ),
-                (_fmt_time(r.duration), r.duration),
+                (_fmt_time(r.duration) + _fmt_latency(r), r.duration),
                 (str(r.usage.input_tokens), r.usage.input_tokens),
                 (str(r.usage.output_tokens), r.usage.output_tokens),
                 (_fmt_cost(r.cost), r.cost),
             ]
         )
     return headers, cells, numeric
+
+
+def _fmt_latency(row: _Row) -> str:
+    """A case's time as users quote it: `` (p50 0.81s, p95 2.10s)``, or nothing."""
+    return f" (p50 {row.latency[0]:.2f}s, p95 {row.latency[1]:.2f}s)" if row.latency else ""
 
 
 def _render_html(
@@ -8902,6 +8951,8 @@ def _cmd_diff(args: argparse.Namespace) -> int:
         if effect is None or not 0 < effect <= 1:
             raise ConfigError(f"--effect {args.effect}: expected points above 0 and at most 100 (5 for five points)")
     print(_render_changes(changes, _style_for(sys.stdout), primary, effect))
+    for line in _upstream_lines(old, new):
+        print(line)
     failed = _regressions(changes, primary) if args.fail_on_regression else []
     for c in failed:
         print(f"gate failed: --fail-on-regression: {_change_text(c)}", file=sys.stderr)
@@ -9567,7 +9618,7 @@ def _execute(args: argparse.Namespace, plan: _Plan, stamp: str) -> tuple[_Sessio
     _warn_case_problems(plan.by_dataset.values(), plan.twice)
     if capture.file is not None:
         print(f"warnings: what the suite printed or logged during the run is in {_display(capture.path)}", file=err)
-    _report_transport(suite, experiments)
+    _report_transport(suite, experiments, args.verbose)
     print(f"logs: {_display(log_dir)} ({stamp})", file=err)
     return session, interrupted
 
@@ -9686,6 +9737,8 @@ def _print_results(args: argparse.Namespace, plan: _Plan, session: _Session, end
         if tables:
             print(f"\nbaseline: {args.baseline if isinstance(args.baseline, str) else 'the newest run'}", file=out)
             print(_render_changes(changes, style, _primary(suite.metrics).name), file=out)
+            for line in _upstream_lines(plan.baseline, current):
+                print(line, file=out)
     for line in (
         _flaky_lines(_rows(shown, suite.metrics), plan.gates.flaky) if tables and plan.gates.flaky != "mean" else ()
     ):
@@ -9838,11 +9891,13 @@ def _setup_providers(suite: _Suite, args: argparse.Namespace, *, offline: bool) 
         )
 
 
-def _report_transport(suite: _Suite, experiments: Sequence[Experiment]) -> None:
+def _report_transport(suite: _Suite, experiments: Sequence[Experiment], verbose: bool = False) -> None:
     """On STDERR: retries per experiment, answers cut off at max_tokens, and models whose
-    cost could not be known."""
+    cost could not be known; with -v, each one's case times as users quote them."""
     for experiment in experiments:
         label = f"[{experiment.dataset}] {experiment.contender.label}"
+        if verbose and (latency := _latency([r.duration for r in experiment.results])):
+            print(f"latency {label}: p50 {latency[0]:.2f} s, p95 {latency[1]:.2f} s a case run", file=sys.stderr)
         retries = sum(r.retries for r in experiment.results)
         if retries:
             print(f"retries {label}: {retries}", file=sys.stderr)
@@ -9859,6 +9914,8 @@ def _report_transport(suite: _Suite, experiments: Sequence[Experiment]) -> None:
                 "(paced with the run's other contenders on that key; never retries, never errors)",
                 file=sys.stderr,
             )
+        for line in _served_lines(label, experiment.results):
+            _warn(line)
         if odd := sum(r.usage.no_price for r in experiment.results):
             _warn(
                 f"{label}: {_n(odd, 'answer')} reported a cost that is not a price (NaN, infinite or below 0); "
@@ -9867,6 +9924,26 @@ def _report_transport(suite: _Suite, experiments: Sequence[Experiment]) -> None:
     for provider in suite.providers:
         for model_id in sorted(getattr(provider, "unpriced", ())):
             _warn(f"{model_id}: no cost in the response and no price in the catalog; its cost counts as $0")
+
+
+def _served_lines(label: str, results: Iterable[RunResult]) -> list[str]:
+    """A line when one contender's cases were answered by more than one upstream, or more
+    than one model (an alias that moved): scores can differ between them."""
+    import collections
+
+    results = list(results)
+    lines = []
+    for key, what, fix in (
+        ("provider", "upstreams", "pin one with provider: {only: [NAME]}"),
+        ("model", "models", "name the model itself, not an alias"),
+    ):
+        counts = collections.Counter(s[key] for r in results for s in r.served[-1:] if s.get(key))
+        if len(counts) > 1:
+            each = ", ".join(f"{name} ({_n(n, 'case')})" for name, n in counts.most_common())
+            lines.append(
+                f"{what} {label}: answered by {len(counts)} {what}, {each}; scores can differ between them: {fix}"
+            )
+    return lines
 
 
 def _render_breakdowns(experiments: Sequence[Experiment], metrics: Sequence[Metric], style: str) -> str:

@@ -214,8 +214,10 @@ def test_configure_merges_lists_and_rejects_unknown_settings() -> None:
 # types (object where a value is only checked or passed on: 311 Any to 126), 4; its per-case
 # path (Usage.total in place of thousands of additions, a hash encoder made once), 20.
 # #36's limiter, one pace per server and key (a slow start, a pace cut once a burst and raised
-# while answers come, the server's waits read, its own bound, its waits in the log), 182.
-CEILING = 10_179
+# while answers come, the server's waits read, its own bound, its waits in the log), 182; who answered
+# (each row's upstream, model and tier; a warning for more than one; the baseline says when they
+# changed) and latency as p50 and p95, 77.
+CEILING = 10_256
 SOURCE = (ROOT / "agent_evals.py").read_text(encoding="utf-8")
 
 
@@ -225,7 +227,7 @@ def test_the_module_stays_under_its_ceiling() -> None:
 
 # Any says "not checked": where a value is only tested or passed on, object is its type, and the
 # user-facing values a suite reads (Case.expected, Reply.output, ToolCall.arguments, ...) stay Any.
-ANY_CEILING = 126
+ANY_CEILING = 129  # 126 at #34's end; #36's logged records of who answered, 3
 
 
 def test_any_is_kept_to_what_is_not_checked() -> None:

@@ -394,3 +394,33 @@ def test_your_first_real_eval_as_the_readme_walks_it(tmp_path, monkeypatch) -> N
         assert whole.returncode == 0, whole.stderr
     assert "leaderboard: all datasets" in whole.stdout and "sk-or-from-dotenv" not in whole.stdout + whole.stderr
     assert "stamp" in run_agent_evals("runs", cwd=project, env=env).stdout
+
+
+def test_who_answered_is_logged_and_more_than_one_upstream_is_named(openrouter, make_suite, cli) -> None:
+    # OpenRouter routes one id to several upstreams: the answers name theirs (and the model, the tier)
+    def respond(request):
+        text = request.body["messages"][-1]["content"]
+        upstream = "Together" if int(text.split()[2].rstrip(".")[-1]) % 3 == 0 else "DeepInfra"
+        return chat_answer(text, provider=upstream, model="meta-llama/llama-3.3-70b-instruct", service_tier="default")
+
+    config = "request_types: [prompt]\nvendors:\n  meta-llama:\n    - model: llama-3.3-70b-instruct\n"
+    project = make_suite(helper=EXACT_HELPER, config=config, cases=many(9))
+    catalog = [{"id": "meta-llama/llama-3.3-70b-instruct"}]
+    with openrouter(respond, catalog=catalog):
+        code, _, err = cli("compare", "--local", cwd=project)
+    assert code == 0, err
+    (log,) = read_logs(project)
+    assert {row["served"][0]["provider"] for row in log["rows"]} == {"DeepInfra", "Together"}
+    assert log["rows"][0]["served"] == [
+        {"provider": "DeepInfra", "model": "meta-llama/llama-3.3-70b-instruct", "service_tier": "default"}
+    ]
+    line = "upstreams [ds] meta-llama/llama-3.3-70b-instruct effort=default: answered by 2 upstreams, DeepInfra (6 cases), Together (3 cases)"
+    assert f"warning: {line}; scores can differ between them: pin one with provider: {{only: [NAME]}}" in err
+    assert "models [ds]" not in err  # one model behind the id
+    # against a run whose answers all came from one upstream, the change is said
+    first = sorted((project / "log" / "agent-evals").glob("*.json"))[-1]
+    with openrouter(lambda r: chat_answer(r.body["messages"][-1]["content"], provider="Groq"), catalog=catalog):
+        code, out, err = cli("compare", "--local", "--baseline", str(first))
+    assert code == 0, err
+    said = "upstream [ds] meta-llama/llama-3.3-70b-instruct: answered by DeepInfra, Together before and by Groq now"
+    assert said in out

@@ -426,3 +426,18 @@ def test_repeats_report_flaky_cases_and_pass_k_and_the_gates_say_how_they_count(
     newest = sorted((project / "log" / "agent-evals").glob("*.json"))[-1]
     code, out, err = cli("diff", str(baseline), str(newest), "--fail-on-regression", "--flaky", "exclude")
     assert code == 0, err
+
+
+def test_latency_is_quoted_as_p50_and_p95(make_suite, cli) -> None:
+    assert ae._latency([]) is None
+    assert ae._latency([float(n) for n in range(1, 101)]) == (50.0, 95.0)
+    assert ae._latency([3.0]) == (3.0, 3.0)
+    project = make_suite(cases=many(10))
+    code, out, err = cli("compare", "--local", "-v", "--format", "json", cwd=project)
+    assert code == 0, err
+    (row,) = json.loads(out)["datasets"][0]["leaderboard"]
+    assert 0 <= row["latency_p50_s"] <= row["latency_p95_s"] < 5
+    assert "latency [ds] fake/echo effort=default: p50 " in err and " a case run" in err
+    code, _, err = cli("compare", "--local", "--html", "report.html")
+    assert code == 0, err
+    assert "(p50 " in (project / "report.html").read_text()
