@@ -3158,10 +3158,17 @@ class _Limiter:
         self.flying = 0
         self.turn = threading.Condition(self.lock)
 
+    FREE = 20 / 60  # OpenRouter's :free models: 20 requests a minute for the whole account
+
     @classmethod
-    def of(cls, server: str, key: str) -> _Limiter:
+    def of(cls, server: str, key: str, free: bool = False) -> _Limiter:
         with cls._MADE:
-            return cls._ALL.setdefault((server, key), cls())
+            if (limiter := cls._ALL.get((server, key + ":free" * free))) is None:
+                limiter = cls._ALL[(server, key + ":free" * free)] = cls()
+                if free:  # paced from the first request at the documented rate
+                    limiter.window, limiter.cut = None, time.monotonic() + 1.0
+                    limiter._pace(cls.FREE, time.monotonic())
+            return limiter
 
     def admit(self, model: Model) -> tuple[float, bool]:
         """Wait for this request's turn at the pace as it is then (a pace raised meanwhile
@@ -3812,6 +3819,19 @@ class OpenRouter(Provider):
             self._endpoints = (given, _join_url(self.base_url, path), headers)
         return self._endpoints[1], self._endpoints[2]
 
+    def credit_left(self) -> float | None:
+        """What the key has left to spend (OpenRouter's ``GET /key``, ``limit_remaining``), or
+        None: no limit on the key, no key, or a server that does not say (a local one)."""
+        if self.dialect != "openrouter" or not os.environ.get(self.key_env):
+            return None
+        try:
+            data, _, _ = self._request("the key", "GET", "/key", None)
+        except ProviderError:
+            return None
+        key = data.get("data") if isinstance(data, dict) else None
+        left = key.get("limit_remaining") if isinstance(key, dict) else None
+        return float(left) if isinstance(left, int | float) and not isinstance(left, bool) and left >= 0 else None
+
     def _request(
         self, model_id: str, method: str, path: str, body: bytes | None, model: Model | None = None
     ) -> tuple[object, int, Mapping[str, str]]:
@@ -3820,7 +3840,9 @@ class OpenRouter(Provider):
         url, headers = self._endpoint(path)
         wait = self.timeout if model is not None else min(self.timeout, _LIST_TIMEOUT)
         # the key's pace, shared by every contender on it (lists of models are not paced)
-        limiter = _Limiter.of(self.base_url, headers.get("Authorization", "")) if model is not None and _PACED else None
+        limiter = None
+        if model is not None and _PACED:  # :free models have a pace of their own, the account's
+            limiter = _Limiter.of(self.base_url, headers.get("Authorization", ""), free=model_id.endswith(":free"))
 
         def attempt() -> tuple[object, int, Mapping[str, str]]:
             sent, held = limiter.admit(model) if limiter is not None and model is not None else (0.0, False)
@@ -8028,6 +8050,23 @@ def _render_forecast(forecasts: Sequence[_Forecast], style: str, decided: bool =
     )
 
 
+def _check_credit(forecasts: Sequence[_Forecast], budget: float | None) -> None:
+    """Refuse, before any call, a run whose worst case (or --budget, when less) passes
+    what its key has left."""
+    worst: dict[OpenRouter, float] = {}
+    for f in forecasts:
+        if isinstance(provider := f.experiment.provider, OpenRouter) and f.worst is not None:
+            worst[provider] = worst.get(provider, 0.0) + f.worst
+    for provider, most in worst.items():
+        most = most if budget is None else min(most, budget)
+        if (left := provider.credit_left()) is not None and most > left:
+            raise ConfigError(
+                f"{provider.name}: the key has {_fmt_cost(left)} left (limit_remaining); this run can cost "
+                f"{_fmt_cost(most, up=True)} at most: add credit or raise the key's limit, ask fewer cases or "
+                "contenders (-d, -c, -m), or give --budget what it has left"
+            )
+
+
 def _forecast_line(forecasts: Sequence[_Forecast], decided: bool = False) -> str:
     """One line: the expected and worst cost of the experiments that have a forecast, and
     how many have none (never counted as $0); ``decided`` (--until-decided): what its first
@@ -9576,7 +9615,9 @@ def _prepare_run(args: argparse.Namespace, plan: _Plan) -> None:
             _warn(f"resume: {_n(len(edited), 'case')} edited since that run are asked again ({_some(sorted(edited))})")
     if plan.previous:  # what --resume does not ask again costs nothing now
         plan.forecasts = [_resumed(f, plan.previous) for f in plan.forecasts]
-    _apply_budget(plan, _chosen(args.budget, suite.config.defaults.budget))
+    budget = _chosen(args.budget, suite.config.defaults.budget)
+    _apply_budget(plan, budget)
+    _check_credit(plan.forecasts, budget)
     plan.baseline = _read_run(args.baseline, log_dir, "--baseline") if args.baseline else None
     cache = _Cache(log_dir / "cache" / "completions.sqlite3") if args.cache or suite.config.cache else None
     for experiment in plan.experiments:

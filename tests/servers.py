@@ -61,7 +61,8 @@ class OpenAICompatible:
     """An OpenAI-compatible chat server; ``respond(request) -> Answer`` decides each reply.
 
     By default it echoes the last user message back as the assistant's content. Given
-    ``tls`` (a server-side ``ssl.SSLContext``), it speaks HTTPS.
+    ``tls`` (a server-side ``ssl.SSLContext``), it speaks HTTPS. ``key``: what OpenRouter's
+    ``GET /key`` says of the key (without it, the path is not found, as on a local server).
     """
 
     def __init__(
@@ -72,9 +73,11 @@ class OpenAICompatible:
         *,
         idle: float | None = None,
         encoding: str | None = None,
+        key: dict | None = None,
     ) -> None:
         self.respond = respond or (lambda r: chat_answer(r.body["messages"][-1]["content"]))
         self.catalog = CATALOG if catalog is None else catalog
+        self.key = key
         self.requests: list[Received] = []
         self.connections = 0
         self._lock = threading.Lock()
@@ -104,6 +107,12 @@ class OpenAICompatible:
                     server.requests.append(received)
                 if self.command == "GET" and self.path.split("?")[0].endswith("/models") and server.catalog is not None:
                     answer = Answer(200, {"data": server.catalog})
+                elif self.command == "GET" and self.path.endswith("/key"):
+                    answer = (
+                        Answer(200, {"data": server.key})
+                        if server.key
+                        else Answer(404, {"error": {"message": "Not Found"}})
+                    )
                 else:
                     answer = server.respond(received)
                 if answer.delay:

@@ -102,3 +102,30 @@ def test_the_reset_as_an_epoch_in_seconds_or_milliseconds() -> None:
     for reset in (now + 4, (now + 4) * 1000):
         got = ae._Limiter.wait_of({"x-ratelimit-remaining": "0", "x-ratelimit-reset": str(reset)})
         assert got is not None and 3 < got <= 4
+
+
+def test_a_run_that_can_cost_more_than_the_key_has_left_is_refused_before_any_call(
+    make_suite, cli, monkeypatch
+) -> None:
+    config = "request_types: [prompt]\nvendors:\n  openai:\n    - model: gpt-4.1-mini\n      max_tokens: 100\n"
+    key = {"label": "sk-or-v1-abc...", "limit": 1, "limit_remaining": 0.0001, "is_free_tier": False}
+    with OpenAICompatible(key=key) as server:
+        monkeypatch.setenv("OPENROUTER_BASE_URL", server.url + "/api/v1")
+        monkeypatch.setenv("OPENROUTER_API_KEY", "sk-or-with-little-left")
+        project = make_suite(helper=EXACT_HELPER, config=config, cases=many(4))
+        code, out, err = cli("compare", "--local", cwd=project)
+        assert (code, out) == (2, "")
+        assert "error: openrouter: the key has $0.0001 left (limit_remaining); this run can cost $0." in err
+        assert not server.chats()
+        # a --budget within what is left stops the run first: it is let through
+        code, _, err = cli("compare", "--local", "--budget", "0.0001")
+        assert "the key has" not in err
+        key["limit_remaining"] = 5.0
+        code, _, err = cli("compare", "--local")
+        assert code == 0 and len(server.chats()) >= 4, err
+
+
+def test_free_models_are_paced_at_the_accounts_documented_rate() -> None:
+    limiter = ae._Limiter.of("http://x", "Bearer k", free=True)
+    assert limiter.rate == pytest.approx(20 / 60) and limiter.window is None
+    assert ae._Limiter.of("http://x", "Bearer k").rate is None  # the key's paid models keep their own pace
