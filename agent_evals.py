@@ -297,6 +297,15 @@ _SETTINGS = (
         "answering 400",
         transport=True,
     ),
+    _Setting(
+        "openrouter_cache",
+        (),
+        "switch",
+        False,
+        "let OpenRouter answer a request it has seen from its response cache (free, and the same answer: "
+        "sent off by default; repeats after the first are never asked through it)",
+        transport=True,
+    ),
 )
 # each setting by its config key (or, for a flag-only one, its long flag's name)
 _SETTING = {setting.key or setting.flags[-1].lstrip("-"): setting for setting in _SETTINGS}
@@ -1029,6 +1038,7 @@ class RunResult:
     ended: float = 0.0  # when it ended (time.time()): the trackers show it where it ran
     exchanges: tuple[Mapping[str, object], ...] = ()  # each model call, when a tracker shows them
     served: tuple[Mapping[str, str], ...] = ()  # who answered its calls: upstream, model, tier (distinct)
+    replayed: tuple[int, int] = (0, 0)  # answers a server's response cache gave: all, those not asked of it
 
     @property
     def label(self) -> str:
@@ -1174,6 +1184,7 @@ class Provider:
     connect_timeout: float = _SETTING["connect_timeout"].default
     check_models: bool = True  # the lineup's ids are checked against its catalog before the run
     drop_params: bool = False  # LiteLLM: settings a deployment refuses are dropped (sent as drop_params)
+    openrouter_cache: bool = False  # OpenRouter's response cache may answer (X-OpenRouter-Cache: true)
     retries: int = _SETTING["retries"].default  # tries after the first, for failures worth retrying
     retry_wait: float = _SETTING["retry_wait"].default  # most seconds one request may spend waiting between tries
     retry_backoff: float = _SETTING["retry_backoff"].default  # the first wait; it doubles with each retry
@@ -1266,6 +1277,7 @@ class Model:
         self.transcript: list[dict[str, object]] | None = None  # a conversation's messages, the answers included
         self.exchanges: list[dict[str, object]] | None = None  # each call, when a tracker shows them
         self.served: list[dict[str, str]] = []  # who answered: each distinct upstream, model and tier
+        self.replayed = [0, 0]  # answers OpenRouter's response cache gave: all, and those not asked of it
         self.budget: _Budget | None = None  # --budget: each call holds its worst case until it settles
         self.empty = ""  # why the last answer had no text, when it had none
         self._lock = threading.Lock()
@@ -1441,6 +1453,13 @@ class Model:
             self.usage = self.usage + usage
         if self.budget is not None:
             self.budget.charge(usage.cost_usd)
+
+    def note_replayed(self, asked: bool) -> None:
+        """A server's response cache answered (``asked``: the request let it): the same
+        answer as an earlier identical request, never an independent one."""
+        with self._lock:
+            self.replayed[0] += 1
+            self.replayed[1] += not asked
 
     def note_limited(self, seconds: float, again: bool = False) -> None:
         """A call waited ``seconds`` on the key's rate limit; ``again``: it was refused and goes
@@ -3816,6 +3835,7 @@ class OpenRouter(Provider):
             }
             if self.dialect == "openrouter":  # attribution: OpenRouter's own headers, sent to it alone
                 headers |= {"HTTP-Referer": self.referer, "X-OpenRouter-Title": self.app_name, "X-Title": self.app_name}
+                headers["X-OpenRouter-Cache"] = "false"  # its response cache (a preset may turn it on) answers no case
             self._endpoints = (given, _join_url(self.base_url, path), headers)
         return self._endpoints[1], self._endpoints[2]
 
@@ -3838,6 +3858,8 @@ class OpenRouter(Provider):
         """The JSON answer to one request, its status and header fields, retrying what is
         worth retrying within the bounds: an in-band error whose code is 429 or 5xx too."""
         url, headers = self._endpoint(path)
+        if model is not None and self._replays(model):  # asked for: the first repeat alone, so repeats stay independent
+            headers = {**headers, "X-OpenRouter-Cache": "true"}
         wait = self.timeout if model is not None else min(self.timeout, _LIST_TIMEOUT)
         # the key's pace, shared by every contender on it (lists of models are not paced)
         limiter = None
@@ -3875,6 +3897,11 @@ class OpenRouter(Provider):
             return data, status, fields
 
         return _retrying(self, f"{self.name}: {model_id}", model, attempt, limiter)
+
+    def _replays(self, model: Model) -> bool:
+        """Whether OpenRouter's response cache may answer this model's request: when the
+        config turns it on (``openrouter_cache: true``), and never for a repeat after the first."""
+        return self.openrouter_cache and self.dialect == "openrouter" and model.repeat == 0
 
     def _unreached(self, e: Exception, method: str, path: str, wait: float) -> None:
         """A failure before the server ever answered in this run: a proxy or a server that
@@ -3940,6 +3967,8 @@ class OpenRouter(Provider):
                 f"{self.name}: {model.id}: HTTP {status}: expected a JSON object, got {type(data).__name__}"
             )
         usage = self._usage(model, data, fields)
+        if fields.get("x-openrouter-cache-status", "").upper() == "HIT":  # free, and an earlier answer again
+            model.note_replayed(asked=self._replays(model))
         choices = data.get("choices")
         choice = choices[0] if isinstance(choices, list) and choices else None
         failed = data.get("error") or (
@@ -4844,6 +4873,7 @@ def _result(
         time.time(),
         tuple(model.exchanges or ()),
         tuple(model.served),
+        (model.replayed[0], model.replayed[1]),
     )
 
 
@@ -5893,6 +5923,7 @@ def _log_row(result: RunResult) -> dict[str, object]:
         "duration": round(result.duration, 6),
         **({CLUSTER: cluster} if (cluster := case.metadata.get(CLUSTER)) is not None else {}),
         **({"served": list(result.served)} if result.served else {}),
+        **({"replayed": list(result.replayed)} if result.replayed[0] else {}),
     }
 
 
@@ -6578,6 +6609,13 @@ def _load_previous(
     return out
 
 
+def _replayed(value: object) -> tuple[int, int]:
+    """A row's ``replayed`` back: [answers a response cache gave, those not asked of it]."""
+    if isinstance(value, list) and len(value) == 2 and all(isinstance(n, int) and n >= 0 for n in value):
+        return value[0], value[1]
+    return 0, 0
+
+
 def _result_from_row(row: Mapping[str, Any], case: Case) -> RunResult:
     """A logged row back into a ``RunResult`` (the experiment is attached when it runs)."""
     reply = None
@@ -6604,6 +6642,7 @@ def _result_from_row(row: Mapping[str, Any], case: Case) -> RunResult:
         row.get("finish_reason") if isinstance(row.get("finish_reason"), str) else None,
         transcript,
         served=tuple(s for s in row.get("served") or () if isinstance(s, dict)),
+        replayed=_replayed(row.get("replayed")),
     )
 
 
@@ -6698,6 +6737,7 @@ _ROW_TYPES: dict[str, tuple[type, ...]] = {
     "turns": (int, type(None)),
     "transcript": (list, type(None)),
     "served": (list, type(None)),
+    "replayed": (list, type(None)),
 }
 
 
@@ -9957,6 +9997,7 @@ def _report_transport(suite: _Suite, experiments: Sequence[Experiment], verbose:
             )
         for line in _served_lines(label, experiment.results):
             _warn(line)
+        _replayed_lines(label, experiment.results)
         if odd := sum(r.usage.no_price for r in experiment.results):
             _warn(
                 f"{label}: {_n(odd, 'answer')} reported a cost that is not a price (NaN, infinite or below 0); "
@@ -9965,6 +10006,25 @@ def _report_transport(suite: _Suite, experiments: Sequence[Experiment], verbose:
     for provider in suite.providers:
         for model_id in sorted(getattr(provider, "unpriced", ())):
             _warn(f"{model_id}: no cost in the response and no price in the catalog; its cost counts as $0")
+
+
+def _replayed_lines(label: str, results: Sequence[RunResult]) -> None:
+    """Answers OpenRouter's response cache gave: counted when the config let it, a warning
+    when it answered requests sent with it off (a preset that turns it on)."""
+    if not (hits := sum(r.replayed[0] for r in results)):
+        return
+    runs = sum(r.replayed[0] > 0 for r in results)
+    print(
+        f"replayed {label}: {_n(hits, 'answer')} in {runs} of {_n(len(results), 'case run')} came from OpenRouter's "
+        "response cache (free, the answer an earlier identical request had)",
+        file=sys.stderr,
+    )
+    if unasked := sum(r.replayed[1] for r in results):
+        _warn(
+            f"replayed {label}: {_n(unasked, 'answer')} came from the response cache though agent-evals sent "
+            "X-OpenRouter-Cache: false (a preset with cache_enabled?); a replayed answer is not an independent "
+            "one, so repeats and intervals overstate agreement: turn the preset's cache off"
+        )
 
 
 def _served_lines(label: str, results: Iterable[RunResult]) -> list[str]:

@@ -63,6 +63,10 @@ class OpenAICompatible:
     By default it echoes the last user message back as the assistant's content. Given
     ``tls`` (a server-side ``ssl.SSLContext``), it speaks HTTPS. ``key``: what OpenRouter's
     ``GET /key`` says of the key (without it, the path is not found, as on a local server).
+    ``replays``: it has OpenRouter's response cache: a chat request sent with
+    ``X-OpenRouter-Cache: true`` (or without the header, when ``replays == "preset"``, as a
+    preset with cache_enabled does) is answered from the cache when the same key sent the
+    same body before: the stored answer with its usage zeroed, ``X-OpenRouter-Cache-Status: HIT``.
     """
 
     def __init__(
@@ -74,11 +78,14 @@ class OpenAICompatible:
         idle: float | None = None,
         encoding: str | None = None,
         key: dict | None = None,
+        replays: bool | str = False,
     ) -> None:
         self.respond = respond or (lambda r: chat_answer(r.body["messages"][-1]["content"]))
         self.catalog = CATALOG if catalog is None else catalog
         self.key = key
         self.requests: list[Received] = []
+        self.replayed: dict[tuple[str, bytes], Answer] = {}
+        self.hits = 0
         self.connections = 0
         self._lock = threading.Lock()
         server = self
@@ -113,6 +120,8 @@ class OpenAICompatible:
                         if server.key
                         else Answer(404, {"error": {"message": "Not Found"}})
                     )
+                elif replays:
+                    answer = server._replay(received, raw, replays)
                 else:
                     answer = server.respond(received)
                 if answer.delay:
@@ -149,6 +158,25 @@ class OpenAICompatible:
     def __enter__(self) -> OpenAICompatible:
         self._thread.start()
         return self
+
+    def _replay(self, received: Received, raw: bytes, replays: bool | str) -> Answer:
+        asked = received.headers.get("x-openrouter-cache", "true" if replays == "preset" else "false")
+        if asked != "true":
+            return self.respond(received)
+        key = (received.headers.get("authorization", ""), raw)
+        with self._lock:
+            stored = self.replayed.get(key)
+            if stored is not None:
+                self.hits += 1
+        if stored is None:
+            answer = self.respond(received)
+            if answer.status == 200:
+                with self._lock:
+                    self.replayed.setdefault(key, answer)
+            return Answer(answer.status, answer.body, {**answer.headers, "X-OpenRouter-Cache-Status": "MISS"})
+        body = json.loads(json.dumps(stored.body))
+        body["usage"] = {k: 0 for k in body.get("usage") or {}}
+        return Answer(200, body, {**stored.headers, "X-OpenRouter-Cache-Status": "HIT"})
 
     def chats(self) -> list[Received]:
         return [r for r in self.requests if r.method == "POST"]

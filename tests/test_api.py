@@ -218,8 +218,9 @@ def test_configure_merges_lists_and_rejects_unknown_settings() -> None:
 # (each row's upstream, model and tier; a warning for more than one; the baseline says when they
 # changed) and latency as p50 and p95, 77; the key's own
 # limits before the run (GET /key's limit_remaining against the worst case) and :free models
-# paced at the account's documented rate, 41.
-CEILING = 10_297
+# paced at the account's documented rate, 41; OpenRouter's response cache kept off (the first
+# repeat alone when asked for) and its replayed answers counted in each row and after the run, 60.
+CEILING = 10_357
 SOURCE = (ROOT / "agent_evals.py").read_text(encoding="utf-8")
 
 

@@ -424,3 +424,47 @@ def test_who_answered_is_logged_and_more_than_one_upstream_is_named(openrouter, 
     assert code == 0, err
     said = "upstream [ds] meta-llama/llama-3.3-70b-instruct: answered by DeepInfra, Together before and by Groq now"
     assert said in out
+
+
+def test_openrouters_response_cache_never_fakes_a_repeat(monkeypatch, make_suite, cli) -> None:
+    # issue #36 item 4: a cached answer is free and the same; --repeat must never score it twice
+    project = make_suite(helper=EXACT_HELPER, config=LINEUP, cases=many(3))
+    monkeypatch.setenv("OPENROUTER_API_KEY", "sk-or-test")
+    with OpenAICompatible(replays="preset") as server:  # a preset that would cache whatever is not sent "false"
+        monkeypatch.setenv("OPENROUTER_BASE_URL", server.url + "/api/v1")
+        for _ in range(2):
+            code, _, err = cli("compare", "--local", "--repeat", "3", cwd=project)
+            assert code == 0, err
+        assert {r.headers["x-openrouter-cache"] for r in server.chats()} == {"false"}
+        assert server.hits == 0 and "replayed" not in err
+    asked = project / "evals" / ".agent-eval.config.yml"
+    asked.write_text(asked.read_text() + "defaults:\n  openrouter_cache: true\n")
+    with OpenAICompatible(replays=True) as server:
+        monkeypatch.setenv("OPENROUTER_BASE_URL", server.url + "/api/v1")
+        for _ in range(2):
+            code, _, err = cli("compare", "--local", "--repeat", "3", cwd=project)
+            assert code == 0, err
+        sent = [(r.body["messages"][-1]["content"], r.headers["x-openrouter-cache"]) for r in server.chats()]
+        assert sorted(h for _, h in sent).count("true") == 6  # the first repeat of each case, in both runs
+        assert server.hits == 3  # the second run's first repeats, and nothing else
+    rows = read_logs(project)[-1]["rows"]
+    assert sorted((row["repeat"], tuple(row.get("replayed") or ())) for row in rows)[::3] == [
+        (0, (1, 0)),
+        (1, ()),
+        (2, ()),
+    ]
+    assert all(row["usage"]["cost_usd"] == 0 for row in rows if row.get("replayed"))
+    line = "replayed [ds] openai/gpt-4.1-mini effort=default: 3 answers in 3 of 9 case runs came from OpenRouter's"
+    assert line in err and "warning: replayed" not in err
+
+    def ignores_the_header(request):  # a cache that answers though told not to
+        answer = chat_answer(request.body["messages"][-1]["content"])
+        return Answer(200, answer.body, {"X-OpenRouter-Cache-Status": "HIT"})
+
+    asked.write_text(LINEUP)
+    with OpenAICompatible(ignores_the_header) as server:
+        monkeypatch.setenv("OPENROUTER_BASE_URL", server.url + "/api/v1")
+        code, _, err = cli("compare", "--local", "--repeat", "2", cwd=project)
+    assert code == 0, err
+    assert "warning: replayed [ds] openai/gpt-4.1-mini effort=default: 6 answers came from the response cache" in err
+    assert "turn the preset's cache off" in err
