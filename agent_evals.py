@@ -160,6 +160,8 @@ REQUEST_TYPES = ("prompt", "typesafe")
 
 # Reasoning efforts a lineup may name. "default" sends none, leaving the model's own.
 EFFORTS = ("default", "none", "minimal", "low", "medium", "high", "xhigh", "max")
+# OpenRouter's service tiers (OpenAI's names): flex is about half price where offered, priority dearer
+TIERS = ("auto", "default", "flex", "priority", "scale")
 
 
 @dataclass(frozen=True, eq=False)
@@ -169,7 +171,7 @@ class _Setting:
 
     key: str  # defaults.<key> in the config file; "" when only the flag sets it
     flags: tuple[str, ...]  # the run/compare flags; () when only the config file sets it
-    kind: str  # efforts | temperatures | whole | seconds | number | switch
+    kind: str  # choices | temperatures | whole | seconds | number | switch
     default: Any  # what applies when neither the flag nor the config file sets it
     help: str
     low: int = 0  # the least a whole number may be
@@ -178,17 +180,29 @@ class _Setting:
     metavar: str = "N"
     transport: bool = False  # an attribute of every provider (timeout, retries, ...)
     entry: bool = False  # a lineup entry may set it too, for its own contenders
+    choices: tuple[str, ...] = ()  # kind choices: the names it takes, a contender each
 
 
 _SETTINGS = (
     _Setting(
         "effort",
         ("-e", "--effort"),
-        "efforts",
+        "choices",
         "default",
         "reasoning effort, or a comma list",
         metavar="EFFORT",
         entry=True,
+        choices=EFFORTS,
+    ),
+    _Setting(
+        "service_tier",
+        ("--service-tier",),
+        "choices",
+        None,
+        "OpenRouter's service tier, or a comma list (none: the server's own)",
+        metavar="TIER",
+        entry=True,
+        choices=TIERS,
     ),
     _Setting(
         "temperature",
@@ -994,13 +1008,15 @@ class Contender:
     max_tokens: int | None = None
     provider: str | None = None
     routing: str | None = None  # OpenRouter's provider preferences, as canonical JSON
+    tier: str | None = None  # the service tier asked for (None: the server's own)
 
     @property
     def shown(self) -> str:
         """The model id as every table, line and page shows it: a direct contender (the
         vendor's own API) is marked, so it never looks like the OpenRouter one of that id,
         and a routed one says where it was routed (``via deepinfra``)."""
-        return _shown_model(self.model, self.provider) + (f" via {_routing_text(self.routing)}" if self.routing else "")
+        routed = f" via {_routing_text(self.routing)}" if self.routing else ""
+        return _shown_model(self.model, self.provider) + routed + (f" tier={self.tier}" if self.tier else "")
 
     @property
     def label(self) -> str:
@@ -1012,8 +1028,8 @@ class Contender:
         return " ".join(parts)
 
     def to_json(self) -> dict[str, object]:
-        # no routing, no key: logs (and the keys --resume and --baseline match on) stay as they were
-        return {k: v for k, v in dataclasses.asdict(self).items() if k != "routing" or v is not None}
+        # no routing or tier, no key: logs (and the keys --resume and --baseline match on) stay as they were
+        return {k: v for k, v in dataclasses.asdict(self).items() if k not in ("routing", "tier") or v is not None}
 
 
 @dataclass(frozen=True, slots=True)
@@ -1263,6 +1279,7 @@ class Model:
         self.temperature = temperature
         self.max_tokens = max_tokens
         self.routing: str | None = None  # OpenRouter's provider preferences (JSON), when the lineup routes it
+        self.service_tier: str | None = None  # OpenRouter's service tier, when the lineup names one
         self.usage = Usage()
         self.calls = 0
         self.finish_reason: str | None = None  # the last answer's
@@ -1814,6 +1831,7 @@ class _Defaults:
     budget: float | None = None
     transport: dict[str, float] = field(default_factory=dict)  # timeout, retries, ... as Provider names them
     routing: list[str | None] = field(default_factory=lambda: [None])  # provider: preferences, as canonical JSON
+    service_tier: list[str | None] = field(default_factory=lambda: [None])
 
 
 @dataclass(eq=False)  # internal records are never compared: no __eq__ to build at import
@@ -2157,13 +2175,15 @@ def _check_setting(setting: _Setting, value: object, where: str, key: str) -> An
 
 def _setting_value(setting: _Setting, value: Any) -> object:
     """``value`` checked against its setting's kind and bounds; ValueError says what is wrong."""
-    if setting.kind == "efforts":
+    if setting.kind == "choices":
         values = value if isinstance(value, list) else [value]
         for item in values:
             if not isinstance(item, str):
                 raise ValueError(f"expected str or a list of them, got {item!r}")
-            if item not in EFFORTS:
-                raise ValueError(f"unknown effort {item!r}{_hint(item, EFFORTS)}; known: {', '.join(EFFORTS)}")
+            if item not in setting.choices:
+                known = ", ".join(setting.choices)
+                what = setting.key.replace("_", " ")
+                raise ValueError(f"unknown {what} {item!r}{_hint(item, setting.choices)}; known: {known}")
         return values
     if setting.kind == "temperatures":
         values = value if isinstance(value, list) else [value]
@@ -2874,6 +2894,7 @@ class _Overrides:
     efforts: list[str] | None = None
     temperatures: list[float] | None = None
     max_tokens: int | None = None
+    tiers: list[str] | None = None
 
 
 @dataclass(eq=False)  # internal records are never compared: no __eq__ to build at import
@@ -2966,15 +2987,20 @@ def _expand(
     temperatures = overrides.temperatures or entry.get("temperature") or defaults.temperature
     max_tokens = overrides.max_tokens or entry.get("max_tokens") or defaults.max_tokens
     routings = entry.get("provider") or defaults.routing
+    tiers: list[str | None] = list(overrides.tiers or entry.get("service_tier") or defaults.service_tier)
     if getattr(provider, "dialect", "") != "openrouter":  # defaults' routing is for the models OpenRouter routes
         if entry.get("provider", [None]) != [None]:
             raise ConfigError(f"{model_id}: provider: routing preferences are OpenRouter's; {provider.name} takes none")
+        if tiers != [None]:
+            raise ConfigError(f"{model_id}: service_tier is OpenRouter's; {provider.name} takes none (leave it out)")
         routings = [None]
     out = []
     for effort in efforts:
         for temperature in temperatures:
             for routing in routings:
-                out.append((Contender(model_id, effort, temperature, max_tokens, direct, routing), provider))
+                out += [
+                    (Contender(model_id, effort, temperature, max_tokens, direct, routing, t), provider) for t in tiers
+                ]
     return out
 
 
@@ -3820,6 +3846,8 @@ class OpenRouter(Provider):
             body["response_format"] = {"type": "json_object"}
         if model.routing and openrouter:
             body["provider"] = json.loads(model.routing)
+        if model.service_tier:
+            body["service_tier"] = model.service_tier
         return _request_body(body)
 
     def _endpoint(self, path: str) -> tuple[str, dict[str, str]]:
@@ -4801,6 +4829,7 @@ class Experiment:
         # a direct contender's provider is in its name: it never shares a file with a vendors: id
         via = f"--direct-{contender.provider}" if contender.provider else ""
         routed = f"--via-{_routing_text(contender.routing)}" if contender.routing else ""
+        routed += f"--tier-{contender.tier}" if contender.tier else ""
         temp = "" if contender.temperature is None else f"--t{_fmt_temp(contender.temperature)}"  # none set: none said
         self.name = _safe_name(f"{dataset}--{contender.model}{via}{routed}--{contender.effort or 'default'}{temp}")
 
@@ -4808,7 +4837,7 @@ class Experiment:
     def model(self) -> Model:
         c = self.contender
         model = Model(c.model, self.provider, effort=c.effort, temperature=c.temperature, max_tokens=c.max_tokens)
-        model.routing = c.routing
+        model.routing, model.service_tier = c.routing, c.tier
         model.cache, model.stop, model.max_turns = self.cache, self.stop, self.max_turns
         model.exchanges = [] if self.exchanges else None
         model.budget = self.budget
@@ -6718,6 +6747,7 @@ def _read_record(path: Path, where: str) -> tuple[tuple[str, str], dict[str, obj
 
 _CONTENDER_TYPES = {"model": (str,), "effort": (str, type(None)), "temperature": (int, float, type(None))}
 _CONTENDER_TYPES |= {"max_tokens": (int, type(None)), "provider": (str, type(None)), "routing": (str, type(None))}
+_CONTENDER_TYPES |= {"tier": (str, type(None))}
 _NUMBER = (int, float)
 _ROW_TYPES: dict[str, tuple[type, ...]] = {
     "case": (str,),
@@ -7074,6 +7104,7 @@ class _Cache:
 
         head = [model.provider.name, model.id, model.effort, model.temperature, model.max_tokens]
         head += [model.routing] if model.routing else []  # routed elsewhere, answered elsewhere
+        head += [f"tier={model.service_tier}"] if model.service_tier else []
         if "messages" in request:
             sent: list[object] = ["conversation", request["messages"], request.get("tools"), request.get("tool_choice")]
             parts = [*head, *sent, request["json"], model.repeat]
@@ -7894,7 +7925,7 @@ class _Hold:
     __slots__ = ("held", "key", "spent", "token", "worst")
     token: Any
 
-    def __init__(self, held: float, worst: float, key: tuple[str, str | None]) -> None:
+    def __init__(self, held: float, worst: float, key: tuple[str | None, ...]) -> None:
         self.held, self.worst, self.key, self.spent, self.token = held, worst, key, 0.0, None
 
 
@@ -7918,13 +7949,13 @@ class _Budget:
         self.limit, self.spent, self.held = limit, 0.0, 0.0
         self.lock = threading.Lock()
         self.answered = threading.Condition(self.lock)  # a contender's first call came back
-        self.seen: dict[tuple[str, str | None], tuple[float, float]] = {}  # by (model id, routing): observe's
-        self.asking: set[tuple[str, str | None]] = set()  # contenders whose first call is in flight
+        self.seen: dict[tuple[str | None, ...], tuple[float, float]] = {}  # by (model id, routing, tier): observe's
+        self.asking: set[tuple[str | None, ...]] = set()  # contenders whose first call is in flight
 
     def first_alone(self, model: Model) -> None:
         """Wait while the contender's first call is in flight: the next ones hold what it
         really cost. With none answered yet, this call is its first."""
-        key = (model.id, model.routing)
+        key = (model.id, model.routing, model.service_tier)
         with self.answered:
             while key not in self.seen and key in self.asking and not model.stop.event.is_set():
                 self.answered.wait(0.5)
@@ -7932,7 +7963,7 @@ class _Budget:
                 self.asking.add(key)
 
     def begin(self, model: Model, request: Mapping[str, object]) -> _Hold:
-        key = (model.id, model.routing)
+        key = (model.id, model.routing, model.service_tier)
         with self.lock:
             seen = self.seen.get(key)
         worst = _worst_call(model, request, seen)
@@ -8020,12 +8051,26 @@ def _forecast(experiment: Experiment, log_dir: Path, cache: _Cache | None, turns
     )
     out = c.max_tokens if c.max_tokens is not None or price[1] else 0  # no max_tokens: the output has no bound
     cases = len(experiment.cases)
-    worst = None if out is None else _worst(price, size, cases, out) * repeat * turns
+    usual, dearest, tier = _tier_cost(c)
+    worst = None if out is None or dearest is None else _worst(price, size, cases, out) * repeat * turns * dearest
     if cache is not None and (mean_cost := cache.mean_cost(c.model)) is not None:
         return _Forecast(experiment, "the cache", mean_cost * runs, worst)
     if out is None:
         return _Forecast(experiment, "no max_tokens")
-    return _Forecast(experiment, "input size", _worst(price, size / 4, cases, out) * repeat, worst)  # 4 bytes a token
+    expected = _worst(price, size / 4, cases, out) * repeat * usual  # 4 bytes a token
+    return _Forecast(experiment, f"input size{tier}", expected, worst)
+
+
+def _tier_cost(c: Contender) -> tuple[float, float | None, str]:
+    """What a service tier does to the listed price, which is the standard tier's: the
+    expected and the most it multiplies it by (None: no bound known), and the basis's note.
+    Flex is about half where offered (the standard price where not); priority, scale and
+    ``:nitro`` (the fastest upstream, which may be a priority one) can cost more."""
+    if c.tier == "flex":
+        return 0.5, 1.0, ", flex at half"
+    if c.tier in ("priority", "scale") or c.model.endswith(":nitro"):
+        return 1.0, None, ", a dearer tier"
+    return 1.0, 1.0, ""
 
 
 def _resumed(f: _Forecast, previous: Mapping[tuple[str, str], Mapping[tuple[str, int], RunResult]]) -> _Forecast:
@@ -9050,8 +9095,8 @@ def _completion_script(shell: str) -> str:
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     values: dict[str, Sequence[str]] = {}
     for setting in _SETTINGS:
-        if setting.kind == "efforts":
-            values |= dict.fromkeys(setting.flags, EFFORTS)
+        if setting.choices:
+            values |= dict.fromkeys(setting.flags, setting.choices)
     # the suite's own names, asked of agent-evals when the shell completes them
     asked = {"--tracker": "trackers", "-m": "models", "--models": "models", "-d": "datasets", "--dataset": "datasets"}
     asked |= {"-c": "cases", "--case": "cases"}
@@ -9103,11 +9148,11 @@ def _flag_type(setting: _Setting) -> Callable[[str], object]:
     """The argparse type of a setting's flag: the text as a number or a comma list, then
     the one check the config file's values go through too."""
 
-    listed = setting.kind in ("efforts", "temperatures")
+    listed = setting.kind in ("choices", "temperatures")
 
     def parse(text: str) -> object:
         items = _split([text]) if listed else [text]
-        values = [item if setting.kind == "efforts" else _flag_number(item) for item in items]
+        values = [item if setting.choices else _flag_number(item) for item in items]
         for item, value in zip(items, values, strict=True):
             try:
                 _setting_value(setting, [value] if listed else value)
@@ -9131,7 +9176,7 @@ def _flag_number(text: str) -> object:
 
 def _flag_help(setting: _Setting) -> str:
     """A setting's --help line, with where its default comes from."""
-    text = f"{setting.help}: {', '.join(EFFORTS)}" if setting.kind == "efforts" else setting.help
+    text = f"{setting.help}: {', '.join(setting.choices)}" if setting.choices else setting.help
     if not setting.key:
         return text
     default = setting.default
@@ -9556,7 +9601,7 @@ def _plan_run(args: argparse.Namespace) -> _Plan:
     selected = _select_cases(found, _split(args.dataset), _split(args.case))
     # each dataset's cases are read as the run reaches them, while the others wait on the network
     by_dataset = {d: _Cases([f for f in selected if f.dataset == d]) for d in sorted({f.dataset for f in selected})}
-    overrides = _Overrides(args.effort, args.temperature, args.max_tokens)
+    overrides = _Overrides(args.effort, args.temperature, args.max_tokens, args.service_tier)
     lineup = _build_lineup(suite, overrides, _split(args.models))
     for refusal in lineup.refused:
         _warn(refusal)
@@ -9995,7 +10040,7 @@ def _report_transport(suite: _Suite, experiments: Sequence[Experiment], verbose:
                 "(paced with the run's other contenders on that key; never retries, never errors)",
                 file=sys.stderr,
             )
-        for line in _served_lines(label, experiment.results):
+        for line in _served_lines(label, experiment.results, experiment.contender.tier):
             _warn(line)
         _replayed_lines(label, experiment.results)
         if odd := sum(r.usage.no_price for r in experiment.results):
@@ -10027,13 +10072,20 @@ def _replayed_lines(label: str, results: Sequence[RunResult]) -> None:
         )
 
 
-def _served_lines(label: str, results: Iterable[RunResult]) -> list[str]:
+def _served_lines(label: str, results: Iterable[RunResult], tier: str | None = None) -> list[str]:
     """A line when one contender's cases were answered by more than one upstream, or more
-    than one model (an alias that moved): scores can differ between them."""
+    than one model (an alias that moved): scores can differ between them; and when a tier
+    asked for (flex, priority, scale) was not the one that answered."""
     import collections
 
     results = list(results)
     lines = []
+    served = collections.Counter(s["service_tier"] for r in results for s in r.served[-1:] if s.get("service_tier"))
+    if tier in ("flex", "priority", "scale") and (
+        other := {t: n for t, n in served.items() if t != tier and (t, tier) != ("fast", "priority")}
+    ):
+        each = ", ".join(f"{name} ({_n(n, 'case')})" for name, n in other.items())
+        lines.append(f"tier {label}: asked for {tier}, answered on {each}; each is priced as billed (usage.cost)")
     for key, what, fix in (
         ("provider", "upstreams", "pin one with provider: {only: [NAME]}"),
         ("model", "models", "name the model itself, not an alias"),

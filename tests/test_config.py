@@ -223,8 +223,8 @@ def _values(setting: ae._Setting) -> tuple[list, list]:
     """(values the setting takes, values it refuses), as the config file would write them."""
     if setting.kind == "whole":
         return [setting.low, setting.high or setting.low + 10], [setting.low - 1, (setting.high or 10**30) + 1]
-    if setting.kind == "efforts":
-        return [["low", "high"]], [["loud"]]
+    if setting.kind == "choices":
+        return [list(setting.choices[-2:])], [["loud"]]
     if setting.kind == "temperatures":
         return [[0.0, 0.7]], [[2.5]]
     if setting.kind == "switch":

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 
 import pytest
@@ -468,3 +469,49 @@ def test_openrouters_response_cache_never_fakes_a_repeat(monkeypatch, make_suite
     assert code == 0, err
     assert "warning: replayed [ds] openai/gpt-4.1-mini effort=default: 6 answers came from the response cache" in err
     assert "turn the preset's cache off" in err
+
+
+def test_service_tiers_expand_are_sent_and_priced_as_billed(openrouter, make_suite, cli) -> None:
+    # issue #36 item 5: service_tier: [default, flex] is two contenders, like effort
+    def respond(request):
+        text, tier = request.body["messages"][-1]["content"], request.body.get("service_tier")
+        served = "standard" if tier == "flex" and '"v": 1' in text else tier  # flex not offered once
+        cost = 0.001 if served == "flex" else 0.002
+        return chat_answer(text, cost=cost, provider="OpenAI", service_tier=served)
+
+    config = LINEUP + "defaults:\n  max_tokens: 100\n  service_tier: [default, flex]\n"
+    project = make_suite(helper=EXACT_HELPER, config=config, cases=many(4))
+    with openrouter(respond) as server:
+        code, out, err = cli("compare", "--local", cwd=project)
+        assert code == 0, err
+        assert sorted(r.body["service_tier"] for r in server.chats()) == ["default"] * 4 + ["flex"] * 4
+        logs = {log["contender"].get("tier"): log for log in read_logs(project)}
+        assert set(logs) == {"default", "flex"}
+        assert logs["flex"]["summary"]["usage"]["cost_usd"] == pytest.approx(0.005)  # as billed: 3 flex, 1 standard
+        assert "openai/gpt-4.1-mini tier=flex" in out
+        assert (
+            "warning: tier [ds] openai/gpt-4.1-mini tier=flex effort=default: asked for flex, answered on standard (1 case)"
+            in err
+        )
+        assert "tier [ds] openai/gpt-4.1-mini tier=default" not in err
+        # forecast from the catalog's price (no earlier runs): flex at half the default tier's
+        for log in (project / "log" / "agent-evals").glob("*.json"):
+            log.unlink()
+        code, dry, err = cli("compare", "-n", "--format", "json", cwd=project)
+        assert code == 0, err
+        default, flex = (
+            e["forecast"] for e in sorted(json.loads(dry)["experiments"], key=lambda e: e["contender"]["tier"])
+        )
+        assert (default["basis"], flex["basis"]) == ("input size", "input size, flex at half")
+        assert flex["expected_usd"] == pytest.approx(default["expected_usd"] / 2)
+        assert flex["worst_usd"] == pytest.approx(default["worst_usd"])  # where flex is not offered: the list price
+        # the flag beats the config; a dearer tier has no "at most"; a typo is named
+        code, out, err = cli("compare", "-n", "--service-tier", "priority", cwd=project)
+        assert code == 0, err
+        assert "tier=priority" in out and "a dearer tier" in out and "at most" not in out.split("forecast:")[1]
+        code, _, err = cli("compare", "-n", "--service-tier", "flx", cwd=project)
+    assert code == 2 and "unknown service tier 'flx' (did you mean \"flex\"?)" in err, err
+    local = LOCAL.replace("effort: [default, low]", "service_tier: flex")
+    project.joinpath("evals", ".agent-eval.config.yml").write_text(local)
+    code, _, err = cli("compare", "-n", cwd=project)
+    assert code == 2 and "local/llama3: service_tier is OpenRouter's; local takes none" in err, err
