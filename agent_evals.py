@@ -3644,7 +3644,8 @@ class _Connection:
         import socket
         import struct
 
-        self.sock.settimeout(None)
+        if self.sock.gettimeout() is not None:  # once: a system call each time
+            self.sock.settimeout(None)
         value = struct.pack("ll", int(seconds), max(int(seconds % 1 * 1e6), 0 if seconds >= 1 else 1000))
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, value)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, value)
@@ -3668,6 +3669,7 @@ class _Connection:
         The whole response must arrive within ``read`` seconds (a server trickling a byte a
         second holds a case no longer), and be no larger than ``limit`` bytes."""
         deadline = None
+        shortened = False  # a receive after the first waits only what is left of the deadline
         if read != self.read:  # a list of models waits less than an answer
             self.read = read
             self._bound(read)
@@ -3681,6 +3683,7 @@ class _Connection:
                     deadline = time.monotonic() + self.read
                 elif (left := deadline - time.monotonic()) > 0:
                     self._bound(left)
+                    shortened = True
                 else:
                     raise TimeoutError("timed out: the response did not arrive whole in time")
                 data = self.sock.recv(65536)
@@ -3688,8 +3691,8 @@ class _Connection:
                 self.buffer += data
         except BlockingIOError:  # SO_SNDTIMEO or SO_RCVTIMEO ran out
             raise TimeoutError("timed out") from None
-        finally:
-            if deadline is not None and self.sock.fileno() != -1:
+        finally:  # three system calls a request when the answer came in one receive: none
+            if shortened and self.sock.fileno() != -1:
                 self._bound(self.read)
         status, fields, payload, keep, end = response
         del self.buffer[:end]
@@ -4859,7 +4862,7 @@ def _run_case(
         if isinstance(experiment.cases, _Cases) and (unreadable := experiment.cases.unreadable.get(place)):
             raise SuiteError(unreadable)  # never sent with an empty input
         answer = suite.adapter.call(case, model)
-        if inspect.isawaitable(answer):
+        if not isinstance(answer, Reply) and inspect.isawaitable(answer):  # isawaitable: ABC checks, slow
             answer = _awaited(answer)
         reply = _check_reply(suite.adapter, answer, model)
         score = _score(suite, case, reply, metric_names)
@@ -5731,7 +5734,7 @@ class _Progress:
         if self.stream is None or now - self.last < 0.1:
             return
         self.last = now
-        width = _terminal_width()
+        width = _terminal_width(self.stream)
         line = _progress_line(self.done, self.total, self.errors, now - self.started, self.cost, self.eta(now), width)
         if held := sum(limiter.held for limiter in list(_Limiter._ALL.values())):
             line += f" · rate-limited: {held} held back"
@@ -5752,15 +5755,21 @@ def _width_of(stream: Any) -> int:
     """The terminal's width when ``stream`` is one (tables fit it), else 0: a file or a
     pipe gets every column."""
     try:
-        return _terminal_width() if stream.isatty() else 0
+        return _terminal_width(stream) if stream.isatty() else 0
     except (AttributeError, ValueError):
         return 0
 
 
-def _terminal_width() -> int:
-    import shutil
-
-    return shutil.get_terminal_size((100, 24)).columns
+def _terminal_width(stream: Any) -> int:
+    """COLUMNS when set (as ``shutil`` reads it), else the width of the terminal ``stream``
+    is drawn on, measured now, so a resized window is followed; 100 when it says none. Never
+    STDOUT's: during a run it is a pipe to the warnings file."""
+    if (columns := os.environ.get("COLUMNS", "")).isdigit() and int(columns) > 0:
+        return int(columns)
+    try:
+        return os.get_terminal_size(stream.fileno()).columns or 100
+    except (AttributeError, ValueError, OSError):
+        return 100
 
 
 class _Capture:

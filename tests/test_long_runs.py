@@ -223,6 +223,57 @@ def test_progress_draws_on_a_terminal_and_is_erased(make_suite) -> None:
     assert b"cases \xc2\xb7" not in out  # the bar never touches STDOUT
 
 
+def _window(fd: int, columns: int) -> None:
+    import fcntl
+    import struct
+    import termios
+
+    fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", 24, columns, 0, 0))
+
+
+def test_the_bar_fits_the_terminal_it_is_drawn_on_and_follows_a_resize(make_suite) -> None:
+    """No COLUMNS, STDOUT a pipe (as during every run): the bar is measured on the terminal
+    it is drawn on, 80 columns, then 40 once the window is narrowed; no redraw wraps."""
+    import pty
+    import select
+
+    project = make_suite(
+        fakes="{'slow': lambda s, u: (__import__('time').sleep(0.4), u)[1]}",
+        config="request_types: [prompt]\nvendors:\n  fake:\n    - model: slow\n",
+    )
+    primary, secondary = pty.openpty()
+    _window(secondary, 80)
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")} | {"PYTHONIOENCODING": "utf-8"}
+    command = [sys.executable, str(ROOT / "agent_evals.py"), "compare", "--local", "-p", "1"]
+    child = subprocess.Popen(command, cwd=project, env=env, stdout=subprocess.PIPE, stderr=secondary)
+    os.close(secondary)
+    screen, resized_at = b"", None
+    while True:
+        if select.select([primary], [], [], 30)[0] == []:
+            break
+        try:
+            chunk = os.read(primary, 65536)
+        except OSError:  # the child closed its end
+            break
+        if not chunk:
+            break
+        screen += chunk
+        if resized_at is None and b"1/4 cases" in screen:
+            _window(primary, 40)
+            resized_at = len(screen)
+    child.communicate(timeout=30)
+    os.close(primary)
+    assert child.returncode == 0 and resized_at is not None
+
+    def frames(text: bytes) -> list[str]:
+        return [f.removesuffix("\x1b[K") for f in text.decode().split("\r") if f.endswith("\x1b[K") and "cases" in f]
+
+    wide, narrow = frames(screen[:resized_at]), frames(screen[resized_at:])
+    assert wide and all(len(f) == 79 and f.startswith("[") for f in wide)  # the bar takes the 80 columns
+    assert narrow and all(len(f) <= 39 for f in narrow)  # then fits 40: no line left behind
+    assert all(not f.startswith("[") and " · ETA " in f for f in narrow)  # the bar gave way, the ETA stayed
+
+
 def test_the_progress_line_is_not_drawn_off_a_terminal(make_suite, cli) -> None:
     project = make_suite()
     code, _, err = cli("compare", "--local", cwd=project)
