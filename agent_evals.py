@@ -7339,11 +7339,11 @@ def _reasons(errors: Iterable[str], *, counted: Iterable[tuple[int, str]] = ()) 
     return tuple(sorted(((n, text) for text, n in counts.items()), key=lambda item: (-item[0], item[1])))
 
 
-def _fmt_estimate(row: _Row, metric: str, style: str = "box") -> str:
+def _fmt_estimate(row: _Row, metric: str, style: str = "box", ranked: bool = False) -> str:
     """The primary metric's cell: the mean and its 95% interval as it is, ``97.5% [87.1–99.6]``
     (near 0% or 100% the interval is not symmetric about the mean), when the cases
-    disagree; all alike: the plain mean."""
-    estimate = row.estimate(metric)
+    disagree; all alike: the plain mean. ``ranked``: with errors counted as wrong."""
+    estimate = _estimate(list((row.strict.get(metric) or {}).values())) if ranked else row.estimate(metric)
     if estimate is None:
         return "-"
     return _fmt_pct(estimate.mean) + (_fmt_interval(estimate.low, estimate.high, style) if estimate.se > 0 else "")
@@ -7484,12 +7484,16 @@ def _best_value_lines(rows: Sequence[_Row], primary: Metric, style: str = "box")
                 else f"no best value [{dataset}]: no contender answered (see the errors)"
             )
             continue
-        estimate = best.estimate(name)
-        shown = _fmt_estimate(best, name, style) if estimate else _fmt_pct(best.mean(name))
+        # the figure the pick used leads: with the contender's own errors counted as wrong
+        ranked = bool(best.errors and best.strict.get(name))
+        shown = _fmt_estimate(best, name, style, ranked) if best.estimate(name) else _fmt_pct(best.mean(name))
+        if ranked:
+            wrong = f"{best.errors} error{'s' if best.errors != 1 else ''}"
+            shown += f" ranked, its {wrong} as wrong ({_fmt_pct(best.mean(name))} of those answered)"
         line = f"best value [{dataset}] ({_short_label(best, group)}): {shown} at {_fmt_cost(best.cost)}"
         top = min(group, key=lambda r: _rank_key(r, primary))
         if top is not best and (top.strict_mean(name) or 0.0) > (best.strict_mean(name) or 0.0):
-            paired = _paired(best.values[name], top.values[name])
+            paired = _paired(best.strict.get(name) or best.values[name], top.strict.get(name) or top.values[name])
             if paired is not None:
                 verdict = (
                     "not enough data"
@@ -7517,8 +7521,6 @@ def _best_value_lines(rows: Sequence[_Row], primary: Metric, style: str = "box")
         if any(r.errors for r in group):
             flaky = [f"{_short_label(r, group)}: {r.errors} of {r.runs} raised" for r in group if r.errors]
             line += f"; errors count as wrong for the pick ({', '.join(flaky)})"
-            if best.errors:
-                line += f"; with its own counted it scores {_fmt_pct(best.strict_mean(name))}"
         lines.append(line)
     return lines
 

@@ -171,3 +171,42 @@ def test_tables_fit_a_narrow_terminal_and_say_what_they_left_out() -> None:
     unmarked = [Metric("first", ""), Metric("second", "")]  # none marked: the first is the primary, and stays
     narrow = ae._results_table([row("ds", "m", 0.5, 0.1)], unmarked, "box", 60)
     assert "first" in narrow.splitlines()[1] and "second" not in narrow.splitlines()[1]
+
+
+def test_the_best_value_line_leads_with_the_figure_it_was_picked_by() -> None:
+    """A contender right on all it answered but with an error: the line opens with what it
+    was ranked by (errors as wrong), the 100% of those answered after it, and its gap to the
+    top is the ranked one, never +0.0 points."""
+    answered = {f"ds/c{i}": 1.0 for i in range(399)}
+    cheap = ae._Row(
+        "ds",
+        Contender("cheap"),
+        {"acc": answered},
+        1,
+        400,
+        1.0,
+        Usage(1, 1, 0.4),
+        Usage(),
+        strict={"acc": answered | {"ds/c399": 0.0}},
+    )
+    top_values = {f"ds/c{i}": 1.0 for i in range(400)}
+    top = ae._Row(
+        "ds",
+        Contender("dear"),
+        {"acc": top_values},
+        0,
+        400,
+        1.0,
+        Usage(1, 1, 40.0),
+        Usage(),
+        strict={"acc": top_values},
+    )
+    (line,) = ae._best_value_lines([top, cheap], METRICS[0])
+    assert line.startswith("best value [ds] (cheap effort=default): 99.8% [98.6–100.0] ranked, its 1 error as wrong ")
+    assert (
+        "(100.0% of those answered) at $0.4000; -0.2 points vs the top (dear effort=default): not significant" in line
+    )
+    assert (
+        "+0.0 points" not in line
+        and "errors count as wrong for the pick (cheap effort=default: 1 of 400 raised)" in line
+    )
