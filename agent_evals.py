@@ -7758,6 +7758,13 @@ def _rank_key(row: _Row, primary: Metric) -> tuple[float, int, float, str]:
     return (-(strict if strict is not None else -1.0), row.errors, row.cost, row.contender.label)
 
 
+def _answer_document(result: RunResult) -> dict[str, object]:
+    """``run --format json``: one case run whole, as its log row holds it, with what was expected."""
+    experiment = result.experiment
+    where = {"dataset": experiment.dataset, "contender": experiment.contender.to_json()} if experiment else {}
+    return where | _log_row(result) | {"expected": result.case.expected}
+
+
 def _row_document(row: _Row, metrics: Sequence[Metric]) -> dict[str, object]:
     """One leaderboard line as JSON: means over the scored cases with their 95% interval,
     the same means with errors counted as wrong, and what the run spent."""
@@ -7828,6 +7835,37 @@ def _render_breakdown(experiment: Experiment, metrics: Sequence[Metric], style: 
         )
     title = f"{experiment.dataset} · {c.label}"
     return f"{title}\n{_table(headers, rows, right, style)}"
+
+
+def _answer_lines(experiment: Experiment, width: int) -> list[str]:
+    """``run`` of one case (or ``-v``): under the table, each case's answer as the scorer
+    saw it, the model's text when it is other, what was expected and the scorer's
+    diagnostics; on a terminal each cut to its width and 12 lines (``--format json``: whole)."""
+    lines = []
+    for r in experiment.results:
+        reply, score = r.reply, r.score
+        text = reply.raw if reply is not None and isinstance(reply.raw, str) else None
+        shown = {
+            "answer": reply.output if reply is not None else None,
+            "model's text": text if reply is not None and text != reply.output else None,
+            "expected": r.case.expected,
+            "diagnostics": dict(score.diagnostics) if score and score.diagnostics else None,
+        }
+        lines.append(r.label)
+        for name, value in shown.items():
+            if value is not None or name == "answer":
+                text = value if isinstance(value, str) else _json_dumps(value)
+                lines += _cut(f"  {name}: " + text.rstrip().replace("\n", "\n    "), width)
+    return lines
+
+
+def _cut(text: str, width: int, most: int = 12) -> list[str]:
+    """``text`` as lines, each at most ``width`` columns and ``most`` lines in all (0: whole)."""
+    lines = [line.rstrip() for line in text.splitlines()] or [""]
+    if not width:
+        return lines
+    cut = [line if len(line) < width else line[: width - 2] + "…" for line in lines[:most]]
+    return cut + ([f"    … {len(lines) - most} more lines (--format json shows it whole)"] if len(lines) > most else [])
 
 
 def _tools_called(reply: Reply | None) -> list[str]:
@@ -9858,7 +9896,10 @@ def _print_results(args: argparse.Namespace, plan: _Plan, session: _Session, end
     suite, experiments, shown, out = plan.suite, plan.experiments, ending.shown, sys.stdout
     style, tables = _style_for(out), args.format == "table"  # json: one document on STDOUT, and nothing else
     if tables and args.command == "run" and not args.output:
-        print(_render_breakdowns(experiments, suite.metrics, style), file=out)
+        answers = args.verbose or all(len(e.results) <= 1 for e in experiments)  # one case: its answer too
+        for experiment in experiments:
+            print(_render_breakdown(experiment, suite.metrics, style), file=out)
+            print(*_answer_lines(experiment, _width_of(out)) if answers else (), "", sep="\n", file=out)
     if tables and ending.interrupted:
         print(f"partial: {ending.partial(args.command)}", file=out)
     if tables and shown:
@@ -9889,6 +9930,11 @@ def _print_results(args: argparse.Namespace, plan: _Plan, session: _Session, end
             "baseline": None if changes is None else [_change_document(c) for c in changes],
             "refused": plan.lineup.refused,
             "decided": session.decisions if args.until_decided else None,
+            **(
+                {"answers": [_answer_document(r) for e in experiments for r in e.results]}
+                if args.command == "run"
+                else {}
+            ),
         }
         print(_json_dumps(_results_document(shown, suite.metrics, context), indent=2), file=out)
     return changes

@@ -77,6 +77,39 @@ def test_toy_suite_cases_verify_dry_run_and_run(toy: Path) -> None:
     assert "colors" not in run.stdout.split("best value")[0]
 
 
+def test_run_of_one_case_shows_its_answer_beside_its_score(toy: Path) -> None:
+    one = agent_evals("run", "-m", "fake/echo", "-c", "clear/001", "-d", "animals", "--local", cwd=toy)
+    assert one.returncode == 0, one.stderr
+    block = one.stdout.split("animals · fake/echo effort=default temp=0.1\n")[1].split("\n\nanimals · ")[0]
+    answer = '{"name": "cat", "legs": 4, "habitat": "land", "sound": "meow"}'
+    assert block.endswith(
+        f"clear/001\n  answer: {answer}\n  model's text: A cat has four legs, lives on land and says meow.\n"
+        f"\n    Answer: {answer}\n  expected: {answer}"
+    )
+    whole = json.loads(
+        agent_evals(
+            "run", "-m", "fake/echo", "-c", "clear/001", "-d", "animals", "--local", "--format", "json", cwd=toy
+        ).stdout
+    )
+    first = whole["answers"][0]
+    assert (first["dataset"], first["case"], first["contender"]["model"]) == ("animals", "clear/001", "fake/echo")
+    assert first["output"] == first["expected"] == json.loads(answer) and first["raw"].startswith("A cat has four legs")
+    many = agent_evals("run", "-m", "fake/echo", "-d", "animals", "--local", cwd=toy)
+    assert "  answer: " not in many.stdout  # a table of many cases stays a table; -v shows each answer
+    verbose = agent_evals("run", "-m", "fake/echo", "-d", "animals", "--local", "-v", cwd=toy)
+    assert verbose.stdout.count("  answer: ") == 8
+
+
+def test_an_answer_is_cut_to_the_terminal() -> None:
+    assert ae._cut("  answer: " + "x" * 100, 40) == ["  answer: " + "x" * 28 + "…"]
+    long = ae._cut("\n".join(f"line {n}" for n in range(20)), 80)
+    assert (
+        long[:12] == [f"line {n}" for n in range(12)]
+        and long[12] == "    … 8 more lines (--format json shows it whole)"
+    )
+    assert ae._cut("a\nb", 0) == ["a", "b"]  # a file or a pipe gets it whole
+
+
 def test_config_only_suite_needs_its_pythonpath(toy: Path) -> None:
     suite = toy.parent / "config_only_suite"
     bare = agent_evals("compare", "--local", cwd=suite)
