@@ -9350,6 +9350,28 @@ def _parser(providers: Sequence[Provider] | None = None) -> _Parser:
     return parser
 
 
+def _usage_hint(message: str, words: Sequence[str]) -> str:
+    """argparse's usage error with the nearest command, flag or choice named, as the config
+    file's errors name the nearest key."""
+    parser = _parser()
+    commands = next(a.choices for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    if bad := re.match(r"argument ([^:]+): invalid choice: '(.*)' \(choose from (.*)\) (\(see .*)", message):
+        choices = [c.strip("'") for c in bad[3].split(", ")]
+        what = "command" if bad[1] == "COMMAND" else f"{bad[1]} value"
+        return f"no {what} {bad[2]!r}{_hint(bad[2], choices)}; choose from {', '.join(choices)} {bad[4]}"
+    if message.startswith("unrecognized arguments: "):
+        command = next((w for w in words if w in commands), None)
+        known = [o for a in (commands[command] if command else parser)._actions for o in a.option_strings]
+        unknown = message.removeprefix("unrecognized arguments: ").rpartition(" (see ")[0].split()
+        fixes = [
+            f"{w} (did you mean --format json?)" if w == "--json" else w + _hint(w.partition("=")[0], known)
+            for w in unknown
+        ]
+        where = f"agent-evals {command}" if command else "agent-evals"
+        return f"unknown to {where}: {' '.join(fixes)} (see {where} --help)"
+    return message
+
+
 def _add_flags(parser: _Parser, groups: dict[str, Any], group: str, flags: tuple[str, ...], options: Any) -> None:
     """A flag in one of running's groups; at "settings", every setting that has a flag, in
     the group of what is sent or of how the run goes."""
@@ -9377,8 +9399,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     sys.stdout, sys.stderr = _Guarded(streams[0]), _Guarded(streams[1])  # type: ignore[assignment]
     _Secrets.refresh()
     handler = _catch_ctrl_c()
+    words = sys.argv[1:] if argv is None else list(argv)
     try:
-        words = sys.argv[1:] if argv is None else list(argv)
+        if words[:1] == ["help"]:  # agent-evals help [COMMAND]
+            words = [*words[1:2], "--help"]
         if words[:1] == ["__complete"]:  # the shell completion asking for the suite's names
             return _complete(words[1:])
         # inside a suite, --help lists the request types its own providers add
@@ -9395,7 +9419,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stdout.flush()  # a closed pipe shows here, inside the handler below
         return code
     except _UsageError as e:
-        print(f"error: {_visible(str(e), newlines=True)}", file=sys.stderr)
+        print(f"error: {_visible(_usage_hint(str(e), words), newlines=True)}", file=sys.stderr)
         return EXIT_USAGE
     except EvalError as e:
         _traceback_if_debug(args)

@@ -140,6 +140,41 @@ def test_vendored_single_file_next_to_a_suite(toy: Path) -> None:
     check_toy_table(compared.stdout)
 
 
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (
+            ["compre"],
+            "error: no command 'compre' (did you mean \"compare\"?); choose from cases, verify, run, compare,",
+        ),
+        (
+            ["compare", "--locl"],
+            'error: unknown to agent-evals compare: --locl (did you mean "--local"?) (see agent-evals compare --help)',
+        ),
+        (["compare", "--json"], "error: unknown to agent-evals compare: --json (did you mean --format json?)"),
+        (["run", "--modles=x"], 'error: unknown to agent-evals run: --modles=x (did you mean "--models"?)'),
+        (
+            ["compare", "--format", "jsn"],
+            "error: no --format value 'jsn' (did you mean \"json\"?); choose from table, json (see agent-evals compare --help)",
+        ),
+        (["compare", "--budget"], "error: argument --budget: expected one argument (see agent-evals compare --help)"),
+    ],
+)
+def test_a_typo_gets_the_nearest_command_or_flag(
+    argv: list[str], expected: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert ae.main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(expected) and err.count("\n") == 1
+
+
+def test_help_as_a_command(capsys: pytest.CaptureFixture[str]) -> None:
+    assert ae.main(["help"]) == 0
+    assert capsys.readouterr().out.startswith("usage: agent-evals [-h] [--version] COMMAND ...")
+    assert ae.main(["help", "compare"]) == 0
+    assert capsys.readouterr().out.startswith("usage: agent-evals compare [-h]")
+
+
 def test_python_dash_m_and_help(tmp_path: Path) -> None:
     result = subprocess.run(
         [sys.executable, "-m", "agent_evals", "--help"], cwd=ROOT, capture_output=True, text=True, check=True
