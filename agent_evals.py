@@ -8271,7 +8271,7 @@ def _within_budget(
 
 
 # ═══════════════════════════════════════════════════════════════════════════════
-# Baselines, gates and JUnit: what CI acts on
+# Baselines, gates and JUnit: what CI acts on, and the summary a pull request shows
 # ═══════════════════════════════════════════════════════════════════════════════
 
 
@@ -8665,6 +8665,58 @@ def _junit_xml(experiments: Sequence[Experiment]) -> str:
     # characters XML 1.0 cannot hold at all (a model's or a server's control bytes): shown as escapes
     text = re.sub("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]", lambda m: f"\\x{ord(m[0]):02x}", text)
     return "<?xml version='1.0' encoding='utf-8'?>\n" + text + "\n"
+
+
+def _markdown(
+    title: str,
+    experiments: Sequence[Experiment],
+    metrics: Sequence[Metric],
+    problems: Sequence[str],
+    changes: Sequence[_Change] | None,
+    partial: str | None = None,
+) -> str:
+    """The summary a pull request shows (``GITHUB_STEP_SUMMARY``, ``--format markdown``):
+    how the run ended and what failed it, each dataset ranked with its best value, the
+    contenders across datasets, and what moved against the baseline."""
+    primary, rows = _primary(metrics), _rows(experiments, metrics)
+    if partial or problems:
+        head = [f"**{'⚠️' if partial else '❌'} {_md(partial or _n(len(problems), 'problem'))}**"]
+        head += [f"- {_md(line)}" for line in problems]
+    else:
+        head = [f"**✅ {_n(sum(r.runs for r in rows), 'case run')}, no gate failed**"]
+    lines = [f"## {_md(title)}", "", *head]
+    overall = _overall(rows, metrics, primary) if len({r.dataset for r in rows}) > 1 else []
+    groups = [(d, [r for r in rows if r.dataset == d]) for d in dict.fromkeys(r.dataset for r in rows)]
+    for name, group in [*groups, *([("all datasets, case-weighted", overall)] if overall else [])]:
+        ranked = sorted(group, key=lambda r: _rank_key(r, primary))
+        headers, right = _leaderboard_columns("#", metrics, any(r.errors for r in group))
+        cells = [[str(n), *_row_cells(r, metrics, "ascii", "ranked" in headers)] for n, r in enumerate(ranked, 1)]
+        lines += ["", f"### {_md(name)}", "", _md_table(headers, cells, right)]
+        if group is not overall:
+            lines += ["", *(_md(line) for line in _best_value_lines(group, primary, "ascii"))]
+    if changes is not None:
+        moved = [c for c in changes if c.verdict in ("regressed", "improved")]
+        moved.sort(key=lambda c: c.verdict != "regressed")
+        lines += ["", "### Against the baseline", ""]
+        if moved:
+            headers = ["dataset", "model", "effort", "temp", "metric", "n", "old", "new", "delta [95%]", "p", "verdict"]
+            table = [_change_row(c, "ascii") for c in moved]
+            lines.append(_md_table(headers, table, [False] * 3 + [True] + [False] + [True] * 5 + [False]))
+            lines.append("")
+        lines.append(f"{len(changes) - len(moved)} of {len(changes)} compared lines unchanged (paired tests, 5%)")
+    return "\n".join(lines) + "\n"
+
+
+def _md_table(headers: Sequence[str], rows: Sequence[Sequence[str]], right: Sequence[bool]) -> str:
+    def cells(values: Sequence[str]) -> str:
+        return "| " + " | ".join(_md(v) for v in values) + " |"
+
+    return "\n".join([cells(headers), "|" + "|".join("--:" if r else "---" for r in right) + "|", *map(cells, rows)])
+
+
+def _md(text: str) -> str:
+    """Text as Markdown shows it: a model's ``|`` or ``<`` is never a column or a tag."""
+    return _visible(str(text)).replace("\\", "\\\\").replace("|", "\\|").replace("<", "&lt;").replace("*", "\\*")
 
 
 # ═══════════════════════════════════════════════════════════════════════════════
@@ -9253,7 +9305,8 @@ _MAYBE: dict[str, object] = {"nargs": "?", "const": True}  # a flag whose value 
 _LIST: dict[str, object] = {"action": "append"}
 _SENT = "what the models are sent (beats the config file's defaults and entries)"
 _HOW = "how the run goes (beats the config file's defaults)"
-_FORMAT = "table: the tables for people; json: one JSON document on STDOUT for scripts (README: Machine-readable results)"
+_FORMAT = "table: the tables for people; json: one JSON document on STDOUT for scripts (README: Machine-readable results); markdown: the summary a pull request shows (GitHub Actions: added to GITHUB_STEP_SUMMARY whatever the format)"
+_FORMATS: dict[str, Any] = {"choices": ("table", "json", "markdown"), "default": "table", "help": _FORMAT}
 _FLAKY: dict[str, object] = {"choices": ("mean", "wrong", "exclude"), "default": "mean", "help": "how a case whose --repeat answers disagree counts in the gates and the baseline: mean (default: the share of its repeats right, as the tables show), wrong (pass^k: right only when every repeat is) or exclude (left out)"}
 _FLAGS: tuple[tuple[str, tuple[str, ...], dict[str, Any]], ...] = (
     ("debug", ("--debug",), {**_ON, "help": "show tracebacks"}),
@@ -9270,7 +9323,7 @@ _FLAGS: tuple[tuple[str, tuple[str, ...], dict[str, Any]], ...] = (
     ("running/what runs", ("--until-decided",), {**_ON, "help": "ask cases in rounds, in a seeded random order, and stop asking a contender once it is shown below the top (sequential tests: README, How the numbers are computed)"}),
     ("running/settings", (), {}),
     (f"running/{_HOW}", ("--cache",), {**_ON, "help": "answer from, and store in, the response cache (or cache: true)"}),
-    ("running/trackers and files", ("--format",), {"choices": ("table", "json"), "default": "table", "help": _FORMAT}),
+    ("running/trackers and files", ("--format",), _FORMATS),
     ("running/trackers and files", ("--project",), {"metavar": "NAME", "help": "the tracker's project name"}),
     ("running/trackers and files", ("--tracker",), {"metavar": "NAME", "help": "the remote tracker beside the local log (none: no remote)"}),
     ("running/trackers and files", ("--local",), {**_ON, "help": "no remote tracker; the local log only"}),
@@ -9289,6 +9342,7 @@ _FLAGS: tuple[tuple[str, tuple[str, ...], dict[str, Any]], ...] = (
     ("running/reserved", ("-L",), {**_ON, "dest": "reserved", "help": "reserved for logging; not yet implemented"}),
     ("listing", ("--format",), {"choices": ("table", "json"), "default": "table", "help": "table, or one JSON document for scripts"}),
     ("report", ("logs",), {"nargs": "+", "metavar": "LOG", "help": "a log or journal of each run (its whole run is read)"}),
+    ("report", ("--format",), _FORMATS),
     ("report", ("-o", "--output"), {"metavar": "FILE", "help": "write the report as one self-contained HTML file"}),
     ("report", ("--open",), {**_ON, "help": "open the HTML report in a browser (on a terminal)"}),
     ("rescore", ("logs",), {"nargs": "+", "metavar": "LOG", "help": "a log or journal of each run to rescore"}),
@@ -9311,7 +9365,7 @@ _SUBCOMMANDS = (
     ("verify", ("common",), "offline checks: inputs, expected.json, adapter, scorer"),
     ("run", ("common", "running"), "run models over every dataset, with the per-case breakdown"),
     ("compare", ("common", "running"), "everything the lineup lists; leaderboard only"),
-    ("report", ("debug", "listing"), "the tables compare prints, from logs: merges the logs of every shard"),
+    ("report", ("debug",), "the tables compare prints, from logs: merges the logs of every shard"),
     ("rescore", ("common",), "the current scorer over the replies logs kept; calls no model"),
     ("cache", ("suite",), "the response cache: stats or clear"),
     ("models", ("suite", "listing"), "the model ids the providers serve, with prices and context length"),
@@ -9862,12 +9916,29 @@ def _report(args: argparse.Namespace, plan: _Plan, session: _Session, interrupte
     ending = _Ending.of(plan, session, interrupted)
     _write_files(args, plan, session, ending)  # every file first: a reader that stops at | head loses none
     changes = _print_results(args, plan, session, ending)
-    if interrupted:
-        _report_unwritten(session.unwritten)
-        return _interruption()[2]
-    failures = _print_failures(args, plan, session, ending, changes)
+    failures = [] if interrupted else _print_failures(args, plan, session, ending, changes)
+    partial = ending.partial(args.command) if interrupted else None
+    title = f"agent-evals: {plan.suite.name} · {args.command} {session.stamp}"
+    _print_summary(
+        args.format, _markdown(title, ending.shown, plan.suite.metrics, failures, changes, partial), session.unwritten
+    )
     _report_unwritten(session.unwritten)
+    if interrupted:
+        return _interruption()[2]
     return EXIT_FAILED if failures or session.unwritten else EXIT_OK
+
+
+def _print_summary(fmt: str, text: str, unwritten: list[str]) -> None:
+    """``--format markdown`` prints the pull request's summary; in GitHub Actions it is added
+    to the step's summary (``GITHUB_STEP_SUMMARY``) too, whatever the format."""
+    if fmt == "markdown":
+        print(text, end="")
+    if target := os.environ.get("GITHUB_STEP_SUMMARY"):
+        try:
+            with open(target, "a", encoding="utf-8", errors="backslashreplace") as file:
+                file.write(_redact(text) + "\n")
+        except OSError as e:
+            unwritten.append(f"{_display(target)} ({e.strerror or e}; GITHUB_STEP_SUMMARY)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -9918,7 +9989,7 @@ def _write_files(args: argparse.Namespace, plan: _Plan, session: _Session, endin
 def _print_results(args: argparse.Namespace, plan: _Plan, session: _Session, ending: _Ending) -> list[_Change] | None:
     """The tables (or the one JSON document), and the comparison with the baseline: its changes."""
     suite, experiments, shown, out = plan.suite, plan.experiments, ending.shown, sys.stdout
-    style, tables = _style_for(out), args.format == "table"  # json: one document on STDOUT, and nothing else
+    style, tables = _style_for(out), args.format == "table"  # json or markdown: one document on STDOUT, nothing else
     if tables and args.command == "run" and not args.output:
         answers = args.verbose or all(len(e.results) <= 1 for e in experiments)  # one case: its answer too
         for experiment in experiments:
@@ -9945,7 +10016,7 @@ def _print_results(args: argparse.Namespace, plan: _Plan, session: _Session, end
         _flaky_lines(_rows(shown, suite.metrics), plan.gates.flaky) if tables and plan.gates.flaky != "mean" else ()
     ):
         print(line, file=out)
-    if not tables:
+    if args.format == "json":
         complete = not ending.interrupted and not ending.stopped and ending.finished == ending.total
         context = {
             **{"suite": suite.name, "command": args.command, "stamp": session.stamp, "complete": complete},
@@ -10206,8 +10277,8 @@ def _cmd_report(args: argparse.Namespace) -> int:
         (_logged_experiment(r) for r in records.values()), key=lambda experiment: (experiment.dataset, experiment.order)
     )
     suites = sorted({str(r.get("suite")) for r in records.values() if r.get("suite")})
+    title = f"agent-evals: {', '.join(suites) or 'report'}"
     if args.output:
-        title = f"agent-evals: {', '.join(suites) or 'report'}"
         _write_html(
             Path(args.output), _render_html(experiments, metrics, title=title), open_it=args.open and _at_terminal()
         )
@@ -10215,11 +10286,14 @@ def _cmd_report(args: argparse.Namespace) -> int:
         stamps = sorted({str(r.get("stamp")) for r in records.values() if r.get("stamp")})
         context = {"suite": ", ".join(suites) or None, "command": "report", "stamps": stamps, "partial": partial}
         print(_json_dumps(_results_document(experiments, metrics, context), indent=2))
-    elif not args.output:
+    elif args.format == "table" and not args.output:
         print(_render_report(experiments, metrics, _style_for(sys.stdout), _width_of(sys.stdout)))
         for line in _reason_lines(_rows(experiments, metrics)):
             print(line, file=sys.stderr)
-    return EXIT_OK
+    unwritten: list[str] = []
+    _print_summary(args.format, _markdown(title, experiments, metrics, [], None, "; ".join(partial) or None), unwritten)
+    _report_unwritten(unwritten)
+    return EXIT_FAILED if unwritten else EXIT_OK
 
 
 def _cmd_rescore(args: argparse.Namespace) -> int:

@@ -155,7 +155,7 @@ def test_vendored_single_file_next_to_a_suite(toy: Path) -> None:
         (["run", "--modles=x"], 'error: unknown to agent-evals run: --modles=x (did you mean "--models"?)'),
         (
             ["compare", "--format", "jsn"],
-            "error: no --format value 'jsn' (did you mean \"json\"?); choose from table, json (see agent-evals compare --help)",
+            "error: no --format value 'jsn' (did you mean \"json\"?); choose from table, json, markdown (see agent-evals compare --help)",
         ),
         (["compare", "--budget"], "error: argument --budget: expected one argument (see agent-evals compare --help)"),
     ],
@@ -371,4 +371,4 @@ def test_every_listing_prints_json_for_scripts(make_suite, cli) -> None:
     assert run["command"] == "compare" and run["experiments"] >= 1 and isinstance(run["cost_usd"], float)
     assert run["state"] == "complete" and run["stamp"] == read_logs(project)[0]["stamp"]
     code, out, err = cli("verify", "--format", "json")  # a command with no table to turn into JSON refuses it
-    assert code == 2 and "unrecognized arguments: --format json" in err
+    assert code == 2 and "unknown to agent-evals verify: --format json" in err

@@ -203,8 +203,8 @@ def test_everything_refused_is_a_usage_error(make_suite, cli) -> None:
         (["compare", "-t", "warm"], "temperature must be a number from 0 to 2, got 'warm'"),
         (["compare", "-p", "0"], "argument -p/--parallelism: expected a whole number from 1 to 4,096, got '0'"),
         (["compare", "-j", "-1"], "argument -j/--concurrency: expected a whole number from 0 to 4,096"),
-        (["compare", "--bogus"], "unrecognized arguments: --bogus"),
-        (["frobnicate"], "invalid choice: 'frobnicate'"),
+        (["compare", "--bogus"], "unknown to agent-evals compare: --bogus"),
+        (["frobnicate"], "no command 'frobnicate'"),
     ],
 )
 def test_bad_flags_are_one_line(cli, tmp_path, argv, message) -> None:

@@ -217,6 +217,49 @@ def test_baseline_and_fail_on_regression_through_the_real_cli(make_suite) -> Non
     assert back.returncode == 0 and "improved" in back.stdout
 
 
+def test_the_pull_requests_summary_in_markdown(make_suite, tmp_path) -> None:
+    """GITHUB_STEP_SUMMARY gets the summary added (the tables still print); --format markdown
+    prints it instead: how the run ended and what failed it, the ranked table, the best value
+    and what regressed against the baseline."""
+    project = make_suite(
+        helper=PLANTED, config="request_types: [prompt]\nvendors:\n  fake:\n    - model: echo\n", cases=many(60)
+    )
+    summary = tmp_path / "step-summary.md"
+    summary.write_text("earlier step\n")
+    first = cli_run(project, "compare", "--local", env={"GITHUB_STEP_SUMMARY": str(summary)})
+    assert first.returncode == 0 and "│ ds      │ fake/echo │" in first.stdout  # the tables as ever
+    text = summary.read_text()
+    assert text.startswith("earlier step\n## agent-evals: ") and "**✅ 60 case runs, no gate failed**" in text
+    assert "| 1 | fake/echo | default | - | 100.0% | 0 |" in text
+    assert "best value [ds] (fake/echo effort=default): 100.0% at $0.0600" in text
+    (old_log,) = (project / "log" / "agent-evals").glob("*.json")
+    argv = ("compare", "--local", "--baseline", str(old_log), "--fail-on-regression", "--format", "markdown")
+    planted = cli_run(project, *argv, env={"PLANT_REGRESSION": "1"})
+    assert planted.returncode == 1 and planted.stdout.startswith("## agent-evals: ")
+    out = planted.stdout
+    assert (
+        "**❌ 1 problem**\n- gate failed: --fail-on-regression: [ds] fake/echo effort=default exact fell 100.0% -> 50.0%"
+        in out
+    )
+    assert "| 1 | fake/echo | default | - | 50.0% [37.7-62.3] | 0 |" in out and "│" not in out
+    assert "### Against the baseline" in out
+    assert "| ds | fake/echo | default | - | exact | 60 | 100.0% | 50.0% | -50.0 [-63.0, -37.0] |" in out
+    assert "| regressed |\n\n0 of 1 compared lines unchanged (paired tests, 5%)" in out
+    assert "gate failed" in planted.stderr  # the failures still on STDERR
+    unwritable = cli_run(project, "compare", "--local", env={"GITHUB_STEP_SUMMARY": str(tmp_path / "no" / "dir.md")})
+    assert unwritable.returncode == 1 and "dir.md (No such file or directory; GITHUB_STEP_SUMMARY)" in unwritable.stderr
+    logs = sorted((project / "log" / "agent-evals").glob("*.json"))
+    merged = cli_run(project, "report", str(logs[0]), "--format", "markdown")
+    assert (
+        merged.returncode == 0 and merged.stdout.startswith("## agent-evals: ") and "| 1 | fake/echo |" in merged.stdout
+    )
+
+
+def test_markdown_escapes_what_would_break_a_table() -> None:
+    assert ae._md("a|b <script> *x*") == "a\\|b &lt;script> \\*x\\*"
+    assert ae._md_table(["n", "m"], [["1", "x|y"]], [True, False]) == "| n | m |\n|--:|---|\n| 1 | x\\|y |"
+
+
 def test_baseline_marks_experiments_only_on_one_side(make_suite, cli) -> None:
     project = make_suite()
     code, _, err = cli("compare", "--local", cwd=project)
