@@ -8070,18 +8070,26 @@ class _Budget:
 
 @dataclass(frozen=True, slots=True)
 class _Forecast:
-    """What one experiment should cost (``expected``) and at most (``worst``), and from what."""
+    """What one experiment should cost (``expected``: None until an earlier run or the cache
+    has answered it), at least (``least``: its inputs alone) and at most (``worst``), and from what."""
 
     experiment: Experiment
     basis: str  # earlier runs | the cache | input size | no price | no max_tokens
     expected: float | None = None
     worst: float | None = None
+    least: float | None = None
+
+    @property
+    def likely(self) -> float:
+        """The figure a budget refuses a run by: what it is expected to cost, else the least it can."""
+        return self.expected if self.expected is not None else self.least or 0.0
 
 
 def _forecast(experiment: Experiment, log_dir: Path, cache: _Cache | None, turns: int) -> _Forecast:
     """From this suite's earlier logs of the experiment (each case's own cost, its costliest
     for the worst case), else the cache's mean answer for the model, else the inputs' size
-    with the full ``max_tokens`` out: always at the provider's prices, never $0 for none."""
+    with the full ``max_tokens`` out, which is what it can cost at most and no expectation (a
+    model seldom writes all it may): always at the provider's prices, never $0 for none."""
     runs, repeat = len(experiment.cases) * experiment.repeat, experiment.repeat
     history = _cost_history(log_dir, experiment.name)
     if history:
@@ -8100,19 +8108,17 @@ def _forecast(experiment: Experiment, log_dir: Path, cache: _Cache | None, turns
     )
     out = c.max_tokens if c.max_tokens is not None or price[1] else 0  # no max_tokens: the output has no bound
     cases = len(experiment.cases)
-    usual, dearest, tier = _tier_cost(c)
+    cheapest, dearest, tier = _tier_cost(c)
     worst = None if out is None or dearest is None else _worst(price, size, cases, out) * repeat * turns * dearest
     if cache is not None and (mean_cost := cache.mean_cost(c.model)) is not None:
         return _Forecast(experiment, "the cache", mean_cost * runs, worst)
-    if out is None:
-        return _Forecast(experiment, "no max_tokens")
-    expected = _worst(price, size / 4, cases, out) * repeat * usual  # 4 bytes a token
-    return _Forecast(experiment, f"input size{tier}", expected, worst)
+    least = _worst(price, size / 4, cases, 0) * repeat * cheapest  # the inputs alone, at 4 bytes a token
+    return _Forecast(experiment, "no max_tokens" if out is None else f"input size{tier}", None, worst, least)
 
 
 def _tier_cost(c: Contender) -> tuple[float, float | None, str]:
     """What a service tier does to the listed price, which is the standard tier's: the
-    expected and the most it multiplies it by (None: no bound known), and the basis's note.
+    least and the most it multiplies it by (None: no bound known), and the basis's note.
     Flex is about half where offered (the standard price where not); priority, scale and
     ``:nitro`` (the fastest upstream, which may be a priority one) can cost more."""
     if c.tier == "flex":
@@ -8127,7 +8133,9 @@ def _resumed(f: _Forecast, previous: Mapping[tuple[str, str], Mapping[tuple[str,
     experiment = f.experiment
     done = len(previous.get((_contender_key(experiment.contender), experiment.dataset), {}))
     left = 1 - done / max(len(experiment.cases) * experiment.repeat, 1)
-    return dataclasses.replace(f, **{k: v * left for k in ("expected", "worst") if (v := getattr(f, k)) is not None})
+    return dataclasses.replace(
+        f, **{k: v * left for k in ("expected", "worst", "least") if (v := getattr(f, k)) is not None}
+    )
 
 
 def _file_size(path: str) -> int:
@@ -8207,14 +8215,17 @@ def _forecast_line(forecasts: Sequence[_Forecast], decided: bool = False) -> str
     round costs, and that the rest is asked only while nothing is decided."""
     import collections
 
-    known = [f for f in forecasts if f.expected is not None]
+    known = [f for f in forecasts if f.expected is not None or f.least is not None]
     runs = sum(len(f.experiment.cases) * f.experiment.repeat for f in forecasts)
     bases = ", ".join(f"{n} from {b}" for b, n in collections.Counter(f.basis for f in forecasts).items())
     if not known:
         return f"forecast: none: no experiment has a price to count with ({bases})"
-    text = f"forecast: {_fmt_cost(sum(f.expected or 0 for f in known))} expected"
-    if all(f.worst is not None for f in known):
-        text += f", {_fmt_cost(sum(f.worst or 0 for f in known), up=True)} at most"
+    most = _fmt_cost(sum(f.worst or 0 for f in known), up=True) if all(f.worst is not None for f in known) else None
+    if all(f.expected is not None for f in known):
+        text = f"forecast: {_fmt_cost(sum(f.likely for f in known))} expected" + (f", {most} at most" if most else "")
+    else:  # before an answer, the full max_tokens out is a bound, never an expectation
+        text = f"forecast: {_fmt_cost(sum(f.likely for f in known))} " + (f"to {most}" if most else "at least")
+        text += " (from the inputs alone to the full max_tokens out: no expected figure before a run has answered)"
     text += f", over {_n(runs, 'case run')} ({bases})"
     if decided:
         text += (
@@ -8227,7 +8238,7 @@ def _first_round(forecasts: Iterable[_Forecast]) -> float:
     """What a round of --until-decided is forecast to cost: a tenth of each experiment's case
     runs, rounded up (the least that can decide anything)."""
     rounds = ((f, len(f.experiment.cases) * f.experiment.repeat) for f in forecasts)
-    return sum((f.expected or 0) * math.ceil(n / _Decider.LOOKS) / n for f, n in rounds if n)
+    return sum(f.likely * math.ceil(n / _Decider.LOOKS) / n for f, n in rounds if n)
 
 
 def _within_budget(
@@ -8259,7 +8270,7 @@ def _within_budget(
             )
     if not keep:
         raise ConfigError("nothing to run: --budget refused every contender (see the warnings above)")
-    if (_first_round(keep) if decided else sum(f.expected or 0 for f in keep)) > limit:
+    if (_first_round(keep) if decided else sum(f.likely for f in keep)) > limit:
         raise ConfigError(
             f"--budget {_fmt_cost(limit)}: the {_forecast_line(keep, decided)}; raise --budget, or ask fewer "
             "cases or contenders (-d, -c, -m)"
@@ -9792,7 +9803,7 @@ def _dry_run(args: argparse.Namespace, plan: _Plan) -> int:
                 "contender": f.experiment.contender.to_json(),
                 "cases": len(f.experiment.cases),
                 "repeat": f.experiment.repeat,
-                "forecast": {"basis": f.basis, "expected_usd": f.expected, "worst_usd": f.worst},
+                "forecast": {"basis": f.basis, "expected_usd": f.expected, "least_usd": f.least, "worst_usd": f.worst},
             }
             for f in plan.forecasts
         ]

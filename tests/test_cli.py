@@ -335,7 +335,12 @@ def test_a_dry_run_in_json_prints_the_matrix_as_data(make_suite, cli) -> None:
     assert code == 0, err
     document = json.loads(out)  # never the table: the flag is not ignored (#27.4)
     assert document["schema"] == "agent-evals/matrix"
-    forecast = {"basis": "input size", "expected_usd": pytest.approx(0.004), "worst_usd": pytest.approx(0.004)}
+    forecast = {
+        "basis": "input size",
+        "expected_usd": None,
+        "least_usd": pytest.approx(0.004),
+        "worst_usd": pytest.approx(0.004),
+    }
     assert document["experiments"] == [
         {
             "dataset": "ds",

@@ -100,7 +100,10 @@ def test_a_run_that_decides_within_the_budget_is_not_refused_for_its_every_case_
     project = make_suite(helper=SLOPPY, config=lineup, cases=many(300))
     code, _, err = cli("compare", "--local", "--until-decided", "--budget", "0.25", "-p", "4", cwd=project)
     assert code == 0, err
-    assert "forecast: $0.6000 expected, $0.6000 at most, over 600 case runs (2 from input size); " in err
+    assert (
+        "forecast: $0.6000 to $0.6000 (from the inputs alone to the full max_tokens out: no expected figure before a run has answered), over 600 case runs (2 from input size); "
+        in err
+    )
     assert "--until-decided asks them all only if nothing is decided, from $0.0600 a round" in err
     assert "decided [ds] fake/sloppy effort=default: below" in err
     assert sum(log["summary"]["usage"]["cost_usd"] for log in read_logs(project)) <= 0.25

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import shutil
 import threading
 from pathlib import Path
@@ -50,9 +51,10 @@ def stable_server() -> OpenAICompatible:
 
 
 def forecast_of(err: str) -> tuple[float, float]:
+    """(expected, at most); before any history (a range) the first figure is the inputs alone."""
     line = next(line for line in err.splitlines() if line.startswith("forecast: "))
-    expected, worst = line.split(" expected, ")
-    return float(expected.split("$")[1]), float(worst.split("$")[1].split(" ")[0])
+    first, most = re.findall(r"\$([\d.]+)", line.split(" over ")[0])
+    return float(first), float(most)
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
@@ -89,6 +91,7 @@ def test_a_model_with_no_price_is_never_forecast_as_free(make_suite, cli, monkey
         assert json.loads(out)["experiments"][0]["forecast"] == {
             "basis": "no price",
             "expected_usd": None,
+            "least_usd": None,
             "worst_usd": None,
         }
         # a budget cannot count it: refused by name
@@ -110,7 +113,8 @@ def test_a_cost_nobody_knows_in_an_earlier_log_is_no_history(make_suite, cli, co
     # every row of that log is left out of the forecast: it counts from the price, never $0 or below
     code, out, err = cli("compare", "-n")
     assert code == 0, err
-    assert "forecast: $0.0040 expected, $0.0040 at most, over 4 case runs (1 from input size)" in out
+    assert "forecast: $0.0040 to $0.0040 (from the inputs alone to the full max_tokens out: no expected figure " in out
+    assert "before a run has answered), over 4 case runs (1 from input size)" in out
     for argv in (["compare", "--local"], ["runs"], ["report", "log/agent-evals"]):
         code, out, err = cli(*argv)
         assert code == 0 and "$-" not in out + err and "nan" not in out + err, err
@@ -134,7 +138,7 @@ def test_at_the_budget_the_run_stops_with_one_line_and_resume_continues(tmp_path
     # case at a time (-p 1): which case meets the limit never depends on a busy machine's timing
     done = run_agent_evals("compare", "--local", "-m", "fake/tooluser", "--budget", "0.005", "-p", "1", cwd=agent)
     assert done.returncode == 1, done.stderr
-    assert "forecast: $0.0040 expected, $0.0160 at most, over 4 case runs (1 from input size)" in done.stderr
+    assert "forecast: $0.0040 to $0.0160 (from the inputs alone" in done.stderr
     line = "error: budget reached: $0.0050 of $0.0050; 3 of 4 cases asked; --resume with a higher --budget continues"
     assert line in done.stderr
     (log,) = read_logs(agent)
