@@ -127,7 +127,7 @@ from pathlib import Path
 
 TYPE_CHECKING = False  # typing is for the checker only: importing it would slow every start
 if TYPE_CHECKING:
-    from typing import Any, ClassVar
+    from typing import Any, ClassVar, TextIO
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -5760,7 +5760,7 @@ def _width_of(stream: Any) -> int:
         return 0
 
 
-def _terminal_width(stream: Any) -> int:
+def _terminal_width(stream: TextIO) -> int:
     """COLUMNS when set (as ``shutil`` reads it), else the width of the terminal ``stream``
     is drawn on, measured now, so a resized window is followed; 100 when it says none. Never
     STDOUT's: during a run it is a pipe to the warnings file."""
@@ -9317,7 +9317,7 @@ _LIST: dict[str, object] = {"action": "append"}
 _SENT = "what the models are sent (beats the config file's defaults and entries)"
 _HOW = "how the run goes (beats the config file's defaults)"
 _FORMAT = "table: the tables for people; json: one JSON document on STDOUT for scripts (README: Machine-readable results); markdown: the summary a pull request shows (GitHub Actions: added to GITHUB_STEP_SUMMARY whatever the format)"
-_FORMATS: dict[str, Any] = {"choices": ("table", "json", "markdown"), "default": "table", "help": _FORMAT}
+_FORMATS = {"choices": ("table", "json", "markdown"), "default": "table", "help": _FORMAT}
 _FLAKY: dict[str, object] = {"choices": ("mean", "wrong", "exclude"), "default": "mean", "help": "how a case whose --repeat answers disagree counts in the gates and the baseline: mean (default: the share of its repeats right, as the tables show), wrong (pass^k: right only when every repeat is) or exclude (left out)"}
 _FLAGS: tuple[tuple[str, tuple[str, ...], dict[str, Any]], ...] = (
     ("debug", ("--debug",), {**_ON, "help": "show tracebacks"}),
@@ -9683,15 +9683,24 @@ def _suite_problems(suite: _Suite, dataset: str, cases: list[Case]) -> list[str]
     except _SUITE_EXCEPTIONS as e:
         _reraise_ctrl_c(e)
         return [f"{dataset}: adapter {type(adapter).__name__} raised {_describe(e)[0]}"]
+    raised: dict[str, list[str]] = {}  # the same failure in every case is one line, not thirty
     for case in cases:
         if case.expected is None:
             continue  # already reported as missing or unparsable
+        where = _display(case.path / "expected.json" if case.path else case.key)
+        hook = f"adapter {type(adapter).__name__}.context"
         try:
-            found = scorer.verify(case, adapter.context(case)) or ()
+            context = adapter.context(case)
+            hook = f"scorer {type(scorer).__name__}.verify"
+            found = scorer.verify(case, context) or ()
         except _SUITE_EXCEPTIONS as e:
             _reraise_ctrl_c(e)
-            found = [f"scorer {type(scorer).__name__}.verify raised {_describe(e)[0]}"]
-        problems += [f"{_display(case.path / 'expected.json' if case.path else case.key)}: {p}" for p in found]
+            raised.setdefault(f"{hook} raised {_describe(e)[0]}", []).append(where)
+            continue
+        problems += [f"{where}: {p}" for p in found]
+    for what, cases_of in raised.items():
+        alike = f" (and {_n(len(cases_of) - 1, 'more case')} of {dataset} alike)" if len(cases_of) > 1 else ""
+        problems.append(f"{cases_of[0]}: {what}{alike}")
     return problems
 
 
@@ -9930,21 +9939,33 @@ def _report(args: argparse.Namespace, plan: _Plan, session: _Session, interrupte
     failures = [] if interrupted else _print_failures(args, plan, session, ending, changes)
     partial = ending.partial(args.command) if interrupted else None
     title = f"agent-evals: {plan.suite.name} · {args.command} {session.stamp}"
-    _print_summary(
-        args.format, _markdown(title, ending.shown, plan.suite.metrics, failures, changes, partial), session.unwritten
-    )
+    _print_summary(args.format, session.unwritten, title, ending.shown, plan.suite.metrics, failures, changes, partial)
     _report_unwritten(session.unwritten)
     if interrupted:
         return _interruption()[2]
     return EXIT_FAILED if failures or session.unwritten else EXIT_OK
 
 
-def _print_summary(fmt: str, text: str, unwritten: list[str]) -> None:
+def _print_summary(
+    fmt: str,
+    unwritten: list[str],
+    title: str,
+    experiments: Sequence[Experiment],
+    metrics: Sequence[Metric],
+    problems: Sequence[str],
+    changes: Sequence[_Change] | None,
+    partial: str | None,
+) -> None:
     """``--format markdown`` prints the pull request's summary; in GitHub Actions it is added
-    to the step's summary (``GITHUB_STEP_SUMMARY``) too, whatever the format."""
+    to the step's summary (``GITHUB_STEP_SUMMARY``) too, whatever the format. Neither: not
+    even made."""
+    target = os.environ.get("GITHUB_STEP_SUMMARY")
+    if fmt != "markdown" and not target:
+        return
+    text = _markdown(title, experiments, metrics, problems, changes, partial)
     if fmt == "markdown":
         print(text, end="")
-    if target := os.environ.get("GITHUB_STEP_SUMMARY"):
+    if target:
         try:
             with open(target, "a", encoding="utf-8", errors="backslashreplace") as file:
                 file.write(_redact(text) + "\n")
@@ -10302,7 +10323,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
         for line in _reason_lines(_rows(experiments, metrics)):
             print(line, file=sys.stderr)
     unwritten: list[str] = []
-    _print_summary(args.format, _markdown(title, experiments, metrics, [], None, "; ".join(partial) or None), unwritten)
+    _print_summary(args.format, unwritten, title, experiments, metrics, [], None, "; ".join(partial) or None)
     _report_unwritten(unwritten)
     return EXIT_FAILED if unwritten else EXIT_OK
 

@@ -137,6 +137,34 @@ ae.configure(adapter=A(), scorer=S(), providers=[ae.FakeProvider()])
     ]
 
 
+def test_a_dataset_the_adapter_does_not_know_is_one_line_not_one_per_case(make_suite, cli) -> None:
+    """The toy scorer copied for a new dataset: its adapter says why first, and the KeyError
+    its context raises for every case is one line with their count."""
+    helper = """
+import agent_evals as ae
+SCHEMAS = {"known": {"v": {"type": "integer"}}}
+class A(ae.EchoAdapter):
+    def context(self, case):
+        return {"schema": SCHEMAS[case.dataset]}
+    def verify(self, dataset):
+        return [] if dataset in SCHEMAS else [f"no schema for dataset {dataset}; add it to SCHEMAS"]
+class S(ae.Scorer):
+    def verify(self, case, context):
+        return ae.SchemaValidator(context["schema"]).problems(case.expected)
+ae.configure(adapter=A(), scorer=S(), providers=[ae.FakeProvider()])
+"""
+    cases = {k: v for n in range(1, 31) for k, v in case_files("mine", f"a/{n:03d}", {"v": n}).items()}
+    project = make_suite(helper=helper, cases=cases)
+    code, out, _ = cli("verify", cwd=project)
+    assert code == 1
+    assert out.splitlines() == [
+        "mine: no schema for dataset mine; add it to SCHEMAS",
+        "evals/datasets/mine/cases/a/001/expected.json: adapter A.context raised KeyError: 'mine' "
+        "(and 29 more cases of mine alike)",
+        "2 problems in 30 cases, 1 dataset",
+    ]
+
+
 def test_verify_reports_a_failing_adapter_per_dataset(make_suite, cli) -> None:
     helper = """
 import agent_evals as ae
