@@ -8755,6 +8755,8 @@ body.only-errors tr.case:not(.error),body.only-wrong tr.case:not(.wrong){display
 table.grid td.err{color:var(--bad)}table.grid td.wrong{color:var(--muted)}table.grid a{color:inherit}
 table.only-differ tr.g:not(.differ),table.only-errors tr.g:not(.has-error){display:none}
 tr:target td{outline:2px solid var(--accent)}@media (max-width:600px){body{padding:.5rem}}
+button.side{all:unset;cursor:pointer;text-decoration:underline dotted}button.side:focus-visible{outline:2px solid var(--accent)}
+.side-grid{display:grid;grid-template-columns:repeat(auto-fit,minmax(15rem,1fr));gap:.6rem}.side h4{margin:.4rem 0 .1rem;font-size:12px}
 """
 
 _HTML_SCRIPT = """
@@ -8781,6 +8783,39 @@ document.querySelectorAll(".filters button[data-grid]").forEach(function (button
     var table = button.parentElement.nextElementSibling.querySelector("table");
     table.classList.remove("only-differ", "only-errors");
     if (button.dataset.grid) { table.classList.add(button.dataset.grid); }
+  });
+});
+function copy(box, title, cell) {
+  var head = document.createElement("h4");
+  head.textContent = title;
+  box.appendChild(head);
+  Array.prototype.forEach.call(cell.childNodes, function (node) { box.appendChild(node.cloneNode(true)); });
+}
+// a case of the grid: its input and expected answer once, then each contender's answer and diagnostics
+// side by side, copied from the cases' own rows below (the page holds each answer once)
+document.querySelectorAll("table.grid button.side").forEach(function (button) {
+  button.addEventListener("click", function () {
+    var row = button.closest("tr"), next = row.nextElementSibling;
+    if (next && next.classList.contains("side")) { next.remove(); button.setAttribute("aria-expanded", "false"); return; }
+    var heads = row.closest("table").tHead.rows[0].cells, top = document.createElement("div"), grid = document.createElement("div");
+    grid.className = "side-grid";
+    Array.prototype.forEach.call(row.cells, function (cell, i) {
+      var link = cell.querySelector("a"), source = link && document.getElementById(link.getAttribute("href").slice(1));
+      if (!source) { return; }
+      var n = source.cells.length, box = document.createElement("div");
+      if (!top.childNodes.length) { copy(top, "input", source.cells[n - 5]); copy(top, "expected", source.cells[n - 4]); }
+      copy(box, heads[i].textContent + " · " + cell.textContent, source.cells[n - 3]);
+      copy(box, "diagnostics / error", source.cells[n - 2]);
+      grid.appendChild(box);
+    });
+    var line = document.createElement("tr"), all = document.createElement("td");
+    line.className = "side";
+    all.colSpan = row.cells.length;
+    all.appendChild(top);
+    all.appendChild(grid);
+    line.appendChild(all);
+    row.after(line);
+    button.setAttribute("aria-expanded", "true");
   });
 });
 function reveal() {
@@ -8825,13 +8860,16 @@ def _scatter(rows: Sequence[_Row], primary: Metric, best: _Row | None) -> str:
     free = not positive  # every answer cost $0: no cost axis to draw
     log = bool(positive) and max(positive) / min(positive) >= 10
     low, high = (min(positive), max(positive)) if log else (0.0, max(positive, default=1.0))
+    # a log axis has no $0: a contender that cost nothing gets a place of its own left of the scale
+    start = left + 72 if log and len(positive) < len(points) else left
 
     def x(cost: float) -> float:
         if free:
             return (width + left - right) / 2
         if log:
             span = math.log10(high) - math.log10(low) or 1.0
-            return left + (math.log10(max(cost, low)) - math.log10(low)) / span * (width - left - right)
+            at = start + (math.log10(max(cost, low)) - math.log10(low)) / span * (width - start - right)
+            return at if cost > 0 else left + 12
         return left + cost / high * (width - left - right)
 
     def y(score: float) -> float:
@@ -8851,8 +8889,8 @@ def _scatter(rows: Sequence[_Row], primary: Metric, best: _Row | None) -> str:
         scale = "cost: no contender reported any ($0 each)"
     elif log:
         decades = range(math.ceil(math.log10(low)), math.floor(math.log10(high)) + 1)
-        ticks = sorted({low, high, *(10.0**k for k in decades)})
-        scale = "cost, log scale"
+        ticks = sorted({low, high, *(10.0**k for k in decades), *([0.0] if start > left else [])})
+        scale = "cost, log scale" + (" ($0 at the left)" if start > left else "")
     else:
         ticks, scale = [high * k / 4 for k in range(5)], "cost"
     drawn: list[float] = []
@@ -8950,6 +8988,11 @@ def _html_rows(
                 (_fmt_cost(r.cost), r.cost),
             ]
         )
+    if ranked:  # where space is short (a phone's 400 px) the figure the rows are ordered by comes first
+        first = [0, 1, headers.index("ranked"), headers.index("errors")]
+        order = first + [i for i in range(len(headers)) if i not in first]
+        headers, numeric = [headers[i] for i in order], [numeric[i] for i in order]
+        cells = [[row[i] for i in order] for row in cells]
     return headers, cells, numeric
 
 
@@ -9056,7 +9099,10 @@ def _html_grid(experiments: Sequence[Experiment], places: Mapping[int, int]) -> 
             ["g", *(["differ"] if len(marks[label]) > 1 else []), *(["has-error"] if "error" in marks[label] else [])]
         )
         tds = "".join(row.get(column, "<td class=n>·</td>") for column in range(len(experiments)))
-        body.append(f'<tr class="{css}"><td>{_h(label)}</td>{tds}</tr>')
+        side = (
+            f'<button type=button class=side aria-expanded=false title="its answers side by side">{_h(label)}</button>'
+        )
+        body.append(f'<tr class="{css}"><td>{side}</td>{tds}</tr>')
     filters = (
         '<div class="filters grid-filters" role=group aria-label="Show cases"><button type=button data-grid="">all cases'
         '</button><button type=button data-grid="only-differ">where they differ</button>'
@@ -9067,7 +9113,7 @@ def _html_grid(experiments: Sequence[Experiment], places: Mapping[int, int]) -> 
     )
     # folded when large: a page of 12,000 runs still opens in well under a second
     opened = " open" if len(cells) <= 200 else ""
-    summary = f"Case by case: {len(cells)} cases × {len(experiments)} contenders"
+    summary = f"Case by case: {len(cells)} cases × {len(experiments)} contenders (a case: its answers side by side)"
     return f"<details{opened}><summary>{summary}</summary>{filters}<div class=scroll>{table}</div></details>"
 
 

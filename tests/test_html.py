@@ -99,7 +99,7 @@ def test_the_report_in_headless_chromium(make_suite, cli, tmp_path) -> None:
             return [r.find_elements(By.TAG_NAME, "td")[1].text for r in rows]
 
         before = models()
-        header = table.find_elements(By.CSS_SELECTOR, "th button")[4]  # the primary metric
+        header = next(b for b in table.find_elements(By.CSS_SELECTOR, "th button") if b.text == "exact")  # the primary
         header.click()
         after = models()
         assert before[0] == "fake/echo"  # ranked as it arrives: errors counted as wrong
@@ -166,6 +166,16 @@ def test_ties_and_free_contenders_are_each_identifiable() -> None:
     assert "#1 a/tie effort=default: 100.0% at $0.0000; #2 b/tie" in plot
     assert "no contender reported any" in plot and "$1.0000" not in plot  # no invented cost axis
     assert "acc, errors as wrong" in plot and plot.count('text-anchor="end">') >= 5  # a y title, five ticks
+
+
+def test_a_free_contender_on_a_log_axis_has_a_place_of_its_own() -> None:
+    rows = [row("free", 0.6, 0.0), row("cheap", 0.8, 0.001), row("dear", 0.9, 1.0)]
+    svg = ae._scatter(rows, METRICS[0], None)
+    assert "cost, log scale ($0 at the left)" in svg and ">$0.0000</text>" in svg and ">$0.0010</text>" in svg
+    xs = [float(c.split('cx="')[1].split('"')[0]) for c in svg.split("<circle")[1:]]
+    assert len(set(xs)) == 3 and xs[0] < xs[1] - 40  # never drawn at another contender's cost
+    frontier = [p.split(",")[0] for p in svg.split('points="')[1].split('"')[0].split()]
+    assert len(frontier) == len(set(frontier)) == 3  # no vertical first segment
 
 
 def test_a_log_cost_axis_has_a_tick_per_decade() -> None:
@@ -245,7 +255,25 @@ def test_the_grid_ties_and_a_narrow_screen_in_headless_chromium(tmp_path) -> Non
         error_cell.click()
         row = driver.find_element(By.ID, target)
         assert row.is_displayed() and "upstream busy" in row.text
+        # a case's answers side by side: its input and expected once, then each contender's answer
+        case = grid.find_elements(By.CSS_SELECTOR, "tbody tr")[1].find_element(By.CSS_SELECTOR, "button.side")
+        driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", case)
+        case.click()
+        side = grid.find_element(By.CSS_SELECTOR, "tr.side")
+        boxes = side.find_elements(By.CSS_SELECTOR, ".side-grid > div")
+        assert case.get_attribute("aria-expanded") == "true" and side.is_displayed()
+        assert side.text.startswith('input\nq1\nexpected\n{"v": 1}')
+        assert [b.text.split("\n")[0] for b in boxes] == [
+            "a/tie effort=default · 100.0%",
+            "b/tie effort=default · 100.0%",
+            "c/tie effort=default · 100.0%",
+            "e/wrong effort=default · 0.0%",
+            "d/flaky effort=default · error",
+        ]
+        assert '{"v": 1}' in boxes[0].text and "ProviderError: HTTP 500: upstream busy" in boxes[4].text
         (tmp_path / "wide.png").write_bytes(driver.get_screenshot_as_png())
+        case.click()
+        assert grid.find_elements(By.CSS_SELECTOR, "tr.side") == [] and case.get_attribute("aria-expanded") == "false"
     finally:
         driver.quit()
     narrow = chrome(tmp_path, 400, 900)
@@ -253,6 +281,13 @@ def test_the_grid_ties_and_a_narrow_screen_in_headless_chromium(tmp_path) -> Non
         narrow.get((tmp_path / "ties.html").as_uri())
         overflow = narrow.execute_script("return document.documentElement.scrollWidth - window.innerWidth")
         assert overflow <= 0  # every table scrolls in its own box; the page never runs off the side
+        table = narrow.find_element(By.CSS_SELECTOR, "section table.sortable")
+        heads = [h.text for h in table.find_elements(By.CSS_SELECTOR, "th")]
+        assert heads[:4] == ["#", "model", "ranked", "errors"]  # the figure the rows are ordered by, in sight
+        flaky = table.find_elements(By.CSS_SELECTOR, "tbody tr")[-1].find_elements(By.TAG_NAME, "td")
+        assert flaky[2].text == "50.0%" and narrow.execute_script(
+            "return arguments[0].getBoundingClientRect().right <= window.innerWidth", flaky[2]
+        )
         png = narrow.get_screenshot_as_png()
         (tmp_path / "narrow.png").write_bytes(png)
         assert png_has_content(png)
