@@ -127,7 +127,9 @@ from pathlib import Path
 
 TYPE_CHECKING = False  # typing is for the checker only: importing it would slow every start
 if TYPE_CHECKING:
-    from typing import Any, ClassVar, TextIO
+    from typing import Any, ClassVar, TextIO, TypeVar
+
+    _T = TypeVar("_T")
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -6188,7 +6190,8 @@ class Braintrust(Tracker):
         )
         tokens = {"prompt_tokens": usage.input_tokens, "completion_tokens": usage.output_tokens}
         end = result.ended or time.time()
-        span = self.experiments[id(result.experiment)].start_span(
+        span = _opened(
+            self.experiments[id(result.experiment)].start_span,
             name=f"case {result.label}",
             type="eval",
             start_time=end - result.duration,
@@ -6201,7 +6204,8 @@ class Braintrust(Tracker):
         )
         for call in result.exchanges:
             sent, answer, spent, finish = _exchange(call)
-            turn = span.start_span(
+            turn = _opened(
+                span.start_span,
                 name=f"chat {result.experiment.contender.model}",
                 type="llm",
                 start_time=call["start"],
@@ -6219,6 +6223,16 @@ class Braintrust(Tracker):
         # summarize() flushes, and raises when the service cannot be reached: the run reports it
         done = self.experiments.pop(id(experiment)).summarize()
         return {"url": getattr(done, "experiment_url", None)}
+
+
+def _opened(start: Callable[..., _T], **fields: object) -> _T:
+    """A Braintrust span, opened from code whose file is named bare: the SDK names the file of
+    the code that opens each span in every row it sends (caller_filename, off the stack),
+    which would be this module's full local path."""
+    return start(**fields)
+
+
+_opened.__code__ = _opened.__code__.replace(co_filename=os.path.basename(_opened.__code__.co_filename))
 
 
 def _sent_before(name: str, context: Mapping[str, Any], tracker: str) -> str | None:
@@ -6344,6 +6358,9 @@ class Logfire(Tracker):
     def _new_experiment_span(self, experiment: Experiment) -> object:
         if (root := self.spans.get("run")) is None:
             run = {k: str(self.context.get(k)) for k in ("stamp", "command", "log_dir")}
+            run["log_dir"] = os.path.relpath(
+                run["log_dir"], str(self.context.get("root") or ".")
+            )  # no local path leaves
             attributes = {f"agent_evals.{k}": v for k, v in run.items()} | {"suite": self.context.get("suite") or ""}
             attributes["input.value"] = f"agent-evals {run['command']} of suite {attributes['suite']}"
             root = self._span("run", f"agent-evals {run['command']} {run['stamp']}", None, _CHAIN | attributes)
@@ -6429,8 +6446,10 @@ class Logfire(Tracker):
             "gen_ai.request.model": c.model,
             "gen_ai.usage.input_tokens": usage.input_tokens,
             "gen_ai.usage.output_tokens": usage.output_tokens,
-            "llm.model_name": c.model,
-            "llm.provider": provider,
+            # Phoenix prices a call from its own table by the bare model name, and only when no
+            # llm.provider narrows it to models of that provider (its built-in ones have none)
+            "llm.model_name": c.model.rpartition("/")[2],
+            "llm.system": c.model.partition("/")[0] if "/" in c.model else provider,
             "llm.token_count.prompt": usage.input_tokens,
             "llm.token_count.completion": usage.output_tokens,
             "llm.token_count.total": usage.input_tokens + usage.output_tokens,
@@ -6457,6 +6476,8 @@ class Logfire(Tracker):
         span.end(end_time=int(call["end"] * 1e9))
 
     def finish(self, experiment: Experiment, summary: Summary) -> Mapping[str, object]:
+        from opentelemetry import trace
+
         span = self._experiment_span(experiment)
         del self.spans[id(experiment)]
         totals = {
@@ -6469,16 +6490,22 @@ class Logfire(Tracker):
         span.set_attributes(totals | {f"mean.{k}": v for k, v in summary.means.items() if v is not None})
         span.set_attributes({"output.value": _json_dumps(totals | {"score": summary.score}), **_JSON_OUTPUT})
         self.board[experiment.name] = {"score": summary.score, "errors": summary.errors, "cost_usd": totals["cost_usd"]}
+        if summary.errors:  # an experiment some of whose cases raised is an error in a trace, as they are
+            span.set_status(trace.Status(trace.StatusCode.ERROR, f"{_n(summary.errors, 'case')} raised"))
         span.end()
         return {"url": None}
 
     def close(self) -> None:
         """End the run's trace and send what is left; an export that was refused is raised."""
         if (root := self.spans.pop("run", None)) is not None:
+            from opentelemetry import trace
+
             usage = self.spent
             root.set_attributes({"cost_usd": usage.cost_usd, "tokens.input": usage.input_tokens, "errors": self.errors})
             root.set_attributes({"tokens.output": usage.output_tokens, "output.value": _json_dumps(self.board)})
             root.set_attributes(_JSON_OUTPUT)
+            if self.errors:
+                root.set_status(trace.Status(trace.StatusCode.ERROR, f"{_n(self.errors, 'case')} raised"))
             root.end()
         if self.provider is not None:
             self.provider.force_flush()
@@ -9949,6 +9976,7 @@ def _session(args: argparse.Namespace, plan: _Plan, stamp: str) -> _Session:
     context = {
         **{"suite": suite.name, "project": args.project or suite.config.project, "command": args.command},
         **{"project_id": os.environ.get("BRAINTRUST_PROJECT_ID"), "stamp": stamp, "log_dir": plan.log_dir},
+        "root": suite.project_root,
         **{"resumed_from": plan.resumed_from, "adapter_metadata": _adapter_metadata(suite.adapter)},
         **{"metrics": suite.metrics, "shard": args.shard, "tracker": plan.remote and plan.remote.name},
         "run_id": _run_id(os.environ) if args.shard else None,
