@@ -25,6 +25,83 @@ a floor under every wall time that no harness controls.
 and in, nothing else; on threads with ``--adapter threads``, else on one event loop)
 with US microseconds of busy Python per request: what this machine allows before any
 harness work, and how that floor moves as per-case work grows.
+
+``--rate-limit 40 --concurrency 32`` (four contenders on a key limited to 40 requests a second,
+800 case runs, ``-p 32 -j 4``), measured when the limiter landed: 1.06x the ideal 20 s, 2.8% of
+requests answered 429, no case an error; with ``AGENT_EVALS_LIMITER=off`` (each request meets
+the limit alone) 1.66x, 89% answered 429 and 322 case runs ended as errors.
+
+The README's "Performance" section as it stood before it was made terse (the figures of
+an earlier turn; the README now shows the latest medians):
+
+## Performance
+
+`python tests/benchmark.py` runs the OpenRouter path through the real CLI against a
+stand-in server in its own process (asyncio, keep-alive, each answer sent a fixed
+latency after its request arrived, optional injected 429s and 500s). `--adapter` picks
+the suite's adapter: `echo` (the default) is `EchoAdapter` as it is, which the run
+drives from one event loop; `threads` is the same with a `call` of its own, which keeps
+the cases on `-p` threads; `async` does the same work in `async def call`. For each
+scenario it makes three runs and prints each one and then the best and the median:
+wall time against the ideal N×L/C, the experiment's own time (the table's `time`), the
+CLI's CPU per case, its peak RSS (VmHWM), the TCP connections it opened, and the
+requests the server answered against the retries the logs report. Its first line is
+the median start of a bare interpreter on the machine. It is run by hand, never as a
+timed test. Medians of three runs on the 2-core machine, the server sharing it
+(L = 50 ms):
+
+| scenario | adapter | wall / ideal | experiment | CLI CPU per case | peak RSS | connections |
+| --- | --- | --- | --- | --- | --- | --- |
+| N=2,000, C=64 | echo (event loop) | 2.23 s / 1.56 s = 1.43 | 1.78 s | 0.64 ms | 34 MB | 64 |
+| N=2,000, C=64 | async def | 2.18–2.34 s = 1.40–1.50 | 1.76–1.83 s | 0.61–0.76 ms | 34 MB | 64 |
+| N=2,000, C=64 | threads | 2.21 s = 1.41 | 1.81 s | 0.65 ms | 32 MB | 64 |
+| N=10,000, C=256 | echo (event loop) | 4.40 s / 1.95 s = 2.25 | 3.4 s | 0.43 ms | 67 MB | 256 |
+| N=10,000, C=256 | async def | 4.35 s = 2.23 (1.98–2.31 over nine runs) | 3.3 s | 0.42 ms | 67 MB | 256 |
+| N=10,000, C=256 | threads | 7.4 s = 3.79 (3.05–3.84) | 6.3 s | 0.86 ms | 77 MB | 256 |
+| N=2,000, C=64, 5% 429 + 2% 500 | echo (event loop) | 2.44 s = 1.56 | 2.08 s | 0.64 ms | 34 MB | 64 |
+| N=2,000, C=64, 5% 429 + 2% 500 | async def | 2.49 s = 1.59 | 2.08 s | 0.70 ms | 34 MB | 64 |
+| N=2,000, C=64, 5% 429 + 2% 500 | threads | 2.58 s = 1.65 | 2.16 s | 0.75 ms | 32 MB | 64 |
+
+- With failures injected, every case ended answered, with each adapter: 2,000
+  scored, 0 errors, 0 zeros. The server saw 2,173 requests, which is 2,000 cases + the
+  173 retries the logs report.
+- The machine is shared and its load moves every figure: the same code's C=256
+  threads runs ranged from 3.0 to 5.3 within an hour, and the C=64 `async def` figures
+  are two series of three runs half an hour apart.
+- A bare interpreter takes 0.08–0.09 s to start on this machine (`python -c pass`;
+  its site-packages run `.pth` files); that is in every wall time above.
+- `agent-evals --help` takes 0.13 s (median of 20; 0.10–0.15 s). It imports no ssl,
+  http.client, asyncio, concurrent.futures, typing or sqlite3; a test checks this.
+
+`python tests/benchmark.py --baseline US [--adapter threads]` runs a bare client
+instead of the CLI: keep-alive sockets, JSON out and in, and US microseconds of busy
+Python per request, on one event loop or on threads. Its medians show the floor the machine
+itself allows (ratio, CPU per case):
+
+| bare client | threads, C=64 | threads, C=256 | event loop, C=64 | event loop, C=256 |
+| --- | --- | --- | --- | --- |
+| no work per case | 1.08, 0.30 ms | 1.20, 0.17 ms | 1.08, 0.23 ms | 1.11, 0.15 ms |
+| 100 µs a case | 1.09, 0.41 ms | 1.51, 0.33 ms | 1.10, 0.36 ms | 1.23, 0.25 ms |
+| 200 µs a case | 1.08, 0.47 ms | 2.02, 0.45 ms | 1.10, 0.47 ms | 1.77, 0.35 ms |
+
+What the tables say:
+
+- **C=64.** Either adapter keeps the experiment near its floor: 32 rounds of 50 ms is
+  1.60 s, a bare client takes 1.69 s, and the harness 1.76–1.83 s. The rest of the wall
+  time is fixed cost: the interpreter's start (0.09 s), importing the module and
+  PyYAML and reading the config (about 0.08 s), finding 2,000 case folders (0.05 s),
+  and writing the logs and tables (about 0.04 s).
+- **C=256.** One core runs all the Python, and the harness spends a few hundred µs of
+  it per case: reading the case's two files, the request and its JSON, the adapter's
+  parse, the score and its checks, the journal row. The event-loop transport alone
+  (the provider's `acomplete` with no harness around it) holds 1.11 at 0.16 ms a case,
+  as a bare client does; the rest is the harness's per-case work, which on this
+  machine costs two to three times what it does with the machine idle. With threads, a
+  GIL hand-off per request on top of that doubles the wall time: for many cases in
+  flight, use `EchoAdapter` as it is or write `call` as `async def`.
+- **Long runs.** A command freezes what its imports made out of the cyclic collector's
+  reach and collects the young generation every 50,000 allocations instead of 700:
+  with the defaults, a 10,000-case run spent 0.6 s of CPU in the collector.
 """
 
 from __future__ import annotations

@@ -3,6 +3,116 @@
 Every case that starts ends as a row, the exit code is the README's, the tables print,
 nothing hangs, and no secret reaches any byte the run writes. Each test runs the command
 with a time limit of its own: a hang fails the test instead of stalling the suite.
+
+What the README's table promises, in full (moved here from the README, beside the tests
+that hold it):
+
+**Long runs never lose work.**
+
+- *Cases*: a run finds every case folder first (names only), starts asking models at
+  once, and reads each case's files as the run reaches it, so a suite of thousands
+  starts in a blink. A case file that cannot be read or parsed is still run (its input
+  empty or its expected answer None, as the scorer sees it) and is named on STDERR
+  after the run, one line each; `agent-evals verify` and `compare -n` name them
+  before anything is spent.
+- *Progress*: on a terminal, one self-overwriting STDERR line — cases done of the
+  total, errors so far, elapsed, ETA, spend so far — erased at the end. Off a terminal
+  (CI, a pipe) nothing is drawn.
+- *Stray output*: whatever the suite prints, warns or logs during a run (`print`,
+  `warnings`, `logging`) — and whatever reaches file descriptors 1 and 2 directly (a C
+  extension, a child process), which are redirected at the OS level while suite code
+  runs — goes to `log/<command>.warnings.<stamp>.log`, never into the tables or the JSON
+  document; text printed without a final newline is kept too. STDERR says where when
+  there was any; the progress line and the tool's own messages go to the real terminal.
+- *Every case that starts ends as a row*: scored, wrong, or an error with its type and
+  message. Nothing a suite, a disk or a server does can hang a run, lose a finished
+  case, or choose the exit code.
+- *Journal*: every finished case is appended, at once, to
+  `log/agent-evals/<experiment>.<stamp>.jsonl` beside the JSON log, so even `kill -9`
+  loses nothing that finished. The JSON log is written atomically (temp file, rename;
+  no `.tmp` is left behind, whatever fails). Journals are created exclusively, and two
+  runs started in the same millisecond get two stamps (`...-123` and `...-123-1`).
+- *Case timeout*: a case that takes longer than `--case-timeout` (`defaults.case_timeout`,
+  default 3600 s) in all — the adapter, every model call it makes, the scorer; sync and
+  async adapters alike — becomes that case's error, `CaseTimeout: timed out after S s`,
+  with what it spent so far, and the run goes on: the worker thread it held is
+  replaced. One rule for sync and async adapters: an `async def call` that blocks its
+  loop (`time.sleep` inside it) holds only its own case.
+- *A full disk*: a journal, log or report that cannot be written (no space, an I/O
+  error) stops the run from starting new cases; the tables of what finished still
+  print, one `error: could not write FILE (why)` line names exactly what is missing, and
+  the exit code is 1. `--resume` finishes the run once there is room.
+- *Before any call*: `log/`, `--junit`, `--html` and `-o` are checked: a folder where a
+  file should be, a parent folder that does not exist, a place that cannot be written is
+  one line and exit 2, and nothing is spent. Every file is written before the tables
+  are printed, so a reader that stops reading (`| head`) loses none; a target that is
+  not a regular file (`-o /dev/stdout`, a pipe) is written in place, never replaced.
+  File names stay short enough for any file system (a long one keeps its start and a
+  hash), and two ids that would share a file name get a suffix.
+- *Ctrl-C*: the first one starts no new case and lets those in flight finish for up to
+  10 seconds (a second Ctrl-C abandons them: each is a row,
+  `Abandoned: still in flight ...`, which `--resume` asks again), writes the logs, prints
+  the tables of what finished under a `partial: interrupted after N of M cases` line, and
+  exits 130. Only the user's Ctrl-C counts as one: a `KeyboardInterrupt` that suite code
+  raises itself is that code's failure.
+- *Resume*: `--resume` (or `--resume LOG`, any log or journal of the run to continue)
+  reads that run's logs and journals, skips every case already answered for the same
+  contender, settings and dataset, runs only the rest, and prints the combined tables.
+  Cases that ended in an error are kept as they were unless `--retry-errors`, and a case
+  edited since that run is asked again (a warning names it). No finished case is asked
+  twice.
+- *Suite faults*: anything `adapter.call`, `adapter.context` or `scorer.call` raises —
+  an exception, `SystemExit` (`sys.exit(0)` included), `KeyboardInterrupt`,
+  `GeneratorExit` or any other `BaseException` — is that case's error (type, message
+  and a short traceback in the log), sync and async adapters alike.
+  `adapter.prepare` failing skips that dataset's experiments with one warning line
+  (exit 1); `before_run`, `adapter.metadata()`, the helper itself or a `require:`
+  module failing is one line naming the hook (exit 2, before any call); a tracker hook
+  failing switches that tracker off with one warning, the local log complete. Suite
+  code never chooses the exit code: `sys.exit(0)` in a helper cannot turn a failed gate
+  into a pass. A scorer value outside 0..1, an undeclared metric, or something that is
+  not a `Score` is an error naming the scorer and the case; so are `Reply(error=...)`
+  that is not text, a `Score` whose metrics are not a dict, and `adapter.context()`
+  that is not a dict.
+- *Suite objects are checked, never trusted*: every `configure()` setting is checked
+  for its kind (`configure(cases=5)`: `expected a glob under root (str)`), `root` must
+  be a folder, `adapter` and `scorer` instances with the hooks, each `Metric` field of
+  its type, and at most one metric `primary=True` — each one line, exit 2, nothing
+  written. `adapter.verify()` must return a list of text; `adapter.metadata()` a dict
+  (a value in it that contains itself is logged as `"<contains itself>"`).
+- *Case files that lie*: an `input.txt` that cannot be read (a link loop, a missing
+  target) is that case's error naming the file — never sent as an empty prompt; an
+  `expected.json` with a number past Python's 4,300-digit limit and a `metadata.json`
+  of `null` are problems `verify` names; a `datasets/` folder that cannot be listed is
+  a usage error (exit 2). A NUL or control byte in the config is named by line and
+  column. A base URL with a query (`.../api/v1?tenant=a`) keeps it after the path.
+- *Values JSON cannot hold*: outputs, diagnostics, outcomes and `metadata()` are written
+  as plain JSON, converted so: keys that are not strings become their `str`; sets
+  become sorted lists (in their own order when they do not sort) and tuples lists;
+  bytes become text (bytes that are not UTF-8 as `\\xNN`); NaN and infinities the
+  strings `"NaN"`, `"Infinity"`, `"-Infinity"`; an integer past Python's 4,300-digit
+  `str` limit a hex string (`"0x..."`); any other object its `repr`. A value that
+  contains itself, or nests more than 100 levels deep, cannot be written faithfully:
+  that case becomes an error naming the field (`output['a'][0] contains itself`), its
+  score left out. Every log and journal stays valid JSON with every row.
+- *Bad input* — malformed YAML (line and column), a key given twice (both lines), an
+  alias bomb (more than 100 aliases, or more than 100,000 values once expanded), NaN,
+  infinite or negative numbers where they make no sense (timeouts, retries, prices),
+  a key of the wrong type, a non-UTF-8 `input.txt`, a glob that matches nothing, a
+  helper that raises or exits, a flag out of range (`--repeat` up to 1,000, `-p` and
+  `-j` up to 4,096, `--retries` up to 100, `--max-tokens` up to 10,000,000), a folder
+  where a file should be, an env file with a NUL byte, bytes that are not UTF-8 or an
+  unterminated quote (the file and the line), a log given to `--resume`, `--baseline`,
+  `report`, `diff` or `rescore` that is valid JSON of the wrong shape (the file and the
+  field), a damaged response cache (`agent-evals cache clear` repairs it), a `log/`
+  that cannot be written — ends in one line naming the file, key or flag (exit 2,
+  before any call), never a traceback; `--debug` shows one. A journal's last line cut
+  short by a kill is left out with one warning (that case is asked again). `verify`
+  also names an `expected.json` with no input beside it, and a case file that is a folder.
+- *What reaches the terminal*: control characters and escape sequences from case data,
+  model text and server messages (`\\x1b[2J`, bidirectional overrides) are shown as
+  escapes in tables, warnings and errors; they never reach the terminal raw. Logs keep
+  the data as it was.
 """
 
 from __future__ import annotations
