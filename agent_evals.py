@@ -8759,7 +8759,8 @@ def _md_table(headers: Sequence[str], rows: Sequence[Sequence[str]], right: Sequ
 
 def _md(text: str) -> str:
     """Text as Markdown shows it: a model's ``|`` or ``<`` is never a column or a tag."""
-    return _visible(str(text)).replace("\\", "\\\\").replace("|", "\\|").replace("<", "&lt;").replace("*", "\\*")
+    text = _visible(str(text), newlines=True)  # each cell and line stays one line
+    return text.replace("\\", "\\\\").replace("|", "\\|").replace("<", "&lt;").replace("*", "\\*")
 
 
 # ═══════════════════════════════════════════════════════════════════════════════
@@ -8888,21 +8889,7 @@ def _scatter(rows: Sequence[_Row], primary: Metric, best: _Row | None) -> str:
     if not points:
         return '<p class="muted">Nothing was scored.</p>'
     width, height, left, bottom, pad, right = 720, 300, 64, 40, 24, 60
-    positive = [c for _, _, c, _ in points if c > 0]
-    free = not positive  # every answer cost $0: no cost axis to draw
-    log = bool(positive) and max(positive) / min(positive) >= 10
-    low, high = (min(positive), max(positive)) if log else (0.0, max(positive, default=1.0))
-    # a log axis has no $0: a contender that cost nothing gets a place of its own left of the scale
-    start = left + 72 if log and len(positive) < len(points) else left
-
-    def x(cost: float) -> float:
-        if free:
-            return (width + left - right) / 2
-        if log:
-            span = math.log10(high) - math.log10(low) or 1.0
-            at = start + (math.log10(max(cost, low)) - math.log10(low)) / span * (width - start - right)
-            return at if cost > 0 else left + 12
-        return left + cost / high * (width - left - right)
+    x, ticks, scale = _cost_axis([c for _, _, c, _ in points], left, width - right)
 
     def y(score: float) -> float:
         return pad + (1 - score) * (height - pad - bottom)
@@ -8916,15 +8903,6 @@ def _scatter(rows: Sequence[_Row], primary: Metric, best: _Row | None) -> str:
     ]
     for tick in (0.0, 0.25, 0.5, 0.75, 1.0):
         parts.append(f'<text x="{left - 6}" y="{y(tick) + 4:.1f}" text-anchor="end">{tick:.0%}</text>')
-    if free:
-        ticks: list[float] = []
-        scale = "cost: no contender reported any ($0 each)"
-    elif log:
-        decades = range(math.ceil(math.log10(low)), math.floor(math.log10(high)) + 1)
-        ticks = sorted({low, high, *(10.0**k for k in decades), *([0.0] if start > left else [])})
-        scale = "cost, log scale" + (" ($0 at the left)" if start > left else "")
-    else:
-        ticks, scale = [high * k / 4 for k in range(5)], "cost"
     drawn: list[float] = []
     for tick in ticks:  # a tick too near one already drawn would print over it
         if all(abs(x(tick) - d) > 56 for d in drawn):
@@ -8941,6 +8919,27 @@ def _scatter(rows: Sequence[_Row], primary: Metric, best: _Row | None) -> str:
         parts += _scatter_spot(members, x(members[0][2]), y(members[0][3]), best, (width + left - right) / 2)
     legend = " · ".join(f"{i} {_h(row.contender.label)}" for i, row, _, _ in points)
     return "".join(parts) + f'</svg><p class="muted legend">{legend}</p>'
+
+
+def _cost_axis(costs: Sequence[float], left: float, end: float) -> tuple[Callable[[float], float], list[float], str]:
+    """The plot's cost axis from ``left`` to ``end``: where a cost is drawn, its ticks and its
+    title. Log when costs span decades; then a $0 contender, which a log axis has no place
+    for, gets one of its own left of the scale, never another contender's."""
+    positive = [c for c in costs if c > 0]
+    if not positive:  # every answer cost $0: no cost axis to draw
+        return lambda cost: (left + end) / 2, [], "cost: no contender reported any ($0 each)"
+    low, high = min(positive), max(positive)
+    if high / low < 10:
+        return lambda cost: left + cost / high * (end - left), [high * k / 4 for k in range(5)], "cost"
+    start = left + 72 if len(positive) < len(costs) else left
+    span = math.log10(high) - math.log10(low) or 1.0
+
+    def x(cost: float) -> float:
+        return start + (math.log10(cost) - math.log10(low)) / span * (end - start) if cost > 0 else left + 12
+
+    decades = range(math.ceil(math.log10(low)), math.floor(math.log10(high)) + 1)
+    ticks = sorted({low, high, *(10.0**k for k in decades), *([0.0] if start > left else [])})
+    return x, ticks, "cost, log scale" + (" ($0 at the left)" if start > left else "")
 
 
 def _scatter_spot(

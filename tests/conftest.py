@@ -156,6 +156,7 @@ def _isolate(monkeypatch: pytest.MonkeyPatch) -> None:
         "OTEL_EXPORTER_OTLP_TRACES_HEADERS",
         "REQUESTS_CA_BUNDLE",
         "CURL_CA_BUNDLE",
+        "GITHUB_STEP_SUMMARY",  # a test run in GitHub Actions adds no summary of its own to the job's page
     ):
         monkeypatch.delenv(key, raising=False)
     for key in list(os.environ):  # a proxy of the machine's own is no part of a test

@@ -257,6 +257,7 @@ def test_the_pull_requests_summary_in_markdown(make_suite, tmp_path) -> None:
 
 def test_markdown_escapes_what_would_break_a_table() -> None:
     assert ae._md("a|b <script> *x*") == "a\\|b &lt;script> \\*x\\*"
+    assert "\n" not in ae._md("a gate's\nsecond line")  # a line never breaks the table it is in
     assert ae._md_table(["n", "m"], [["1", "x|y"]], [True, False]) == "| n | m |\n|--:|---|\n| 1 | x\\|y |"
 
 
