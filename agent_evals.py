@@ -6284,9 +6284,10 @@ class Logfire(Tracker):
         super().__init__(context)
         self.provider: Any = None
         self.spans: dict[object, Any] = {}  # "run", id(experiment), (id(experiment), case id, repeat) -> span
-        self.failures: list[str] = []
+        self.failures: list[tuple[int, str]] = []  # (spans, where) of each export refused
         self.lock = threading.RLock()
         self.spent, self.errors = Usage(), 0  # the run's, for its root span
+        self.claimed = False  # a span of the run was sent as it started
         self.board: dict[str, dict[str, object]] = {}  # each experiment's score, errors and cost: the run's output
         # imported now, before any experiment's clock, not by the first case's span beside the cases
         for module in ("opentelemetry.sdk.trace", "opentelemetry.exporter.otlp.proto.http.trace_exporter"):
@@ -6386,6 +6387,13 @@ class Logfire(Tracker):
 
     def start(self, experiment: Experiment) -> None:
         self._experiment_span(experiment)
+        if not self.claimed and (root := self.spans.get("run")) is not None:  # on the tracker's thread
+            # Phoenix files a trace under the project of its first span to arrive: the app's own
+            # spans (their provider's resource names no project) would take the whole run to
+            # "default". A span sent at once, before any case ends, claims it for the suite's.
+            self.claimed = True
+            self._span(None, "agent-evals run started", root, _CHAIN).end()
+            self.provider.force_flush()
 
     @contextlib.contextmanager
     def begin(self, experiment: Experiment, case: Case, repeat: int) -> Iterator[None]:
@@ -6515,7 +6523,8 @@ class Logfire(Tracker):
         if self.provider is not None:
             self.provider.force_flush()
         if self.failures:
-            raise RuntimeError(f"export failed: {self.failures[0]}")
+            refused = sum(n for n, _ in self.failures)
+            raise RuntimeError(f"export failed: {refused} spans were not accepted by {self.failures[0][1]}")
 
 
 _JSON_OUTPUT = {"output.mime_type": "application/json"}  # OpenInference: viewers show the output as JSON
@@ -6537,7 +6546,7 @@ class _ExportProxy:
     """An exporter that delegates to another and notes each export it was refused: the
     SDK's ``force_flush`` says success even when exports fail."""
 
-    def __init__(self, inner: Any, failures: list[str]) -> None:
+    def __init__(self, inner: Any, failures: list[tuple[int, str]]) -> None:
         self._inner, self.failures = inner, failures
 
     def export(self, spans: Any) -> object:
@@ -6546,7 +6555,7 @@ class _ExportProxy:
         result = self._inner.export(spans)
         if result != SpanExportResult.SUCCESS:
             where = getattr(self._inner, "_endpoint", "the endpoint")
-            self.failures.append(f"{len(spans)} spans were not accepted by {where}")
+            self.failures.append((len(spans), str(where)))
         return result
 
     def shutdown(self) -> None:

@@ -123,8 +123,10 @@ def test_logfire_end_to_end_through_the_real_otlp_exporter(make_suite, cli, monk
         code, _, err = cli("compare", "-v")
         assert code == 0, err
         assert "tracker: logfire (its key LOGFIRE_TOKEN is the only one set)" in err
-    (request,) = server.requests
-    assert request.path == "/v1/traces" and request.headers["authorization"] == "pylf_v1_us_secrettoken"
+    # the span that claims the trace for the suite's project at once, then the rest
+    first, request = server.requests
+    assert [s for s, _ in decode(first)] == ["agent-evals run started"]
+    assert request.path == first.path == "/v1/traces" and request.headers["authorization"] == "pylf_v1_us_secrettoken"
     assert request.headers["content-type"] == "application/x-protobuf"
     spans = dict(decode(request))
     assert spans["case a/001"]["case.id"] == "a/001" and spans["case a/001"]["score"] == 1.0
@@ -140,7 +142,7 @@ def test_an_otel_endpoint_stands_in_for_the_token_and_goes_beside_logfire(make_s
         code, _, err = cli("compare", "--tracker", "logfire", "-v", cwd=project)
         assert code == 0, err
         assert "logfire: spans go to OTEL_EXPORTER_OTLP_ENDPOINT\n" in err
-        assert [r.path for r in server.requests] == ["/otel/v1/traces"]
+        assert [r.path for r in server.requests] == ["/otel/v1/traces"] * 2  # the run's first span, then the rest
         assert "authorization" not in server.requests[0].headers
         # both set: as the logfire SDK does, the spans go to Logfire and to the endpoint
         server.requests.clear()
@@ -150,10 +152,11 @@ def test_an_otel_endpoint_stands_in_for_the_token_and_goes_beside_logfire(make_s
         assert code == 0, err
         assert "spans go to OTEL_EXPORTER_OTLP_ENDPOINT and to Logfire (LOGFIRE_TOKEN), as the logfire SDK" in err
     paths = sorted(r.path for r in server.requests)
-    assert paths == ["/logfire/v1/traces", "/otel/v1/traces"]
-    logfire = next(r for r in server.requests if r.path.startswith("/logfire"))
-    assert logfire.headers["authorization"] == "pylf_v1_us_bothtoken"
-    assert {name for name, _ in decode(logfire)} == {name for name, _ in decode(server.requests[0])}
+    assert paths == ["/logfire/v1/traces"] * 2 + ["/otel/v1/traces"] * 2
+    to_logfire = [r for r in server.requests if r.path.startswith("/logfire")]
+    assert all(r.headers["authorization"] == "pylf_v1_us_bothtoken" for r in to_logfire)
+    to_otel = [r for r in server.requests if r.path.startswith("/otel")]
+    assert sorted(n for r in to_logfire for n, _ in decode(r)) == sorted(n for r in to_otel for n, _ in decode(r))
 
 
 @needs_otel
@@ -164,7 +167,7 @@ def test_an_export_failure_is_one_line_and_the_run_is_complete(make_suite, cli, 
         project = make_suite(helper=PLAIN, config=ONE)
         code, out, err = cli("compare", "--tracker", "logfire", cwd=project)
     assert code == 0
-    assert "warning: tracker logfire: close raised RuntimeError: export failed: 10 spans were not accepted" in err
+    assert "warning: tracker logfire: close raised RuntimeError: export failed: 11 spans were not accepted" in err
     assert "│ ds      │ fake/echo │" in out and len(read_logs(project)[0]["rows"]) == 4
 
 
