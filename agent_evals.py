@@ -3181,11 +3181,13 @@ class _Limiter:
     answers it had a second and rising 50% a second until the next refusal; from then it
     cuts the rate by a quarter once per burst of refusals (those sent before a cut do not
     cut again) and raises it by about 10% a second while answers come. Until the first
-    refusal a slow start keeps a few requests in flight, one more for each answer. The refused request alone waits
+    refusal a slow start keeps one experiment's ``-p`` requests in flight (8 at least), one more for
+    each answer: a key that -j contenders share meets one of them at once, not all. The refused request alone waits
     what the server said (Retry-After, retry-after-ms, X-RateLimit-Reset), or one slot.
     ``-p`` and ``-j`` stay the ceiling: it only ever holds requests back."""
 
     BOUND = 600.0  # seconds one request may wait on rate limits before the run stops, saying so
+    START: ClassVar[float] = 8.0  # the slow start's first window: the run's largest -p (8 at least)
     _ALL: ClassVar[dict[tuple[str, str], _Limiter]] = {}
     _MADE = threading.Lock()
 
@@ -3199,9 +3201,10 @@ class _Limiter:
         self.issued, self.first, self.at = 0, 0.0, 0.0
         self.held = 0  # requests waiting for their turn now (the progress line)
         # a slow start: at first at most ``window`` requests in flight, one more for each answer (twice
-        # as many a round trip), so that a key's limit meets a few requests, not all -p x -j at once;
-        # None once past any -p x -j, or once the key has been refused (then the pace rules)
-        self.window: float | None = 8.0
+        # as many a round trip), so that a key's limit meets one experiment's -p, not all -p x -j at
+        # once (starting from a few cost every run several round trips); None once past any -p x -j,
+        # or once the key has been refused (then the pace rules)
+        self.window: float | None = max(8.0, self.START)
         self.flying = 0
         self.turn = threading.Condition(self.lock)
 
@@ -9996,6 +9999,7 @@ def _session(args: argparse.Namespace, plan: _Plan, stamp: str) -> _Session:
         "planned": sum(len(experiment.cases) * experiment.repeat for experiment in experiments),
     }
     _Limiter._ALL.clear()  # each run learns its keys' pace anew
+    _Limiter.START = float(max((e.parallelism for e in experiments), default=8))
     trackers: list[Tracker] = [LocalTracker({**context, "options": {}})]
     if plan.remote:
         trackers.append(plan.remote({**context, "options": suite.config.sections.get(plan.remote.name, {})}))
