@@ -177,30 +177,24 @@ def test_the_best_value_line_leads_with_the_figure_it_was_picked_by() -> None:
     """A contender right on all it answered but with an error: the line opens with what it
     was ranked by (errors as wrong), the 100% of those answered after it, and its gap to the
     top is the ranked one, never +0.0 points."""
-    answered = {f"ds/c{i}": 1.0 for i in range(399)}
-    cheap = ae._Row(
-        "ds",
-        Contender("cheap"),
-        {"acc": answered},
-        1,
-        400,
-        1.0,
-        Usage(1, 1, 0.4),
-        Usage(),
-        strict={"acc": answered | {"ds/c399": 0.0}},
-    )
-    top_values = {f"ds/c{i}": 1.0 for i in range(400)}
-    top = ae._Row(
-        "ds",
-        Contender("dear"),
-        {"acc": top_values},
-        0,
-        400,
-        1.0,
-        Usage(1, 1, 40.0),
-        Usage(),
-        strict={"acc": top_values},
-    )
+
+    def ranked(model: str, strict: dict[str, float], cost: float) -> ae._Row:
+        answered = {k: v for k, v in strict.items() if k != "ds/c399" or model == "dear"}
+        errors = len(strict) - len(answered)
+        return ae._Row(
+            "ds",
+            Contender(model),
+            {"acc": answered},
+            errors,
+            400,
+            1.0,
+            Usage(1, 1, cost),
+            Usage(),
+            strict={"acc": strict},
+        )
+
+    every = {f"ds/c{i}": 1.0 for i in range(400)}
+    cheap, top = ranked("cheap", every | {"ds/c399": 0.0}, 0.4), ranked("dear", every, 40.0)
     (line,) = ae._best_value_lines([top, cheap], METRICS[0])
     assert line.startswith("best value [ds] (cheap effort=default): 99.8% [98.6–100.0] ranked, its 1 error as wrong ")
     assert (
