@@ -6367,9 +6367,8 @@ class Logfire(Tracker):
     def _new_experiment_span(self, experiment: Experiment) -> object:
         if (root := self.spans.get("run")) is None:
             run = {k: str(self.context.get(k)) for k in ("stamp", "command", "log_dir")}
-            run["log_dir"] = os.path.relpath(
-                run["log_dir"], str(self.context.get("root") or ".")
-            )  # no local path leaves
+            # relative to the suite: no local path leaves the machine
+            run["log_dir"] = os.path.relpath(run["log_dir"], str(self.context.get("root") or "."))
             attributes = {f"agent_evals.{k}": v for k, v in run.items()} | {"suite": self.context.get("suite") or ""}
             attributes["input.value"] = f"agent-evals {run['command']} of suite {attributes['suite']}"
             root = self._span("run", f"agent-evals {run['command']} {run['stamp']}", None, _CHAIN | attributes)
@@ -7898,8 +7897,8 @@ def _answer_lines(experiment: Experiment, width: int) -> list[str]:
         lines.append(r.label)
         for name, value in shown.items():
             if value is not None or name == "answer":
-                text = value if isinstance(value, str) else _json_dumps(value)
-                lines += _cut(f"  {name}: " + text.rstrip().replace("\n", "\n    "), width)
+                written = value if isinstance(value, str) else _json_dumps(value)
+                lines += _cut(f"  {name}: " + written.rstrip().replace("\n", "\n    "), width)
     return lines
 
 
@@ -8331,6 +8330,8 @@ def _within_budget(
 
 
 ERRORS = "errors"  # the line of a comparison that counts the cases that raise
+_CHANGE_HEADERS = ["dataset", "model", "effort", "temp", "metric", "n", "old", "new", "delta [95%]", "p", "verdict"]
+_CHANGE_NUMBERS = [False, False, False, True, False, True, True, True, True, True, False]  # the baseline table's
 
 
 @dataclass(frozen=True, slots=True)
@@ -8447,9 +8448,7 @@ def _render_changes(
     ``effect`` (a fraction) to look for, the cases that takes. Never the cases the noise
     just observed would take: that is observed power, which asks for 1.7x too many cases
     on a real drop that was missed and for thousands to chase noise on unchanged runs."""
-    headers = ["dataset", "model", "effort", "temp", "metric", "n", "old", "new", "delta [95%]", "p", "verdict"]
-    rows = [_change_row(c, style) for c in changes]
-    right = [False, False, False, True, False, True, True, True, True, True, False]
+    headers, right, rows = _CHANGE_HEADERS, _CHANGE_NUMBERS, [_change_row(c, style) for c in changes]
     regressed = sum(c.verdict == "regressed" for c in changes)
     lines = [
         _table(headers, rows, right, style),
@@ -8754,9 +8753,7 @@ def _markdown(
         moved.sort(key=lambda c: c.verdict != "regressed")
         lines += ["", "### Against the baseline", ""]
         if moved:
-            headers = ["dataset", "model", "effort", "temp", "metric", "n", "old", "new", "delta [95%]", "p", "verdict"]
-            table = [_change_row(c, "ascii") for c in moved]
-            lines.append(_md_table(headers, table, [False] * 3 + [True] + [False] + [True] * 5 + [False]))
+            lines.append(_md_table(_CHANGE_HEADERS, [_change_row(c, "ascii") for c in moved], _CHANGE_NUMBERS))
             lines.append("")
         lines.append(f"{len(changes) - len(moved)} of {len(changes)} compared lines unchanged (paired tests, 5%)")
     return "\n".join(lines) + "\n"
