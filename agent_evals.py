@@ -65,6 +65,7 @@ __all__ = [
     "Score",
     "Summary",
     "Usage",
+    "BatchState",
     "ToolCall",
     "ToolRun",
     # what a suite subclasses or calls
@@ -928,6 +929,21 @@ class Completion:
 
 
 @dataclass(frozen=True, slots=True)
+class BatchState:
+    """Where one ``--batch`` batch stands (``Provider.collect``): its status as the API names
+    it, how many of its requests are done of how many, and, once it has ended (``results``
+    not None), each custom id's ``Completion`` or ``ProviderError``; a request missing from
+    them went unanswered (an expired or cancelled batch). ``error``: why the whole batch
+    failed, when it did (a model that cannot be batched, a request it refused)."""
+
+    status: str
+    done: int = 0
+    total: int = 0
+    results: Mapping[str, Any] | None = None
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Reply:
     """The adapter's answer. ``error``: the model failed (scored 0); raise for transport."""
 
@@ -1244,6 +1260,19 @@ class Provider:
 
         return await asyncio.to_thread(self.complete, model, **request)
 
+    # --batch: a provider that sends many requests as one batch, at its batch price, says so
+    # and implements submit and collect (OpenRouter's Batch API; OpenAI's or Anthropic's own could)
+    batches: bool = False
+
+    def submit(self, model: Model, requests: Sequence[tuple[str, Mapping[str, Any]]]) -> str:
+        """Send ``requests`` (each a custom id and ``complete``'s keyword arguments) to
+        ``model`` as one batch; the batch's id. Raise ``ProviderError`` when it is refused."""
+        raise ProviderError(f"provider {self.name} has no batch API: run it without --batch")
+
+    def collect(self, model: Model, batch_id: str) -> BatchState:
+        """Where batch ``batch_id`` stands; once it has ended, its results by custom id."""
+        raise ProviderError(f"provider {self.name} has no batch API: run it without --batch")
+
     def missing_keys(self, model_id: str) -> list[str]:
         """The environment variables ``model_id`` needs that are not set."""
         return [key for key in self.env_keys if not os.environ.get(key)]
@@ -1257,6 +1286,33 @@ class Provider:
             if prefix and model_id.startswith(prefix):
                 return model_id[len(prefix) :]
         return model_id
+
+
+class _Deferred(BaseException):
+    """``--batch``: a call went into the next batch, so its case is put off and runs again once
+    the batch has answered (a BaseException: an adapter's ``except Exception`` lets it by)."""
+
+
+class _Batching:
+    """``--batch``, for one run of one case: each call is answered from the batches so far
+    (``answers``, by custom id), asked now (``sync``: --batch-fallback sync), or recorded for
+    the next batch (``asked``). A custom id hashes the case run, the request and how often the
+    case asked the same before, so the case's next run and --resume find each answer again."""
+
+    __slots__ = ("answers", "asked", "case", "counts", "sync", "used")
+
+    def __init__(self, case: str, answers: Mapping[str, object], sync: set[str]) -> None:
+        self.case, self.answers, self.sync = case, answers, sync
+        self.counts: dict[str, int] = {}
+        self.asked: list[tuple[str, dict[str, Any], object]] = []  # (custom id, request, its budget hold)
+        self.used: set[str] = set()  # the answers this run of the case took
+
+    def custom_id(self, request: Mapping[str, object]) -> str:
+        import hashlib
+
+        text = _json_dumps(request)
+        seen = self.counts[text] = self.counts.get(text, -1) + 1
+        return hashlib.sha256(f"{self.case}\n{seen}\n{text}".encode()).hexdigest()[:32]
 
 
 class Model:
@@ -1299,6 +1355,7 @@ class Model:
         self.replayed = [0, 0]  # answers OpenRouter's response cache gave: all, and those not asked of it
         self.budget: _Budget | None = None  # --budget: each call holds its worst case until it settles
         self.empty = ""  # why the last answer had no text, when it had none
+        self.batching: _Batching | None = None  # --batch: this run of the case asks through batches
         self._lock = threading.Lock()
 
     @property
@@ -1338,6 +1395,8 @@ class Model:
         key, hit = self._cached(request)
         if hit is not None:
             return self._turn(request, hit, time.time())
+        if self.batching is not None and (batched := self._from_batch(key, request)) is not None:
+            return batched
         began, hold = self._sending(request)
         try:
             return self._turn(request, self._paid(key, self.provider.complete(self, **request)), began, hold=hold)
@@ -1361,6 +1420,8 @@ class Model:
         key, hit = self._cached(request)
         if hit is not None:
             return self._turn(request, hit, time.time())
+        if self.batching is not None and (batched := self._from_batch(key, request)) is not None:
+            return batched
         if self.budget is not None:  # a first call's wait blocks: never on the event loop its answer needs
             import asyncio
 
@@ -1396,7 +1457,7 @@ class Model:
             request["tool_choice"] = tool_choice
         return request
 
-    def _sending(self, request: Mapping[str, Any], waited: bool = False) -> tuple[float, object]:
+    def _sending(self, request: Mapping[str, Any], waited: bool = False, holds: bool = True) -> tuple[float, object]:
         """A call is made: counted, and a conversation's transcript is what is sent, so a
         case that fails on this turn keeps the turns so far; under ``--budget`` it holds
         its worst case first (the hold is the call's own, whatever else runs at once)."""
@@ -1404,11 +1465,35 @@ class Model:
             self.calls += 1
             if "messages" in request:
                 self.transcript = list(request["messages"])
-        if self.budget is None:
+        if self.budget is None or not holds:
             return time.time(), None
         if not waited:
             self.budget.first_alone(self)
         return time.time(), self.budget.begin(self, request)
+
+    def _from_batch(self, key: str, request: dict[str, Any]) -> Completion | None:
+        """``--batch``: the answer a batch gave this call (paid for, and settled with the
+        budget, when the batch was collected), or None to ask it now (--batch-fallback
+        sync). Otherwise the call, holding its worst case, waits for the next batch, and
+        its case is put off (``_Deferred``)."""
+        batching = self.batching
+        assert batching is not None
+        custom = batching.custom_id(request)
+        found = batching.answers.get(custom)
+        if found is None:
+            if custom in batching.sync:
+                return None
+            _, hold = self._sending(request, waited=True)
+            if isinstance(hold, _Hold) and self.budget is not None:
+                self.budget.put_off(hold)
+            batching.asked.append((custom, request, hold))
+            raise _Deferred(custom)
+        batching.used.add(custom)
+        began, _ = self._sending(request, holds=False)
+        if isinstance(found, BaseException):
+            self._turn(request, None, began, found)
+            raise ProviderError(str(found))
+        return self._turn(request, self._paid(key, found), began)
 
     def _turn(
         self,
@@ -3088,6 +3173,11 @@ def _retry_after(value: str | None) -> float | None:
     return max(0.0, when.timestamp() - time.time())
 
 
+def _fields(value: object) -> dict[str, object]:
+    """A JSON object's fields, or none when ``value`` is no object."""
+    return value if isinstance(value, dict) else {}
+
+
 def _error_text(data: object, raw: bytes) -> str:
     """The error message of a body: OpenRouter's (OpenAI's) ``error``, FastAPI's ``detail``
     (a string, or a list of what failed), or the start of the body itself."""
@@ -3887,6 +3977,64 @@ class OpenRouter(Provider):
         key = data.get("data") if isinstance(data, dict) else None
         left = key.get("limit_remaining") if isinstance(key, dict) else None
         return float(left) if isinstance(left, int | float) and not isinstance(left, bool) and left >= 0 else None
+
+    # -- --batch: OpenRouter's Batch API (POST /batches, GET /batches/{id} and its results) --
+
+    @property
+    def batches(self) -> bool:  # type: ignore[override]
+        return self.dialect == "openrouter"
+
+    def submit(self, model: Model, requests: Sequence[tuple[str, Mapping[str, Any]]]) -> str:
+        # each request's body is the one a synchronous call sends; endpoint and model come
+        # first, as OpenRouter stream-parses the submission and answers 400 when they do not
+        lines = ",".join(
+            f'{{"custom_id":{_json_dumps(custom)},"body":{self._body(model, _Request(**request)).decode()}}}'
+            for custom, request in requests
+        )
+        head: dict[str, object] = {"endpoint": "/v1/chat/completions", "model": model.name}
+        only = json.loads(model.routing).get("only") if model.routing else None
+        if only:  # a batch runs on one upstream: OpenRouter takes provider.only alone for it
+            head["provider"] = {"only": only}
+        body = f'{_json_dumps(head)[:-1]},"requests":[{lines}]}}'.encode()
+        data, _, _ = self._request(model.id, "POST", "/batches", body)
+        batch_id = data.get("id") if isinstance(data, dict) else None
+        if not isinstance(batch_id, str) or not re.fullmatch(r"[\w.:-]{1,200}", batch_id):
+            raise ProviderError(f"{self.name}: {model.id}: the batch's answer has no usable id: {_shown(batch_id)}")
+        return batch_id
+
+    def collect(self, model: Model, batch_id: str) -> BatchState:
+        answer, _, _ = self._request(model.id, "GET", f"/batches/{batch_id}", None)
+        data, counts = _fields(answer), _fields(_fields(answer).get("request_counts"))
+        status, error = str(data.get("status") or "unknown"), _fields(data.get("error")).get("message")
+        done, total = _count(counts.get("completed")) + _count(counts.get("failed")), _count(counts.get("total"))
+        state = BatchState(status, done, total, error=_visible(str(error)) if error else None)
+        if status not in ("completed", "failed", "expired", "cancelled"):
+            return state
+        import urllib.parse
+
+        results: dict[str, object] = {}
+        cursor: object = None
+        while True:  # the results come a page at a time, each naming the next
+            after = f"&cursor={urllib.parse.quote(cursor, safe='')}" if isinstance(cursor, str) and cursor else ""
+            answer, _, _ = self._request(model.id, "GET", f"/batches/{batch_id}/results?limit=1000{after}", None)
+            page = _fields(answer)
+            for item in rows if isinstance(rows := page.get("data"), list) else ():
+                if isinstance(custom := _fields(item).get("custom_id"), str):
+                    results[custom] = self._batch_result(model, item)
+            if not page.get("has_more") or not (cursor := page.get("next_cursor")):
+                return dataclasses.replace(state, results=results)
+
+    def _batch_result(self, model: Model, item: Mapping[str, object]) -> object:
+        """One request's answer in a batch: its ``Completion``, or the ``ProviderError`` it got."""
+        response = _fields(item.get("response"))
+        status = code if isinstance(code := response.get("status_code"), int) else 200
+        if isinstance(response.get("body"), dict) and status < 400:
+            try:
+                return self._completion(model, response["body"], status, {})
+            except ProviderError as e:
+                return e
+        error = {"error": item["error"]} if item.get("error") else response.get("body")
+        return ProviderError(f"{self.name}: {model.id}: HTTP {status} in the batch: {_error_text(error, b'no answer')}")
 
     def _request(
         self, model_id: str, method: str, path: str, body: bytes | None, model: Model | None = None
@@ -4834,6 +4982,7 @@ class Experiment:
         self.budget: _Budget | None = None  # the run's --budget, shared by every experiment
         self.decided: str | None = None  # --until-decided: why its remaining cases need not be asked
         self.limited = 0.0  # seconds its calls waited on the key's rate limit
+        self.batches: list[dict[str, object]] = []  # --batch: the batches sent (id, round, custom id -> case run)
         # a direct contender's provider is in its name: it never shares a file with a vendors: id
         via = f"--direct-{contender.provider}" if contender.provider else ""
         routed = f"--via-{_routing_text(contender.routing)}" if contender.routing else ""
@@ -4871,6 +5020,8 @@ def _run_case(
             answer = _awaited(answer)
         reply = _check_reply(suite.adapter, answer, model)
         score = _score(suite, case, reply, metric_names)
+    except _Deferred:  # --batch: it runs again once its batch has answered
+        pass
     except _SUITE_EXCEPTIONS as e:
         _reraise_ctrl_c(e)
         error, trace = _describe(e)
@@ -4996,6 +5147,144 @@ class _Owner:
 _REPEATS = re.compile(r": (HTTP (?!429)[45]\d\d\b|TimeoutError: |Timeout: )")
 
 
+class _Batch:
+    """``--batch`` for one experiment: the answers its batches gave (by custom id), the case
+    runs waiting on the next batch with what each asked, and the rounds. A round goes once
+    no case of the experiment is in flight: its requests are one batch (one model), the
+    batch's id goes to the journal, the thread waits for it, and the case runs waiting on
+    it run again, finding their answers; an agent's next turn is the next round's."""
+
+    def __init__(self, fallback: str, earlier: Sequence[Mapping[str, Any]]) -> None:
+        self.fallback = fallback  # what asks again what a batch left unanswered: "batch" or "sync"
+        self.answers: dict[str, object] = {}
+        self.sync: set[str] = set()  # custom ids asked now, one by one (--batch-fallback sync)
+        self.waiting: dict[int, tuple[Model, list[tuple[str, dict[str, Any], object]]]] = {}
+        self.fresh: dict[int, set[str]] = {}  # case run -> the custom ids its last batch answered
+        self.tries: dict[str, int] = {}  # custom id -> the batches that left it unanswered
+        self.replays: list[int] = []  # case runs to run again, their batch collected
+        self.earlier = [b for b in earlier if isinstance(b.get("id"), str)]  # --resume: to collect first
+        self.running = bool(self.earlier)
+        self.rounds = 0
+
+    def due(self, stop: _Stop) -> bool:
+        return bool(self.waiting) and not self.running and not stop.event.is_set()
+
+    def go(self, run: _ExperimentRun) -> list[int]:
+        """One round: send, wait, take the answers; the case runs to run again (none when the
+        run stopped meanwhile: the batch goes on at the provider, and --resume collects it)."""
+        waiting, self.waiting = self.waiting, {}
+        asked = {custom: (model, request, hold) for model, calls in waiting.values() for custom, request, hold in calls}
+        cases = {
+            custom: f"{run.ids[unit // run.repeat]}#{unit % run.repeat}"
+            for unit, (_, calls) in waiting.items()
+            for custom, _, _ in calls
+        }
+        model = next(iter(waiting.values()))[0]
+        self.rounds += 1
+        run.run.journal_write(run.journal, _json_dumps({"batch": {"round": self.rounds, "requests": cases}}) + "\n")
+        state: BatchState | None
+        try:
+            batch_id = run.experiment.provider.submit(model, [(custom, asked[custom][1]) for custom in asked])
+        except ProviderError as e:
+            _stop_if_fatal(e, run.run.stop)
+            state = BatchState("failed", error=_redact(str(e)))
+        else:
+            record = {"id": batch_id, "round": self.rounds, "requests": cases}
+            run.run.journal_write(run.journal, _json_dumps({"batch": record}) + "\n")
+            run.experiment.batches.append(record)
+            state = self.wait(run, model, batch_id, len(asked))
+        if state is None:
+            self.settle(run, BatchState("stopped", results={}), asked, quiet=True)
+            return []
+        self.settle(run, state, asked)
+        for unit, (_, calls) in waiting.items():
+            self.fresh[unit] = {custom for custom, _, _ in calls if custom in self.answers}
+        return list(waiting)
+
+    def collect_earlier(self, run: _ExperimentRun) -> None:
+        """--resume: the batches the run it continues sent, collected (never sent again)."""
+        model = run.experiment.model
+        for record in self.earlier:
+            run.run.journal_write(run.journal, _json_dumps({"batch": record}) + "\n")
+            run.experiment.batches.append(dict(record))
+            requests = _fields(record.get("requests"))
+            state = self.wait(run, model, record["id"], len(requests))
+            if state is None:
+                return
+            self.settle(run, state, {custom: (model, {}, None) for custom in requests})
+
+    def wait(self, run: _ExperimentRun, model: Model, batch_id: str, size: int) -> BatchState | None:
+        """Look at the batch until it ends, saying how it stands as it changes; None when the run stops."""
+        session, first = run.run, _seconds_env("AGENT_EVALS_BATCH_POLL", 10.0)
+        with session.lock:
+            session.batches += 1
+            number = session.batches
+        label = f"batch {number} [{run.experiment.dataset}] {run.experiment.contender.label} ({batch_id}, {_n(size, 'request')})"
+        interval, failures, shown = first, 0, ""
+        while not session.stop.event.wait(interval):
+            interval = min(interval * 1.5, max(first, 60.0))
+            try:
+                state = run.experiment.provider.collect(model, batch_id)
+            except ProviderError as e:
+                failures += 1
+                if e.stops_run or failures >= 5:
+                    session.stop.set(f"{label}: {_redact(str(e))}; it goes on at the provider: --resume collects it")
+                    return None
+                continue
+            failures = 0
+            if (
+                line := f"{label}: {state.status.replace('_', ' ')}, {state.done:,} of {state.total or size:,} done"
+            ) != shown:
+                session.progress.say(shown := line)
+            if state.results is not None:
+                return state
+        return None
+
+    def settle(
+        self, run: _ExperimentRun, state: BatchState, asked: Mapping[str, tuple[Model, Any, Any]], quiet: bool = False
+    ) -> None:
+        """Take a batch's answers; what it left unanswered is asked again (the next batch, or
+        now with --batch-fallback sync); a batch refused as a whole stops its contender."""
+        results, budget, gone = state.results or {}, run.experiment.budget, []
+        refused = state.status == "failed" and not results
+        for custom, (model, _, hold) in asked.items():
+            answer = results.get(custom)
+            if answer is None and refused and self.fallback != "sync":
+                answer = ProviderError(f"{model.id}: the batch was refused: {state.error or 'failed'}")
+            if answer is not None:
+                self.answers[custom] = answer
+            else:
+                gone.append(custom)
+            if hold is not None and budget is not None:
+                budget.end(hold, model, answer.usage if isinstance(answer, Completion) else None)
+        if refused and self.fallback != "sync":
+            run.experiment.halted = (
+                f"the batch was refused: {state.error or 'failed'} (ask it without --batch, or --batch-fallback sync)"
+            )
+        for custom in gone:
+            self.tries[custom] = self.tries.get(custom, 0) + 1
+            if self.fallback == "sync":
+                self.sync.add(custom)
+            elif self.tries[custom] >= 2:
+                self.answers[custom] = ProviderError(f"two batches ended without answering it ({state.status})")
+        if gone and not quiet:
+            then = "now, one by one (--batch-fallback sync)" if self.fallback == "sync" else "in the next batch, once"
+            why = f": {state.error}" if state.error else ""
+            run.run.progress.say(
+                f"batch [{run.experiment.dataset}] {run.experiment.contender.label}: {state.status}{why}; "
+                f"{_n(len(gone), 'request')} of {len(asked)} unanswered are asked again {then}"
+            )
+
+
+def _seconds_env(name: str, default: float) -> float:
+    """A number of seconds from the environment, or ``default`` when it is unset or not one."""
+    try:
+        value = float(os.environ.get(name) or default)
+    except ValueError:
+        return default
+    return value if 0 < value < math.inf else default
+
+
 class _ExperimentRun:
     """One experiment in flight: ``parallelism`` daemon threads take the next case until
     none is left or the run stops. Each finished case goes to the journal at once (so a
@@ -5040,6 +5329,12 @@ class _ExperimentRun:
         self.lines: list[str | None] = [None if r is None else _log_line(r)[1] for r in self.results]
         self.journal = run.open_journal(experiment)
         run.journal_write(self.journal, "".join(f"{line}\n" for line in self.lines if line))
+        self.blocked = 0  # threads waiting for --until-decided's next round: idle, as far as a batch goes
+        self.batch: _Batch | None = None
+        if run.batch:
+            self.batch = _Batch(
+                run.batch, run.earlier_batches.get((_contender_key(experiment.contender), experiment.dataset), ())
+            )
 
     def start(self) -> None:
         self.experiment.started_at = time.strftime("%Y-%m-%dT%H:%M:%S%z")
@@ -5047,7 +5342,10 @@ class _ExperimentRun:
         for tracker in self.run.trackers:
             with self.run.lock:
                 self.run.call(tracker, "start", self.experiment)
-        if not self.active:
+        if self.batch is not None and self.batch.running:  # --resume: first, the batches it sent
+            self.active = 0  # its threads start once they are collected
+            threading.Thread(target=self._batch_round, args=(True,), name="batch", daemon=True).start()
+        elif not self.active:
             with self.run.lock:
                 self._settle()
         else:
@@ -5073,17 +5371,64 @@ class _ExperimentRun:
 
     def _next(self, owner: _Owner) -> int | None:
         """The next unit to run, or None when none is left for this owner."""
-        if owner.orphaned or self.closed or self.run.stop.event.is_set() or self.experiment.halted:
+        if owner.orphaned or self.closed or self.run.stop.event.is_set():
+            return None
+        if self.batch is not None and self.batch.replays:  # a batch's cases first: they hold its answers
+            with contextlib.suppress(IndexError):
+                return self.batch.replays.pop()
+        if self.experiment.halted:
             return None
         k = self.claim()
-        if k >= len(self.todo) or (self.decider is not None and not self.decider.admits(self, k)):
+        if k >= len(self.todo) or (self.decider is not None and not self._admitted(self.decider, k)):
             return None
         return self.todo[k]
+
+    def _admitted(self, decider: _Decider, k: int) -> bool:
+        if self.batch is None:
+            return decider.admits(self, k)
+        with self.run.lock:  # a thread waiting for the next round is idle: the batch need not wait for it
+            self.blocked += 1
+            self._settle()
+        try:
+            return decider.admits(self, k)
+        finally:
+            with self.run.lock:
+                self.blocked -= 1
+
+    def _batch_round(self, earlier: bool = False) -> None:
+        """A thread of its own: the batch's round (or, first, the batches --resume collects),
+        then threads for the case runs it answered (or for the cases to ask)."""
+        batch = self.batch
+        assert batch is not None
+        units: list[int] = []
+        try:
+            if earlier:
+                batch.collect_earlier(self)
+            else:
+                units = batch.go(self)
+        except BaseException as e:  # the harness's own failure: the run stops, and --resume collects the batch
+            self.run.stop.set(f"batch [{self.experiment.dataset}] {self.experiment.contender.label}: {_describe(e)[0]}")
+        with self.run.lock:
+            batch.running = False
+            batch.replays.extend(units)
+            wanted = len(units) if not earlier else len(self.todo)
+            spawn = 0 if self.run.stop.event.is_set() else min(self.experiment.parallelism, wanted)
+            self.active += spawn
+        if earlier and isinstance(self.experiment.cases, _Cases):
+            self.experiment.cases.read_ahead()
+        for _ in range(spawn):
+            self._spawn(_Owner())
+        with self.run.lock:
+            self._settle()
 
     def _begin(self, i: int, owner: _Owner) -> tuple[int, Model, float]:
         """The case's place, its model and its start; the case is in flight from here."""
         model = self.experiment.model
         model.repeat = i % self.repeat
+        if self.batch is not None:
+            model.batching = _Batching(
+                f"{self.ids[i // self.repeat]}#{model.repeat}", self.batch.answers, self.batch.sync
+            )
         self.inflight[i] = (time.monotonic(), model, owner, i // self.repeat)
         return i // self.repeat, model, time.perf_counter()
 
@@ -5099,6 +5444,10 @@ class _ExperimentRun:
                         result = _run_case(run.suite, self.experiment, place, run.metric_names, model, started)
                 except BaseException as e:  # the harness's own failure: still that case's row
                     result = self._failed(i, place, model, started, e)
+                if model.batching is not None and model.batching.asked:
+                    if (ended := self._put_off(i, model, result)) is None:
+                        continue  # it waits for the next batch
+                    result = ended
                 if model.limited:
                     with run.lock:
                         self.experiment.limited += model.limited
@@ -5110,6 +5459,31 @@ class _ExperimentRun:
             if (loop := _THREAD.__dict__.pop("loop", None)) is not None:
                 loop.close()
             self._done(owner)
+
+    def _put_off(self, i: int, model: Model, result: RunResult) -> RunResult | None:
+        """A case run that asked for the next batch waits for it (None). One that ran again
+        with its last batch's answers and took none of them, asking something else instead,
+        ends as that error: its requests differ from run to run, which --batch cannot answer."""
+        batch, batching = self.batch, model.batching
+        assert batch is not None and batching is not None
+        fresh = batch.fresh.pop(i, set())
+        if not fresh or fresh & batching.used:
+            with self.run.lock:
+                self.inflight.pop(i, None)
+                batch.waiting[i] = (model, batching.asked)
+            return None
+        for custom in fresh:  # paid for all the same
+            if isinstance(answer := batch.answers.get(custom), Completion):
+                model.note_spent(answer.usage)
+        for _, _, hold in batching.asked:
+            if hold is not None and model.budget is not None:
+                model.budget.end(hold, model, None)  # type: ignore[arg-type]
+        error = (
+            "SuiteError: the case asked the model something else when it ran again with its batch's answer "
+            "(a time, an id or a random choice in the prompt?): --batch runs a case once per round of calls "
+            "and needs the same requests each time; run it without --batch"
+        )
+        return dataclasses.replace(result, error=error, usage=model.usage, reply=None, score=None, traceback=None)
 
     def _within(self, place: int, repeat: int) -> contextlib.ExitStack:
         """The trackers' contexts a case runs in (``Tracker.begin``); one that fails is switched off."""
@@ -5217,7 +5591,12 @@ class _ExperimentRun:
         as its timeout, unless the run was stopped (then it is written as abandoned, which
         --resume asks again). The caller holds the lock."""
         held = self.inflight and not self.run.stop.event.is_set()
-        if self.active == 0 and not held and not self.closed and not self.queued:
+        if self.batch is not None and self.active == self.blocked and not held and self.batch.due(self.run.stop):
+            self.batch.running = True  # every case run is put off, done or waiting for its round: the batch goes
+            threading.Thread(target=self._batch_round, name="batch", daemon=True).start()
+        elif self.active == 0 and not held and not self.closed and not self.queued:
+            if self.batch is not None and self.batch.running:
+                return  # the batch's thread settles it when it is done
             self.queued = True
             self.run.finished.put(self)
 
@@ -5448,6 +5827,10 @@ class _Session:
         self.labels: dict[str, object] = {}  # a shard's "shard" and "run_id", in each journal's header
         self.until_decided: str | None = None  # --until-decided: the primary metric each dataset's _Decider tests
         self.decisions: list[str] = []  # what --until-decided settled, in order
+        self.batch: str | None = None  # --batch: what asks again what a batch left unanswered ("batch", "sync")
+        # (contender key, dataset) -> the batches of the run --resume continues, collected before any case
+        self.earlier_batches: Mapping[tuple[str, str], Sequence[Mapping[str, Any]]] = {}
+        self.batches = 0  # batches sent or collected so far: each one's number
         self.couriers = {t: _Courier(t, self) for t in trackers if not isinstance(t, LocalTracker)}
         # the trackers whose begin() does something, entered around each case on its thread
         self.live = [t for t in self.couriers if type(t).begin is not Tracker.begin]
@@ -5713,6 +6096,7 @@ class _Progress:
         self.pace: dict[int, list[float]] = {}  # id(experiment) -> [done, total, first seen]
         self.waiting = ""  # the servers asked: until a case ends, the line says it waits on them
         self.heard = False
+        self.lock = threading.Lock()  # a batch's thread says how it stands while the main thread draws
 
     def add(self, result: RunResult) -> None:
         self.done += 1
@@ -5745,15 +6129,22 @@ class _Progress:
             line += f" · rate-limited: {held} held back"
         if not self.heard and self.waiting and now - self.started >= 3:  # a hung server is not a quiet one
             line = f"{self.done}/{self.total} cases · waiting for the first answer from {self.waiting} ({now - self.started:.0f} s)"
-        self.stream.write(f"\r{line[: width - 1]}\x1b[K")
-        self.stream.flush()
-        self.shown = True
+        with self.lock:
+            self.stream.write(f"\r{line[: width - 1]}\x1b[K")
+            self.stream.flush()
+            self.shown = True
 
     def clear(self) -> None:
         if self.shown:
             self.stream.write("\r\x1b[K")
             self.stream.flush()
             self.shown = False
+
+    def say(self, line: str) -> None:
+        """A line of its own above the progress line (from any thread): how a batch stands."""
+        with self.lock:
+            self.clear()
+            print(line, file=self.err, flush=True)
 
 
 def _width_of(stream: Any) -> int:
@@ -6082,6 +6473,7 @@ class LocalTracker(Tracker):
             "started_at": experiment.started_at,
             "summary": summary.to_json(),
             "not_run": experiment.not_run,
+            **({"batches": experiment.batches} if experiment.batches else {}),  # --resume collects them
             "resumed_from": self.context.get("resumed_from"),
             "repeat": experiment.repeat,
             "order": experiment.order,
@@ -6690,6 +7082,24 @@ def _load_previous(
     return out
 
 
+def _unfinished_batches(
+    records: Mapping[tuple[str, str], Mapping[str, Any]],
+    previous: Mapping[tuple[str, str], Mapping[tuple[str, int], RunResult]],
+) -> dict[tuple[str, str], list[dict[str, Any]]]:
+    """The batches (``--batch``) an earlier run sent for case runs it did not finish, by experiment."""
+    out: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for key, record in records.items():
+        done = previous.get(key, {})
+        for batch in record.get("batches") or ():
+            requests = batch.get("requests") if isinstance(batch, dict) else None
+            if not isinstance(requests, dict) or not isinstance(batch.get("id"), str):
+                continue
+            runs = {str(run).rpartition("#") for run in requests.values()}
+            if any((case, int(n) if n.isdigit() else 0) not in done for case, _, n in runs):
+                out.setdefault(key, []).append(batch)
+    return out
+
+
 def _replayed(value: object) -> tuple[int, int]:
     """A row's ``replayed`` back: [answers a response cache gave, those not asked of it]."""
     if isinstance(value, list) and len(value) == 2 and all(isinstance(n, int) and n >= 0 for n in value):
@@ -6782,7 +7192,16 @@ def _read_record(path: Path, where: str) -> tuple[tuple[str, str], dict[str, obj
                 _warn(f"{_display(path)}: {cut} line{'s' if cut > 1 else ''} cut short (a killed run?) left out")
             if not lines:
                 raise ValueError("an empty journal")
-            record = {**lines[0], "rows": lines[1:]} if isinstance(lines[0], dict) else lines[0]
+            if isinstance(lines[0], dict):  # its header, then rows, and the batches --batch sent between them
+                rows = [line for line in lines[1:] if not (isinstance(line, dict) and "batch" in line)]
+                batches = [line["batch"] for line in lines[1:] if isinstance(line, dict) and "batch" in line]
+                record = {
+                    **lines[0],
+                    "rows": rows,
+                    "batches": [b for b in batches if isinstance(b, dict) and "id" in b],
+                }
+            else:
+                record = lines[0]
         else:
             record = json.loads(text)
         _check_record(record)
@@ -8073,10 +8492,18 @@ class _Budget:
         if (hold := _CALL.get()) is not None:
             hold.spent += cost
 
+    def put_off(self, hold: _Hold) -> None:
+        """``--batch``: the call waits for its batch, not on this thread; it holds its worst
+        case until the batch is collected (``end``)."""
+        with contextlib.suppress(ValueError):
+            _CALL.reset(hold.token)
+        hold.token = None
+
     def end(self, hold: _Hold, model: Model, usage: Usage | None) -> None:
         """The call came back (``usage``: what its answer said it spent, None when it failed)."""
         with contextlib.suppress(ValueError):  # set in another context (a provider's own threads)
-            _CALL.reset(hold.token)
+            if hold.token is not None:
+                _CALL.reset(hold.token)
         with self.answered:
             self.held -= hold.held
             self.spent += hold.spent + (usage.cost_usd if usage is not None else 0.0)
@@ -8275,6 +8702,13 @@ def _forecast_line(forecasts: Sequence[_Forecast], decided: bool = False) -> str
             f"; --until-decided asks them all only if nothing is decided, from {_fmt_cost(_first_round(known))} a round"
         )
     return text + (f"; {_n(missing, 'experiment')} not counted" if (missing := len(forecasts) - len(known)) else "")
+
+
+def _batch_forecast(forecasts: Sequence[_Forecast]) -> str:
+    """``--batch``: the forecast at the batch price, beside the one above (OpenRouter bills a
+    batch's requests at about half the model's price; each answer's own cost is what counts)."""
+    known = [f.likely for f in forecasts if f.expected is not None or f.least is not None]
+    return f"as a batch: about {_fmt_cost(sum(known) / 2)} of that, at about half the price" if known else ""
 
 
 def _first_round(forecasts: Iterable[_Forecast]) -> float:
@@ -9417,6 +9851,8 @@ _FLAGS: tuple[tuple[str, tuple[str, ...], dict[str, Any]], ...] = (
     ("running/what runs", ("--shard",), {"metavar": "K/N", "help": "run only the K-th of N stable slices of the experiment matrix (CI matrices)"}),
     ("running/what runs", ("--resume",), {**_MAYBE, "metavar": "LOG", "help": "skip the cases a run already finished (default: the newest run in log/agent-evals)"}),
     ("running/what runs", ("--retry-errors",), {**_ON, "help": "with --resume: ask the cases that ended in an error again"}),
+    ("running/what runs", ("--batch",), {**_ON, "help": "ask through OpenRouter's Batch API: about half price, answers in minutes to hours, an agent's turns a batch each (README: Providers)"}),
+    ("running/what runs", ("--batch-fallback",), {"choices": ("batch", "sync"), "default": "batch", "help": "what asks again the requests a batch left unanswered (expired, cancelled, refused): a new batch (default), or one by one now (sync)"}),
     ("running/what runs", ("--until-decided",), {**_ON, "help": "ask cases in rounds, in a seeded random order, and stop asking a contender once it is shown below the top (sequential tests: README, How the numbers are computed)"}),
     ("running/settings", (), {}),
     (f"running/{_HOW}", ("--cache",), {**_ON, "help": "answer from, and store in, the response cache (or cache: true)"}),
@@ -9809,6 +10245,7 @@ class _Plan:
     forecasts: list[_Forecast] = field(default_factory=list)
     budget: _Budget | None = None
     decided: bool = False  # --until-decided
+    batches: dict[tuple[str, str], list[dict[str, Any]]] = field(default_factory=dict)  # --resume: to collect
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
@@ -9867,6 +10304,11 @@ def _plan_run(args: argparse.Namespace) -> _Plan:
         notes += [f"{p.name}: {_URL_PASSWORD.sub('', url)} is reached {_route(url)}" for url, p in servers.items()]
     if unknown:
         raise ConfigError(unknown[0])
+    if args.batch and (unbatched := [c.label for c, p in lineup.contenders if not p.batches]):
+        raise ConfigError(
+            f"--batch: {', '.join(unbatched)}: the provider has no batch API; leave them out with -m, "
+            "or run without --batch"
+        )
     keys = {f.key for f in selected}
     twice = [(key, problem) for key, problem in twice if key in keys]
     log_dir = suite.project_root / LOG_DIR
@@ -9906,7 +10348,8 @@ def _dry_run(args: argparse.Namespace, plan: _Plan) -> int:
     else:
         style = _style_for(sys.stdout)
         matrix, last = _render_matrix(plan.experiments, style).rsplit("\n", 1)  # the dry run's last word last
-        print(f"{matrix}\n{_render_forecast(plan.forecasts, style, plan.decided)}\n{last}")
+        batched = f"\n{_batch_forecast(plan.forecasts)}" if args.batch else ""
+        print(f"{matrix}\n{_render_forecast(plan.forecasts, style, plan.decided)}{batched}\n{last}")
     return EXIT_OK
 
 
@@ -9924,7 +10367,15 @@ def _prepare_run(args: argparse.Namespace, plan: _Plan) -> None:
         plan.resumed_from, files = _resume_files(args.resume, log_dir, shard=args.shard)
         every = [case for group in plan.by_dataset.values() for case in group]
         edited: set[str] = set()
-        plan.previous = _load_previous(_read_records(files, "--resume"), every, args.retry_errors, edited)
+        records = _read_records(files, "--resume")
+        plan.previous = _load_previous(records, every, args.retry_errors, edited)
+        plan.batches = _unfinished_batches(records, plan.previous)
+        if plan.batches and not args.batch:
+            count = sum(len(b) for b in plan.batches.values())
+            _warn(
+                f"resume: {count} batch{'es' if count > 1 else ''} of that run are not collected without --batch; "
+                "add --batch to take their answers (they are paid for), or their cases are asked again"
+            )
         skipped = sum(len(v) for v in plan.previous.values())
         print(
             f"resume: {skipped} finished cases from the run of {plan.resumed_from} are not asked again", file=sys.stderr
@@ -9969,6 +10420,8 @@ def _execute(args: argparse.Namespace, plan: _Plan, stamp: str) -> tuple[_Sessio
         print(
             _forecast_line(plan.forecasts, plan.decided), file=progress.err
         )  # every check passed: the run's first line
+        if args.batch and (batched := _batch_forecast(plan.forecasts)):
+            print(batched, file=progress.err)
         concurrency = os.cpu_count() or 1 if args.concurrency is None else args.concurrency
         interrupted = _run_experiments(session, experiments, concurrency)
     if capture.failure:
@@ -10016,6 +10469,7 @@ def _session(args: argparse.Namespace, plan: _Plan, stamp: str) -> _Session:
     )
     session.labels = {k: context[k] for k in ("shard", "run_id") if context[k]}
     session.until_decided = _primary(suite.metrics).name if args.until_decided else None
+    session.batch, session.earlier_batches = (args.batch_fallback if args.batch else None), plan.batches
     return session
 
 

@@ -186,6 +186,143 @@ class OpenAICompatible:
         self.httpd.server_close()
 
 
+class BatchAPI:
+    """OpenRouter's Batch API as its guide and API reference describe it, in front of a chat
+    answerer (``answer(received) -> Answer``, as ``OpenAICompatible`` takes):
+
+    - ``POST /batches``: ``{endpoint, model, requests: [{custom_id, body}]}``, endpoint and
+      model before requests (400 otherwise, as OpenRouter stream-parses it), a body's own
+      model equal to the batch's, custom ids unique; 202 with ``status: "validating"``.
+    - ``GET /batches/{id}``: ``validating``, then ``in_progress`` with ``request_counts``
+      growing, then ``completed`` after ``polls`` looks, with the ``results`` inline;
+      ``failed`` with ``error.message`` for a model in ``refuse``; ``expired`` with the
+      first batch's last ``expire`` requests unanswered.
+    - ``GET /batches/{id}/results?limit=&cursor=``: ``{data, has_more, next_cursor, object}``
+      pages of ``page`` results.
+
+    Each result is the chat answer in ``response {status_code, request_id, body}``, or, for
+    a status of 400 and up, ``error {message, type, param}``; its ``usage.cost`` is halved
+    (batch price). ``submitted`` holds each batch as sent; ``sync`` counts chat completions
+    asked one by one."""
+
+    def __init__(
+        self,
+        answer: Callable[[Received], Answer] | None = None,
+        *,
+        polls: int = 2,
+        refuse: frozenset[str] = frozenset(),
+        expire: int = 0,
+        page: int = 2,
+    ) -> None:
+        self.answer = answer or (lambda r: chat_answer(r.body["messages"][-1]["content"], cost=0.0004))
+        self.polls, self.refuse, self.expire, self.page = polls, refuse, expire, page
+        self.submitted: list[dict] = []
+        self.batches: dict[str, dict] = {}
+        self.sync = 0
+        self.looks = 0
+        self._lock = threading.Lock()
+
+    def __call__(self, received: Received) -> Answer:
+        path = received.path.split("/api/v1", 1)[-1]
+        route, _, query = path.partition("?")
+        if received.method == "POST" and route == "/batches":
+            return self._submit(received)
+        if received.method == "GET" and route.startswith("/batches/"):
+            batch_id, _, results = route[len("/batches/") :].partition("/")
+            if batch_id not in self.batches:
+                return Answer(404, {"error": {"message": f"No batch {batch_id}"}})
+            return self._results(batch_id, query) if results == "results" else self._look(batch_id)
+        with self._lock:
+            self.sync += 1
+        return self.answer(received)
+
+    def _submit(self, received: Received) -> Answer:
+        body = received.body
+        keys = list(body) if isinstance(body, dict) else []
+        if keys[:2] != ["endpoint", "model"] or "requests" not in keys:
+            return Answer(400, {"error": {"message": "endpoint and model must come before requests"}})
+        ids = [r["custom_id"] for r in body["requests"]]
+        if len(set(ids)) != len(ids) or any(r["body"].get("model", body["model"]) != body["model"] for r in body["requests"]):
+            return Answer(400, {"error": {"message": "custom_id repeated, or a body's model is not the batch's"}})
+        with self._lock:
+            self.submitted.append(body)
+            batch_id = f"batch_{len(self.submitted)}"
+            first = len(self.submitted) == 1
+        unanswered = set(ids[len(ids) - self.expire :]) if first and self.expire else set()
+        self.batches[batch_id] = {"body": body, "looks": 0, "unanswered": unanswered}
+        return Answer(202, self._object(batch_id, "validating"))
+
+    def _object(self, batch_id: str, status: str, counts: tuple[int, int] = (0, 0), results: list | None = None) -> dict:
+        batch = self.batches[batch_id]
+        total = len(batch["body"]["requests"])
+        refused = batch["body"]["model"] in self.refuse
+        return {
+            "id": batch_id,
+            "object": "batch",
+            "endpoint": batch["body"]["endpoint"],
+            "model": batch["body"]["model"],
+            "status": status,
+            "completion_window": "24h",
+            "created_at": 1764900000,
+            "expires_at": 1764986400,
+            "finalized_at": 1764900600 if results is not None else None,
+            "provider": None,
+            "request_counts": {"completed": counts[0], "failed": counts[1], "total": total},
+            "error": {"message": f"Model {batch['body']['model']} is not available for batch"} if refused else None,
+            "usage": None,
+            "results": results if results is not None else [],
+        }
+
+    def _look(self, batch_id: str) -> Answer:
+        batch = self.batches[batch_id]
+        with self._lock:
+            self.looks += 1
+            batch["looks"] += 1
+            looks = batch["looks"]
+        if batch["body"]["model"] in self.refuse:
+            return Answer(200, self._object(batch_id, "failed", results=[]))
+        total = len(batch["body"]["requests"])
+        if looks < self.polls:
+            return Answer(200, self._object(batch_id, "validating" if looks == 1 else "in_progress", (total * looks // self.polls, 0)))
+        results = self._all_results(batch_id)
+        failed = sum(1 for r in results if r["error"])
+        status = "expired" if batch["unanswered"] else "completed"
+        return Answer(200, self._object(batch_id, status, (len(results) - failed, failed), results))
+
+    def _all_results(self, batch_id: str) -> list[dict]:
+        batch = self.batches[batch_id]
+        if batch["body"]["model"] in self.refuse:
+            return []
+        if "results" not in batch:
+            results = []
+            for n, request in enumerate(batch["body"]["requests"]):
+                if request["custom_id"] in batch["unanswered"]:
+                    continue
+                body = {"model": batch["body"]["model"], **request["body"]}
+                answer = self.answer(Received("POST", "/api/v1/chat/completions", {}, body))
+                result = {"id": f"{batch_id}-{n}", "custom_id": request["custom_id"], "response": None, "error": None}
+                if answer.status >= 400:
+                    message = (answer.body or {}).get("error", {}).get("message", "failed")
+                    result["error"] = {"message": message, "type": "invalid_request_error", "param": None}
+                else:
+                    reply = json.loads(json.dumps(answer.body))
+                    if isinstance(reply.get("usage", {}).get("cost"), int | float):
+                        reply["usage"]["cost"] /= 2
+                    result["response"] = {"status_code": answer.status, "request_id": f"req-{n}", "body": reply}
+                results.append(result)
+            batch["results"] = results
+        return batch["results"]
+
+    def _results(self, batch_id: str, query: str) -> Answer:
+        fields = dict(part.split("=", 1) for part in query.split("&") if "=" in part)
+        start = int(fields.get("cursor", "0"))
+        limit = min(int(fields.get("limit", "1000")), self.page)
+        results = self._all_results(batch_id)
+        rows = results[start : start + limit]
+        more = start + limit < len(results)
+        return Answer(200, {"data": rows, "has_more": more, "next_cursor": str(start + limit) if more else None, "object": "list"})
+
+
 class _Loopback:
     """A TCP server on 127.0.0.1 that hands each connection to ``_handle`` on a thread of
     its own, until it is closed."""

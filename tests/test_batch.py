@@ -1,0 +1,180 @@
+"""--batch: the suite's real adapter through OpenRouter's Batch API (a local stand-in of it),
+with the same tables, logs and money as a run that asks one call at a time."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from servers import Answer, BatchAPI, OpenAICompatible, chat_answer
+
+from conftest import EXACT_HELPER, ROOT, many, read_logs, run_agent_evals
+
+LINEUP = "request_types: [prompt]\ndefaults:\n  max_tokens: 64\nvendors:\n  openai:\n    - model: gpt-4o-mini\n    - model: gpt-4.1-mini\n"
+POLL = {"AGENT_EVALS_BATCH_POLL": "0.02"}
+
+
+def toy_answer(received) -> Answer:
+    """What a model answers the toy suite: the case's own fields, for cases 001; nothing right for 002."""
+    text = received.body["messages"][-1]["content"]
+    right = "001" in text or "red" in text.lower()
+    return chat_answer(json.dumps({"name": text.split()[0]} if right else {}), cost=0.0004)
+
+
+@pytest.fixture
+def toy(tmp_path: Path) -> Path:
+    project = tmp_path / "toy"
+    for folder in ("evals", "toy_suite"):
+        source = ROOT / "examples" / "toy_suite" / folder
+        shutil.copytree(source, project / folder, ignore=shutil.ignore_patterns("log", "__pycache__"))
+    (project / "evals" / ".agent-eval.config.yml").write_text(LINEUP)
+    return project
+
+
+def tables(out: str) -> list[str]:
+    """The table rows, without the time column (a batch waits; its answers are the same)."""
+    return [re.sub(r"│ +[\d.]+s │", "│ T │", line) for line in out.splitlines() if line.startswith("│")]
+
+
+def test_compare_batch_gives_the_tables_of_a_run_asked_call_by_call(toy: Path) -> None:
+    api = BatchAPI(toy_answer)
+    with OpenAICompatible(api) as server:
+        env = {"OPENROUTER_BASE_URL": server.url + "/api/v1", "OPENROUTER_API_KEY": "sk-or-batch", **POLL}
+        batched = run_agent_evals("compare", "--batch", "--local", cwd=toy, env=env)
+        assert batched.returncode == 0, batched.stderr
+        assert api.sync == 0 and len(api.submitted) == 4  # one batch per contender and dataset, nothing asked alone
+        (log, *_) = read_logs(toy)
+        shutil.rmtree(toy / "log")
+        synchronous = run_agent_evals("compare", "--local", cwd=toy, env=env)
+        assert synchronous.returncode == 0 and api.sync == 16
+    assert tables(batched.stdout) == tables(synchronous.stdout.replace("$0.0016", "$0.0008").replace("$0.0032", "$0.0016"))
+    assert "│ animals │ openai/gpt-4.1-mini │ default │    - │" in batched.stdout
+    # the cost is what the stand-in reported for each result: half the synchronous price
+    assert log["summary"]["usage"]["cost_usd"] == pytest.approx(0.0008)
+    assert "as a batch: about $" in batched.stderr and "at about half the price" in batched.stderr
+    assert re.search(r"batch \d \[animals\] openai/gpt-4o-mini effort=default \(batch_\d, 4 requests\): completed, 4 of 4 done", batched.stderr)
+    body = api.submitted[0]
+    assert list(body) == ["endpoint", "model", "requests"] and body["endpoint"] == "/v1/chat/completions"
+    assert {r["body"]["model"] for r in body["requests"]} == {body["model"]}
+    assert "sk-or-batch" not in batched.stdout + batched.stderr
+
+
+def tool_answer(received) -> Answer:
+    """A model that calls multiply with the case's numbers, then answers with the tool's result."""
+    messages = received.body["messages"]
+    if messages[-1]["role"] == "tool":
+        return chat_answer(messages[-1]["content"], cost=0.0002)
+    numbers = json.loads(messages[-1]["content"].split("The numbers: ")[1])
+    call = {"id": "call_0", "type": "function", "function": {"name": "multiply", "arguments": json.dumps(numbers)}}
+    return chat_answer("", cost=0.0002, choices=[{"index": 0, "finish_reason": "tool_calls", "message": {"role": "assistant", "content": None, "tool_calls": [call]}}])
+
+
+def test_an_agent_continues_turn_by_turn_a_batch_each_with_the_same_tables(tmp_path: Path) -> None:
+    agent = tmp_path / "agent_suite"
+    shutil.copytree(ROOT / "examples" / "agent_suite", agent, ignore=shutil.ignore_patterns("log", "__pycache__"))
+    (agent / "evals" / ".agent-eval.config.yml").write_text(LINEUP.replace("max_tokens: 64", "max_turns: 4"))
+    api = BatchAPI(tool_answer)
+    with OpenAICompatible(api) as server:
+        env = {"OPENROUTER_BASE_URL": server.url + "/api/v1", "OPENROUTER_API_KEY": "sk-or-batch", **POLL}
+        batched = run_agent_evals("compare", "--batch", "--local", cwd=agent, env=env)
+        assert batched.returncode == 0, batched.stderr
+        assert api.sync == 0 and len(api.submitted) == 4  # two contenders, two turns: a batch per turn
+        assert [len(b["requests"]) for b in api.submitted] == [4, 4, 4, 4]
+        shutil.rmtree(agent / "log")
+        synchronous = run_agent_evals("compare", "--local", cwd=agent, env=env)
+    assert tables(batched.stdout) == tables(synchronous.stdout.replace("$0.0016", "$0.0008").replace("$0.0032", "$0.0016"))
+    assert "│ arith   │ openai/gpt-4o-mini  │ default │    - │  100.0% │    100.0% │      0 │" in batched.stdout
+    row = read_logs(agent)[0]["rows"][0]
+    assert row["turns"] == 2 and [m["role"] for m in row["transcript"]] == ["system", "user", "assistant", "tool", "assistant"]
+
+
+def test_sigterm_during_the_wait_then_resume_collects_the_batch_and_sends_nothing_twice(toy: Path) -> None:
+    api = BatchAPI(toy_answer, polls=10**9)  # never done while the first run waits
+    with OpenAICompatible(api) as server:
+        env = {"OPENROUTER_BASE_URL": server.url + "/api/v1", "OPENROUTER_API_KEY": "sk-or-batch", **POLL}
+        command = [sys.executable, str(ROOT / "agent_evals.py"), "run", "--batch", "--local", "-m", "openai/gpt-4o-mini", "-d", "animals"]
+        environ = {k: v for k, v in __import__("os").environ.items() if not k.startswith(("OPENROUTER", "AGENT_EVALS"))}
+        child = subprocess.Popen(command, cwd=toy, env={**environ, **env, "NO_COLOR": "1"}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 30
+        while api.looks < 3 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        child.send_signal(signal.SIGTERM)
+        out, err = child.communicate(timeout=30)
+        assert child.returncode == 143, err
+        assert len(api.submitted) == 1 and api.sync == 0
+        api.polls = 1  # the batch ends at OpenRouter meanwhile
+        done = run_agent_evals("run", "--batch", "--local", "-m", "openai/gpt-4o-mini", "-d", "animals", "--resume", cwd=toy, env=env)
+        assert done.returncode == 0, done.stderr
+        assert len(api.submitted) == 1 and api.sync == 0  # collected, never sent again
+    assert "(batch_1, 4 requests): completed, 4 of 4 done" in done.stderr
+    newest = read_logs(toy)[-1]
+    assert [row["error"] for row in newest["rows"]] == [None] * 4
+    assert newest["summary"]["usage"]["cost_usd"] == pytest.approx(0.0008)
+
+
+def test_a_batch_refused_stops_that_contender_alone_and_sync_fallback_asks_instead(toy: Path) -> None:
+    api = BatchAPI(toy_answer, refuse=frozenset({"openai/gpt-4.1-mini"}))
+    with OpenAICompatible(api) as server:
+        env = {"OPENROUTER_BASE_URL": server.url + "/api/v1", "OPENROUTER_API_KEY": "sk-or-batch", **POLL}
+        done = run_agent_evals("compare", "--batch", "--local", "-d", "animals", cwd=toy, env=env)
+        assert done.returncode == 1, done.stderr  # a contender stopped, as one whose model the server lacks
+        assert "(ask it without --batch, or --batch-fallback sync)" in done.stderr
+        assert api.sync == 0
+        assert "│ animals │ openai/gpt-4o-mini  │ default │    - │" in done.stdout
+        logs = {log["contender"]["model"]: log for log in read_logs(toy)}
+        errors = [row["error"] for row in logs["openai/gpt-4.1-mini"]["rows"]]
+        assert len(errors) == 4 and all("the batch was refused: Model openai/gpt-4.1-mini is not available for batch" in e for e in errors)
+        assert [row["error"] for row in logs["openai/gpt-4o-mini"]["rows"]] == [None] * 4
+        shutil.rmtree(toy / "log")
+        done = run_agent_evals("compare", "--batch", "--batch-fallback", "sync", "--local", "-d", "animals", cwd=toy, env=env)
+        assert done.returncode == 0, done.stderr
+        assert api.sync == 4  # the refused contender's four, asked one by one
+        assert "4 requests of 4 unanswered are asked again now, one by one (--batch-fallback sync)" in done.stderr
+    assert all(row["error"] is None for log in read_logs(toy) for row in log["rows"])
+
+
+def test_an_expired_batch_says_so_and_its_unanswered_requests_go_in_a_new_one(toy: Path) -> None:
+    api = BatchAPI(toy_answer, expire=3)
+    with OpenAICompatible(api) as server:
+        env = {"OPENROUTER_BASE_URL": server.url + "/api/v1", "OPENROUTER_API_KEY": "sk-or-batch", **POLL}
+        done = run_agent_evals("run", "--batch", "--local", "-m", "openai/gpt-4o-mini", "-d", "animals", cwd=toy, env=env)
+        assert done.returncode == 0, done.stderr
+    assert [len(b["requests"]) for b in api.submitted] == [4, 3] and api.sync == 0
+    assert "expired; 3 requests of 4 unanswered are asked again in the next batch, once" in done.stderr
+    (log,) = read_logs(toy)
+    assert [row["error"] for row in log["rows"]] == [None] * 4
+
+
+def test_a_provider_without_a_batch_api_is_refused_by_name_before_anything(toy: Path) -> None:
+    done = run_agent_evals("compare", "--batch", "-C", str(ROOT / "examples" / "toy_suite" / "evals" / ".agent-eval.config.yml"), cwd=toy)
+    assert done.returncode == 2
+    assert "error: --batch: fake/echo effort=default temp=0.1, fake/echo effort=low temp=0.1, " in done.stderr
+    assert "fake/parrot effort=default temp=0.1: the provider has no batch API; leave them out with -m" in done.stderr
+    assert not (toy / "log").exists() or not list((toy / "log").rglob("*.json"))
+
+
+def test_a_request_that_differs_each_time_the_case_runs_is_that_case_error_not_a_loop(make_suite, cli, monkeypatch) -> None:
+    helper = EXACT_HELPER.replace("adapter=ae.EchoAdapter()", "adapter=Noisy()").replace(
+        "class S(",
+        "class Noisy(ae.Adapter):\n    def call(self, case, model):\n        import time\n"
+        "        return ae.Reply(output=model.complete(f'now {time.perf_counter_ns()}', case.input).text)\n\nclass S(",
+    )
+    api = BatchAPI()
+    with OpenAICompatible(api) as server:
+        monkeypatch.setenv("OPENROUTER_BASE_URL", server.url + "/api/v1")
+        monkeypatch.setenv("OPENROUTER_API_KEY", "sk-or-batch")
+        monkeypatch.setenv("AGENT_EVALS_BATCH_POLL", "0.02")
+        project = make_suite(helper=helper, config="request_types: [prompt]\nvendors:\n  openai:\n    - model: gpt-4o-mini\n", cases=many(3))
+        code, _, err = cli("run", "--batch", "--local", cwd=project)
+    assert code == 0, err
+    assert len(api.submitted) == 1  # its second run took none of the first batch's answers: no second batch
+    (log,) = read_logs(project)
+    assert all("asked the model something else when it ran again" in row["error"] for row in log["rows"])
+    assert log["summary"]["usage"]["cost_usd"] == pytest.approx(3 * 0.0002)  # the answers it did not take: paid for
