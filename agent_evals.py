@@ -939,7 +939,7 @@ class BatchState:
     status: str
     done: int = 0
     total: int = 0
-    results: Mapping[str, Any] | None = None
+    results: Mapping[str, object] | None = None
     error: str | None = None
 
 
@@ -1264,7 +1264,7 @@ class Provider:
     # and implements submit and collect (OpenRouter's Batch API; OpenAI's or Anthropic's own could)
     batches: bool = False
 
-    def submit(self, model: Model, requests: Sequence[tuple[str, Mapping[str, Any]]]) -> str:
+    def submit(self, model: Model, requests: Sequence[tuple[str, Mapping[str, object]]]) -> str:
         """Send ``requests`` (each a custom id and ``complete``'s keyword arguments) to
         ``model`` as one batch; the batch's id. Raise ``ProviderError`` when it is refused."""
         raise ProviderError(f"provider {self.name} has no batch API: run it without --batch")
@@ -1304,7 +1304,7 @@ class _Batching:
     def __init__(self, case: str, answers: Mapping[str, object], sync: set[str]) -> None:
         self.case, self.answers, self.sync = case, answers, sync
         self.counts: dict[str, int] = {}
-        self.asked: list[tuple[str, dict[str, Any], object]] = []  # (custom id, request, its budget hold)
+        self.asked: list[tuple[str, dict[str, object], object]] = []  # (custom id, request, its budget hold)
         self.used: set[str] = set()  # the answers this run of the case took
 
     def custom_id(self, request: Mapping[str, object]) -> str:
@@ -1471,7 +1471,7 @@ class Model:
             self.budget.first_alone(self)
         return time.time(), self.budget.begin(self, request)
 
-    def _from_batch(self, key: str, request: dict[str, Any]) -> Completion | None:
+    def _from_batch(self, key: str, request: dict[str, object]) -> Completion | None:
         """``--batch``: the answer a batch gave this call (paid for, and settled with the
         budget, when the batch was collected), or None to ask it now (--batch-fallback
         sync). Otherwise the call, holding its worst case, waits for the next batch, and
@@ -1484,7 +1484,7 @@ class Model:
             if custom in batching.sync:
                 return None
             _, hold = self._sending(request, waited=True)
-            if isinstance(hold, _Hold) and self.budget is not None:
+            if hold is not None and self.budget is not None:
                 self.budget.put_off(hold)
             batching.asked.append((custom, request, hold))
             raise _Deferred(custom)
@@ -3984,13 +3984,11 @@ class OpenRouter(Provider):
     def batches(self) -> bool:  # type: ignore[override]
         return self.dialect == "openrouter"
 
-    def submit(self, model: Model, requests: Sequence[tuple[str, Mapping[str, Any]]]) -> str:
+    def submit(self, model: Model, requests: Sequence[tuple[str, Mapping[str, object]]]) -> str:
         # each request's body is the one a synchronous call sends; endpoint and model come
         # first, as OpenRouter stream-parses the submission and answers 400 when they do not
-        lines = ",".join(
-            f'{{"custom_id":{_json_dumps(custom)},"body":{self._body(model, _Request(**request)).decode()}}}'
-            for custom, request in requests
-        )
+        bodies = [(custom, self._body(model, _Request(**request))) for custom, request in requests]  # type: ignore[arg-type]
+        lines = ",".join(f'{{"custom_id":{_json_dumps(custom)},"body":{body.decode()}}}' for custom, body in bodies)
         head: dict[str, object] = {"endpoint": "/v1/chat/completions", "model": model.name}
         only = json.loads(model.routing).get("only") if model.routing else None
         if only:  # a batch runs on one upstream: OpenRouter takes provider.only alone for it
@@ -5154,11 +5152,11 @@ class _Batch:
     batch's id goes to the journal, the thread waits for it, and the case runs waiting on
     it run again, finding their answers; an agent's next turn is the next round's."""
 
-    def __init__(self, fallback: str, earlier: Sequence[Mapping[str, Any]]) -> None:
+    def __init__(self, fallback: str, earlier: Sequence[Mapping[str, object]]) -> None:
         self.fallback = fallback  # what asks again what a batch left unanswered: "batch" or "sync"
         self.answers: dict[str, object] = {}
         self.sync: set[str] = set()  # custom ids asked now, one by one (--batch-fallback sync)
-        self.waiting: dict[int, tuple[Model, list[tuple[str, dict[str, Any], object]]]] = {}
+        self.waiting: dict[int, tuple[Model, list[tuple[str, dict[str, object], object]]]] = {}
         self.fresh: dict[int, set[str]] = {}  # case run -> the custom ids its last batch answered
         self.tries: dict[str, int] = {}  # custom id -> the batches that left it unanswered
         self.replays: list[int] = []  # case runs to run again, their batch collected
@@ -5208,7 +5206,7 @@ class _Batch:
             run.run.journal_write(run.journal, _json_dumps({"batch": record}) + "\n")
             run.experiment.batches.append(dict(record))
             requests = _fields(record.get("requests"))
-            state = self.wait(run, model, record["id"], len(requests))
+            state = self.wait(run, model, str(record["id"]), len(requests))
             if state is None:
                 return
             self.settle(run, state, {custom: (model, {}, None) for custom in requests})
@@ -5238,10 +5236,17 @@ class _Batch:
                 session.progress.say(shown := line)
             if state.results is not None:
                 return state
+        session.progress.say(
+            f"{label}: it goes on at the provider; --resume --batch collects it, sending nothing twice"
+        )
         return None
 
     def settle(
-        self, run: _ExperimentRun, state: BatchState, asked: Mapping[str, tuple[Model, Any, Any]], quiet: bool = False
+        self,
+        run: _ExperimentRun,
+        state: BatchState,
+        asked: Mapping[str, tuple[Model, object, object]],
+        quiet: bool = False,
     ) -> None:
         """Take a batch's answers; what it left unanswered is asked again (the next batch, or
         now with --batch-fallback sync); a batch refused as a whole stops its contender."""
@@ -5256,7 +5261,7 @@ class _Batch:
             else:
                 gone.append(custom)
             if hold is not None and budget is not None:
-                budget.end(hold, model, answer.usage if isinstance(answer, Completion) else None)
+                budget.end(hold, model, answer.usage if isinstance(answer, Completion) else None)  # type: ignore[arg-type]
         if refused and self.fallback != "sync":
             run.experiment.halted = (
                 f"the batch was refused: {state.error or 'failed'} (ask it without --batch, or --batch-fallback sync)"
@@ -5829,7 +5834,7 @@ class _Session:
         self.decisions: list[str] = []  # what --until-decided settled, in order
         self.batch: str | None = None  # --batch: what asks again what a batch left unanswered ("batch", "sync")
         # (contender key, dataset) -> the batches of the run --resume continues, collected before any case
-        self.earlier_batches: Mapping[tuple[str, str], Sequence[Mapping[str, Any]]] = {}
+        self.earlier_batches: Mapping[tuple[str, str], Sequence[Mapping[str, object]]] = {}
         self.batches = 0  # batches sent or collected so far: each one's number
         self.couriers = {t: _Courier(t, self) for t in trackers if not isinstance(t, LocalTracker)}
         # the trackers whose begin() does something, entered around each case on its thread
@@ -7083,14 +7088,15 @@ def _load_previous(
 
 
 def _unfinished_batches(
-    records: Mapping[tuple[str, str], Mapping[str, Any]],
+    records: Mapping[tuple[str, str], Mapping[str, object]],
     previous: Mapping[tuple[str, str], Mapping[tuple[str, int], RunResult]],
-) -> dict[tuple[str, str], list[dict[str, Any]]]:
+) -> dict[tuple[str, str], list[dict[str, object]]]:
     """The batches (``--batch``) an earlier run sent for case runs it did not finish, by experiment."""
-    out: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    out: dict[tuple[str, str], list[dict[str, object]]] = {}
     for key, record in records.items():
         done = previous.get(key, {})
-        for batch in record.get("batches") or ():
+        batches = record.get("batches")
+        for batch in batches if isinstance(batches, list) else ():
             requests = batch.get("requests") if isinstance(batch, dict) else None
             if not isinstance(requests, dict) or not isinstance(batch.get("id"), str):
                 continue
@@ -8492,12 +8498,13 @@ class _Budget:
         if (hold := _CALL.get()) is not None:
             hold.spent += cost
 
-    def put_off(self, hold: _Hold) -> None:
+    def put_off(self, hold: object) -> None:
         """``--batch``: the call waits for its batch, not on this thread; it holds its worst
         case until the batch is collected (``end``)."""
-        with contextlib.suppress(ValueError):
-            _CALL.reset(hold.token)
-        hold.token = None
+        if isinstance(hold, _Hold):
+            with contextlib.suppress(ValueError):
+                _CALL.reset(hold.token)
+            hold.token = None
 
     def end(self, hold: _Hold, model: Model, usage: Usage | None) -> None:
         """The call came back (``usage``: what its answer said it spent, None when it failed)."""
@@ -10245,7 +10252,7 @@ class _Plan:
     forecasts: list[_Forecast] = field(default_factory=list)
     budget: _Budget | None = None
     decided: bool = False  # --until-decided
-    batches: dict[tuple[str, str], list[dict[str, Any]]] = field(default_factory=dict)  # --resume: to collect
+    batches: dict[tuple[str, str], list[dict[str, object]]] = field(default_factory=dict)  # --resume: to collect
 
 
 def _cmd_run(args: argparse.Namespace) -> int:

@@ -242,7 +242,9 @@ class BatchAPI:
         if keys[:2] != ["endpoint", "model"] or "requests" not in keys:
             return Answer(400, {"error": {"message": "endpoint and model must come before requests"}})
         ids = [r["custom_id"] for r in body["requests"]]
-        if len(set(ids)) != len(ids) or any(r["body"].get("model", body["model"]) != body["model"] for r in body["requests"]):
+        if len(set(ids)) != len(ids) or any(
+            r["body"].get("model", body["model"]) != body["model"] for r in body["requests"]
+        ):
             return Answer(400, {"error": {"message": "custom_id repeated, or a body's model is not the batch's"}})
         with self._lock:
             self.submitted.append(body)
@@ -252,7 +254,9 @@ class BatchAPI:
         self.batches[batch_id] = {"body": body, "looks": 0, "unanswered": unanswered}
         return Answer(202, self._object(batch_id, "validating"))
 
-    def _object(self, batch_id: str, status: str, counts: tuple[int, int] = (0, 0), results: list | None = None) -> dict:
+    def _object(
+        self, batch_id: str, status: str, counts: tuple[int, int] = (0, 0), results: list | None = None
+    ) -> dict:
         batch = self.batches[batch_id]
         total = len(batch["body"]["requests"])
         refused = batch["body"]["model"] in self.refuse
@@ -283,7 +287,10 @@ class BatchAPI:
             return Answer(200, self._object(batch_id, "failed", results=[]))
         total = len(batch["body"]["requests"])
         if looks < self.polls:
-            return Answer(200, self._object(batch_id, "validating" if looks == 1 else "in_progress", (total * looks // self.polls, 0)))
+            return Answer(
+                200,
+                self._object(batch_id, "validating" if looks == 1 else "in_progress", (total * looks // self.polls, 0)),
+            )
         results = self._all_results(batch_id)
         failed = sum(1 for r in results if r["error"])
         status = "expired" if batch["unanswered"] else "completed"
@@ -320,7 +327,9 @@ class BatchAPI:
         results = self._all_results(batch_id)
         rows = results[start : start + limit]
         more = start + limit < len(results)
-        return Answer(200, {"data": rows, "has_more": more, "next_cursor": str(start + limit) if more else None, "object": "list"})
+        return Answer(
+            200, {"data": rows, "has_more": more, "next_cursor": str(start + limit) if more else None, "object": "list"}
+        )
 
 
 class _Loopback:

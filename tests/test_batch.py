@@ -54,12 +54,17 @@ def test_compare_batch_gives_the_tables_of_a_run_asked_call_by_call(toy: Path) -
         shutil.rmtree(toy / "log")
         synchronous = run_agent_evals("compare", "--local", cwd=toy, env=env)
         assert synchronous.returncode == 0 and api.sync == 16
-    assert tables(batched.stdout) == tables(synchronous.stdout.replace("$0.0016", "$0.0008").replace("$0.0032", "$0.0016"))
+    assert tables(batched.stdout) == tables(
+        synchronous.stdout.replace("$0.0016", "$0.0008").replace("$0.0032", "$0.0016")
+    )
     assert "│ animals │ openai/gpt-4.1-mini │ default │    - │" in batched.stdout
     # the cost is what the stand-in reported for each result: half the synchronous price
     assert log["summary"]["usage"]["cost_usd"] == pytest.approx(0.0008)
     assert "as a batch: about $" in batched.stderr and "at about half the price" in batched.stderr
-    assert re.search(r"batch \d \[animals\] openai/gpt-4o-mini effort=default \(batch_\d, 4 requests\): completed, 4 of 4 done", batched.stderr)
+    assert re.search(
+        r"batch \d \[animals\] openai/gpt-4o-mini effort=default \(batch_\d, 4 requests\): completed, 4 of 4 done",
+        batched.stderr,
+    )
     body = api.submitted[0]
     assert list(body) == ["endpoint", "model", "requests"] and body["endpoint"] == "/v1/chat/completions"
     assert {r["body"]["model"] for r in body["requests"]} == {body["model"]}
@@ -73,7 +78,17 @@ def tool_answer(received) -> Answer:
         return chat_answer(messages[-1]["content"], cost=0.0002)
     numbers = json.loads(messages[-1]["content"].split("The numbers: ")[1])
     call = {"id": "call_0", "type": "function", "function": {"name": "multiply", "arguments": json.dumps(numbers)}}
-    return chat_answer("", cost=0.0002, choices=[{"index": 0, "finish_reason": "tool_calls", "message": {"role": "assistant", "content": None, "tool_calls": [call]}}])
+    return chat_answer(
+        "",
+        cost=0.0002,
+        choices=[
+            {
+                "index": 0,
+                "finish_reason": "tool_calls",
+                "message": {"role": "assistant", "content": None, "tool_calls": [call]},
+            }
+        ],
+    )
 
 
 def test_an_agent_continues_turn_by_turn_a_batch_each_with_the_same_tables(tmp_path: Path) -> None:
@@ -89,28 +104,56 @@ def test_an_agent_continues_turn_by_turn_a_batch_each_with_the_same_tables(tmp_p
         assert [len(b["requests"]) for b in api.submitted] == [4, 4, 4, 4]
         shutil.rmtree(agent / "log")
         synchronous = run_agent_evals("compare", "--local", cwd=agent, env=env)
-    assert tables(batched.stdout) == tables(synchronous.stdout.replace("$0.0016", "$0.0008").replace("$0.0032", "$0.0016"))
+    assert tables(batched.stdout) == tables(
+        synchronous.stdout.replace("$0.0016", "$0.0008").replace("$0.0032", "$0.0016")
+    )
     assert "│ arith   │ openai/gpt-4o-mini  │ default │    - │  100.0% │    100.0% │      0 │" in batched.stdout
     row = read_logs(agent)[0]["rows"][0]
-    assert row["turns"] == 2 and [m["role"] for m in row["transcript"]] == ["system", "user", "assistant", "tool", "assistant"]
+    assert row["turns"] == 2 and [m["role"] for m in row["transcript"]] == [
+        "system",
+        "user",
+        "assistant",
+        "tool",
+        "assistant",
+    ]
 
 
 def test_sigterm_during_the_wait_then_resume_collects_the_batch_and_sends_nothing_twice(toy: Path) -> None:
     api = BatchAPI(toy_answer, polls=10**9)  # never done while the first run waits
     with OpenAICompatible(api) as server:
         env = {"OPENROUTER_BASE_URL": server.url + "/api/v1", "OPENROUTER_API_KEY": "sk-or-batch", **POLL}
-        command = [sys.executable, str(ROOT / "agent_evals.py"), "run", "--batch", "--local", "-m", "openai/gpt-4o-mini", "-d", "animals"]
+        command = [
+            sys.executable,
+            str(ROOT / "agent_evals.py"),
+            "run",
+            "--batch",
+            "--local",
+            "-m",
+            "openai/gpt-4o-mini",
+            "-d",
+            "animals",
+        ]
         environ = {k: v for k, v in __import__("os").environ.items() if not k.startswith(("OPENROUTER", "AGENT_EVALS"))}
-        child = subprocess.Popen(command, cwd=toy, env={**environ, **env, "NO_COLOR": "1"}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        child = subprocess.Popen(
+            command,
+            cwd=toy,
+            env={**environ, **env, "NO_COLOR": "1"},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         deadline = time.monotonic() + 30
         while api.looks < 3 and time.monotonic() < deadline:
             time.sleep(0.02)
         child.send_signal(signal.SIGTERM)
-        out, err = child.communicate(timeout=30)
+        _, err = child.communicate(timeout=30)
         assert child.returncode == 143, err
+        assert "(batch_1, 4 requests): it goes on at the provider; --resume --batch collects it" in err
         assert len(api.submitted) == 1 and api.sync == 0
         api.polls = 1  # the batch ends at OpenRouter meanwhile
-        done = run_agent_evals("run", "--batch", "--local", "-m", "openai/gpt-4o-mini", "-d", "animals", "--resume", cwd=toy, env=env)
+        done = run_agent_evals(
+            "run", "--batch", "--local", "-m", "openai/gpt-4o-mini", "-d", "animals", "--resume", cwd=toy, env=env
+        )
         assert done.returncode == 0, done.stderr
         assert len(api.submitted) == 1 and api.sync == 0  # collected, never sent again
     assert "(batch_1, 4 requests): completed, 4 of 4 done" in done.stderr
@@ -130,10 +173,14 @@ def test_a_batch_refused_stops_that_contender_alone_and_sync_fallback_asks_inste
         assert "│ animals │ openai/gpt-4o-mini  │ default │    - │" in done.stdout
         logs = {log["contender"]["model"]: log for log in read_logs(toy)}
         errors = [row["error"] for row in logs["openai/gpt-4.1-mini"]["rows"]]
-        assert len(errors) == 4 and all("the batch was refused: Model openai/gpt-4.1-mini is not available for batch" in e for e in errors)
+        assert len(errors) == 4 and all(
+            "the batch was refused: Model openai/gpt-4.1-mini is not available for batch" in e for e in errors
+        )
         assert [row["error"] for row in logs["openai/gpt-4o-mini"]["rows"]] == [None] * 4
         shutil.rmtree(toy / "log")
-        done = run_agent_evals("compare", "--batch", "--batch-fallback", "sync", "--local", "-d", "animals", cwd=toy, env=env)
+        done = run_agent_evals(
+            "compare", "--batch", "--batch-fallback", "sync", "--local", "-d", "animals", cwd=toy, env=env
+        )
         assert done.returncode == 0, done.stderr
         assert api.sync == 4  # the refused contender's four, asked one by one
         assert "4 requests of 4 unanswered are asked again now, one by one (--batch-fallback sync)" in done.stderr
@@ -144,7 +191,9 @@ def test_an_expired_batch_says_so_and_its_unanswered_requests_go_in_a_new_one(to
     api = BatchAPI(toy_answer, expire=3)
     with OpenAICompatible(api) as server:
         env = {"OPENROUTER_BASE_URL": server.url + "/api/v1", "OPENROUTER_API_KEY": "sk-or-batch", **POLL}
-        done = run_agent_evals("run", "--batch", "--local", "-m", "openai/gpt-4o-mini", "-d", "animals", cwd=toy, env=env)
+        done = run_agent_evals(
+            "run", "--batch", "--local", "-m", "openai/gpt-4o-mini", "-d", "animals", cwd=toy, env=env
+        )
         assert done.returncode == 0, done.stderr
     assert [len(b["requests"]) for b in api.submitted] == [4, 3] and api.sync == 0
     assert "expired; 3 requests of 4 unanswered are asked again in the next batch, once" in done.stderr
@@ -153,14 +202,18 @@ def test_an_expired_batch_says_so_and_its_unanswered_requests_go_in_a_new_one(to
 
 
 def test_a_provider_without_a_batch_api_is_refused_by_name_before_anything(toy: Path) -> None:
-    done = run_agent_evals("compare", "--batch", "-C", str(ROOT / "examples" / "toy_suite" / "evals" / ".agent-eval.config.yml"), cwd=toy)
+    done = run_agent_evals(
+        "compare", "--batch", "-C", str(ROOT / "examples" / "toy_suite" / "evals" / ".agent-eval.config.yml"), cwd=toy
+    )
     assert done.returncode == 2
     assert "error: --batch: fake/echo effort=default temp=0.1, fake/echo effort=low temp=0.1, " in done.stderr
     assert "fake/parrot effort=default temp=0.1: the provider has no batch API; leave them out with -m" in done.stderr
     assert not (toy / "log").exists() or not list((toy / "log").rglob("*.json"))
 
 
-def test_a_request_that_differs_each_time_the_case_runs_is_that_case_error_not_a_loop(make_suite, cli, monkeypatch) -> None:
+def test_a_request_that_differs_each_time_the_case_runs_is_that_case_error_not_a_loop(
+    make_suite, cli, monkeypatch
+) -> None:
     helper = EXACT_HELPER.replace("adapter=ae.EchoAdapter()", "adapter=Noisy()").replace(
         "class S(",
         "class Noisy(ae.Adapter):\n    def call(self, case, model):\n        import time\n"
@@ -171,10 +224,51 @@ def test_a_request_that_differs_each_time_the_case_runs_is_that_case_error_not_a
         monkeypatch.setenv("OPENROUTER_BASE_URL", server.url + "/api/v1")
         monkeypatch.setenv("OPENROUTER_API_KEY", "sk-or-batch")
         monkeypatch.setenv("AGENT_EVALS_BATCH_POLL", "0.02")
-        project = make_suite(helper=helper, config="request_types: [prompt]\nvendors:\n  openai:\n    - model: gpt-4o-mini\n", cases=many(3))
+        project = make_suite(
+            helper=helper,
+            config="request_types: [prompt]\nvendors:\n  openai:\n    - model: gpt-4o-mini\n",
+            cases=many(3),
+        )
         code, _, err = cli("run", "--batch", "--local", cwd=project)
     assert code == 0, err
     assert len(api.submitted) == 1  # its second run took none of the first batch's answers: no second batch
     (log,) = read_logs(project)
     assert all("asked the model something else when it ran again" in row["error"] for row in log["rows"])
     assert log["summary"]["usage"]["cost_usd"] == pytest.approx(3 * 0.0002)  # the answers it did not take: paid for
+
+
+def test_repeats_cache_budget_and_until_decided_hold_under_batch(make_suite, cli, monkeypatch) -> None:
+    api = BatchAPI()
+    lineup = "request_types: [prompt]\ndefaults:\n  max_tokens: 16\nvendors:\n  openai:\n    - model: gpt-4o-mini\n    - model: gpt-4.1-mini\n"
+    with OpenAICompatible(api) as server:
+        monkeypatch.setenv("OPENROUTER_BASE_URL", server.url + "/api/v1")
+        monkeypatch.setenv("OPENROUTER_API_KEY", "sk-or-batch")
+        monkeypatch.setenv("AGENT_EVALS_BATCH_POLL", "0.02")
+        project = make_suite(helper=EXACT_HELPER, config=lineup, cases=many(4))
+        # --repeat: each repeat is its own request in the batch; --cache: stored as they are answered
+        code, _, err = cli(
+            "run", "--batch", "--local", "--repeat", "2", "--cache", "-m", "openai/gpt-4o-mini", cwd=project
+        )
+        assert code == 0, err
+        assert [len(b["requests"]) for b in api.submitted] == [8]
+        assert len({r["custom_id"] for r in api.submitted[0]["requests"]}) == 8
+        # a cached answer is never sent again
+        code, _, err = cli("run", "--batch", "--local", "--cache", "-m", "openai/gpt-4o-mini", cwd=project)
+        assert code == 0, err
+        assert len(api.submitted) == 1 and api.sync == 0
+        # --budget holds each request's worst case until its batch settles; a run the budget stops before its
+        # batch goes sends none of it (nothing spent), and --resume with a higher budget asks them
+        code, _, err = cli("run", "--batch", "--local", "--budget", "0.0001", "-m", "openai/gpt-4.1-mini", cwd=project)
+        assert code == 1 and len(api.submitted) == 1, err
+        assert "error: budget reached: $0.0000 of $0.0001; 0 of 4 cases asked; --resume with a higher --budget" in err
+        code, _, err = cli(
+            "run", "--batch", "--local", "--budget", "0.01", "-m", "openai/gpt-4.1-mini", "--resume", cwd=project
+        )
+        assert code == 0 and [len(b["requests"]) for b in api.submitted[1:]] == [4], err
+        # --until-decided: each of its rounds is a batch of each contender's
+        before = len(api.submitted)
+        code, _, err = cli("compare", "--batch", "--local", "--until-decided", cwd=project)
+        assert code == 0, err
+        assert len(api.submitted) > before and api.sync == 0
+    logs = read_logs(project)
+    assert all(row["error"] is None for row in logs[-1]["rows"]) and logs[-1]["summary"]["scored"] == 4
