@@ -4032,7 +4032,8 @@ class OpenRouter(Provider):
             except ProviderError as e:
                 return e
         error = {"error": item["error"]} if item.get("error") else response.get("body")
-        return ProviderError(f"{self.name}: {model.id}: HTTP {status} in the batch: {_error_text(error, b'no answer')}")
+        where = f"HTTP {status} in the batch" if response else "the batch's error"
+        return ProviderError(f"{self.name}: {model.id}: {where}: {_error_text(error, b'no answer')}")
 
     def _request(
         self, model_id: str, method: str, path: str, body: bytes | None, model: Model | None = None

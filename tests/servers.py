@@ -196,7 +196,7 @@ class BatchAPI:
     - ``GET /batches/{id}``: ``validating``, then ``in_progress`` with ``request_counts``
       growing, then ``completed`` after ``polls`` looks, with the ``results`` inline;
       ``failed`` with ``error.message`` for a model in ``refuse``; ``expired`` with the
-      first batch's last ``expire`` requests unanswered.
+      last ``expire`` requests of each of the first ``expiring`` batches unanswered.
     - ``GET /batches/{id}/results?limit=&cursor=``: ``{data, has_more, next_cursor, object}``
       pages of ``page`` results.
 
@@ -212,10 +212,11 @@ class BatchAPI:
         polls: int = 2,
         refuse: frozenset[str] = frozenset(),
         expire: int = 0,
+        expiring: int = 1,
         page: int = 2,
     ) -> None:
         self.answer = answer or (lambda r: chat_answer(r.body["messages"][-1]["content"], cost=0.0004))
-        self.polls, self.refuse, self.expire, self.page = polls, refuse, expire, page
+        self.polls, self.refuse, self.expire, self.expiring, self.page = polls, refuse, expire, expiring, page
         self.submitted: list[dict] = []
         self.batches: dict[str, dict] = {}
         self.sync = 0
@@ -249,8 +250,8 @@ class BatchAPI:
         with self._lock:
             self.submitted.append(body)
             batch_id = f"batch_{len(self.submitted)}"
-            first = len(self.submitted) == 1
-        unanswered = set(ids[len(ids) - self.expire :]) if first and self.expire else set()
+            expires = len(self.submitted) <= self.expiring
+        unanswered = set(ids[len(ids) - self.expire :]) if expires and self.expire else set()
         self.batches[batch_id] = {"body": body, "looks": 0, "unanswered": unanswered}
         return Answer(202, self._object(batch_id, "validating"))
 

@@ -230,13 +230,13 @@ def test_configure_merges_lists_and_rejects_unknown_settings() -> None:
 # once, 9; the HTML report's answers side by side, $0 on a log axis, ranked figure first, 44;
 # trackers (Phoenix's bare model name, error statuses, relative paths, SDKs imported before the
 # clock, the span that claims the Phoenix project), 42. #34: three system calls a request fewer, 3;
-# the slow start at the run's -p, 4. #38, --batch (OpenRouter's Batch API), 461: BatchState and the
+# the slow start at the run's -p, 4. #38, --batch (OpenRouter's Batch API), 462: BatchState and the
 # provider's submit/collect, 29; a call's custom id, its answer from a batch or its deferral, 62;
-# OpenRouter's submit, collect and results, 63; the rounds of an experiment's batches (send, wait,
+# OpenRouter's submit, collect and results, 64; the rounds of an experiment's batches (send, wait,
 # settle, what is asked again), 155; the runner's threads around them (put off, the round's
 # thread, --until-decided's idle threads), 84; the flags, the refusal up front, the forecast's
 # batch figure, the journal's and log's batch records and --resume collecting them, 68.
-CEILING = 11_145
+CEILING = 11_146
 SOURCE = (ROOT / "agent_evals.py").read_text(encoding="utf-8")
 
 

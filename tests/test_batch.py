@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from servers import Answer, BatchAPI, OpenAICompatible, chat_answer
 
+import agent_evals as ae
 from conftest import EXACT_HELPER, ROOT, many, read_logs, run_agent_evals
 
 LINEUP = "request_types: [prompt]\ndefaults:\n  max_tokens: 64\nvendors:\n  openai:\n    - model: gpt-4o-mini\n    - model: gpt-4.1-mini\n"
@@ -272,3 +273,46 @@ def test_repeats_cache_budget_and_until_decided_hold_under_batch(make_suite, cli
         assert len(api.submitted) > before and api.sync == 0
     logs = read_logs(project)
     assert all(row["error"] is None for row in logs[-1]["rows"]) and logs[-1]["summary"]["scored"] == 4
+
+
+def test_failed_requests_flaky_polls_routing_and_a_request_two_batches_leave_unanswered(
+    make_suite, cli, monkeypatch
+) -> None:
+    def answer(received) -> Answer:
+        text = received.body["messages"][-1]["content"]
+        if '"v": 1}' in text:
+            return Answer(400, {"error": {"message": "context too long"}})
+        if '"v": 2}' in text:  # an error inside a 200, as OpenRouter reports an upstream's
+            return Answer(200, {"error": {"message": "upstream failed", "code": 502}, "usage": {"cost": 0.0001}})
+        return chat_answer(text, cost=0.0004)
+
+    class Flaky(BatchAPI):
+        """Its first two looks at a batch fail; it answers the rest as OpenRouter does."""
+
+        def _look(self, batch_id: str) -> Answer:
+            self.failures = getattr(self, "failures", 0) + 1
+            return Answer(500, {"error": {"message": "busy"}}) if self.failures <= 2 else super()._look(batch_id)
+
+    api = Flaky(answer, expire=1, expiring=2)
+    lineup = (
+        "request_types: [prompt]\ndefaults:\n  retries: 0\nvendors:\n  openai:\n"
+        "    - model: gpt-4o-mini\n      provider: {only: [azure]}\n"
+    )
+    with OpenAICompatible(api) as server:
+        monkeypatch.setenv("OPENROUTER_BASE_URL", server.url + "/api/v1")
+        monkeypatch.setenv("OPENROUTER_API_KEY", "sk-or-batch")
+        monkeypatch.setenv("AGENT_EVALS_BATCH_POLL", "not a number")
+        assert ae._seconds_env("AGENT_EVALS_BATCH_POLL", 10.0) == 10.0  # not a number of seconds: the default
+        monkeypatch.setenv("AGENT_EVALS_BATCH_POLL", "0.02")
+        project = make_suite(helper=EXACT_HELPER, config=lineup, cases=many(4))
+        code, _, err = cli("run", "--batch", "--local", cwd=project)
+    assert code == 0, err
+    assert api.submitted[0]["provider"] == {"only": ["azure"]}  # a batch runs on one upstream: only, alone
+    assert [len(b["requests"]) for b in api.submitted] == [4, 1]  # the expired one went again, once
+    (log,) = read_logs(project)
+    errors = {row["case"]: row["error"] for row in log["rows"]}
+    assert "openai/gpt-4o-mini: the batch's error: context too long" in errors["a/001"]
+    assert "upstream failed" in errors["a/002"]
+    assert errors["a/003"] is None
+    assert "two batches ended without answering it (expired)" in errors["a/004"]
+    assert "expired; 1 request of 4 unanswered are asked again in the next batch, once" in err
