@@ -119,7 +119,10 @@ def test_an_agent_continues_turn_by_turn_a_batch_each_with_the_same_tables(tmp_p
     ]
 
 
-def test_sigterm_during_the_wait_then_resume_collects_the_batch_and_sends_nothing_twice(toy: Path) -> None:
+@pytest.mark.parametrize(("sent", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_sigterm_or_ctrl_c_during_the_wait_then_resume_collects_the_batch_and_sends_nothing_twice(
+    toy: Path, sent: signal.Signals, code: int
+) -> None:
     api = BatchAPI(toy_answer, polls=10**9)  # never done while the first run waits
     with OpenAICompatible(api) as server:
         env = {"OPENROUTER_BASE_URL": server.url + "/api/v1", "OPENROUTER_API_KEY": "sk-or-batch", **POLL}
@@ -146,9 +149,9 @@ def test_sigterm_during_the_wait_then_resume_collects_the_batch_and_sends_nothin
         deadline = time.monotonic() + 30
         while api.looks < 3 and time.monotonic() < deadline:
             time.sleep(0.02)
-        child.send_signal(signal.SIGTERM)
+        child.send_signal(sent)
         _, err = child.communicate(timeout=30)
-        assert child.returncode == 143, err
+        assert child.returncode == code, err
         assert "(batch_1, 4 requests): it goes on at the provider; --resume --batch collects it" in err
         assert len(api.submitted) == 1 and api.sync == 0
         api.polls = 1  # the batch ends at OpenRouter meanwhile
