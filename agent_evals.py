@@ -642,6 +642,15 @@ def _fmt_temp(value: float | None) -> str:
     return "-" if value is None else repr(float(value))
 
 
+def _seconds_env(name: str, default: float) -> float:
+    """A number of seconds from the environment, or ``default`` when it is unset or not one."""
+    try:
+        value = float(os.environ.get(name) or default)
+    except ValueError:
+        return default
+    return value if 0 < value < math.inf else default
+
+
 def _n(count: int, word: str) -> str:
     """``1 case``, ``2 cases``: a count and its noun.
 
@@ -5161,7 +5170,7 @@ class _Batch:
         self.fresh: dict[int, set[str]] = {}  # case run -> the custom ids its last batch answered
         self.tries: dict[str, int] = {}  # custom id -> the batches that left it unanswered
         self.replays: list[int] = []  # case runs to run again, their batch collected
-        self.earlier = [b for b in earlier if isinstance(b.get("id"), str)]  # --resume: to collect first
+        self.earlier = earlier  # --resume: the batches to collect first (each has an id and its requests)
         self.running = bool(self.earlier)
         self.rounds = 0
 
@@ -5192,10 +5201,9 @@ class _Batch:
             run.run.journal_write(run.journal, _json_dumps({"batch": record}) + "\n")
             run.experiment.batches.append(record)
             state = self.wait(run, model, batch_id, len(asked))
-        if state is None:
-            self.settle(run, BatchState("stopped", results={}), asked, quiet=True)
-            return []
         self.settle(run, state, asked)
+        if state is None:
+            return []
         for unit, (_, calls) in waiting.items():
             self.fresh[unit] = {custom for custom, _, _ in calls if custom in self.answers}
         return list(waiting)
@@ -5243,52 +5251,41 @@ class _Batch:
         return None
 
     def settle(
-        self,
-        run: _ExperimentRun,
-        state: BatchState,
-        asked: Mapping[str, tuple[Model, object, object]],
-        quiet: bool = False,
+        self, run: _ExperimentRun, state: BatchState | None, asked: Mapping[str, tuple[Model, object, object]]
     ) -> None:
         """Take a batch's answers; what it left unanswered is asked again (the next batch, or
-        now with --batch-fallback sync); a batch refused as a whole stops its contender."""
-        results, budget, gone = state.results or {}, run.experiment.budget, []
-        refused = state.status == "failed" and not results
+        now with --batch-fallback sync); a batch refused as a whole stops its contender. None:
+        the run stopped while it waited, and only the holds are let go."""
+        results, budget, gone = (state.results or {}) if state else {}, run.experiment.budget, []
+        failed = state is not None and state.status == "failed" and not results  # refused as a whole
+        refused = f"the batch was refused: {state.error or 'failed'}" if state and failed else ""
         for custom, (model, _, hold) in asked.items():
             answer = results.get(custom)
             if answer is None and refused and self.fallback != "sync":
-                answer = ProviderError(f"{model.id}: the batch was refused: {state.error or 'failed'}")
+                answer = ProviderError(f"{model.id}: {refused}")
             if answer is not None:
                 self.answers[custom] = answer
             else:
                 gone.append(custom)
             if hold is not None and budget is not None:
                 budget.end(hold, model, answer.usage if isinstance(answer, Completion) else None)  # type: ignore[arg-type]
+        if state is None:
+            return
         if refused and self.fallback != "sync":
-            run.experiment.halted = (
-                f"the batch was refused: {state.error or 'failed'} (ask it without --batch, or --batch-fallback sync)"
-            )
+            run.experiment.halted = f"{refused} (ask it without --batch, or --batch-fallback sync)"
         for custom in gone:
             self.tries[custom] = self.tries.get(custom, 0) + 1
             if self.fallback == "sync":
                 self.sync.add(custom)
             elif self.tries[custom] >= 2:
                 self.answers[custom] = ProviderError(f"two batches ended without answering it ({state.status})")
-        if gone and not quiet:
+        if gone:
             then = "now, one by one (--batch-fallback sync)" if self.fallback == "sync" else "in the next batch, once"
             why = f": {state.error}" if state.error else ""
             run.run.progress.say(
                 f"batch [{run.experiment.dataset}] {run.experiment.contender.label}: {state.status}{why}; "
                 f"{_n(len(gone), 'request')} of {len(asked)} unanswered are asked again {then}"
             )
-
-
-def _seconds_env(name: str, default: float) -> float:
-    """A number of seconds from the environment, or ``default`` when it is unset or not one."""
-    try:
-        value = float(os.environ.get(name) or default)
-    except ValueError:
-        return default
-    return value if 0 < value < math.inf else default
 
 
 class _ExperimentRun:
@@ -7202,11 +7199,7 @@ def _read_record(path: Path, where: str) -> tuple[tuple[str, str], dict[str, obj
             if isinstance(lines[0], dict):  # its header, then rows, and the batches --batch sent between them
                 rows = [line for line in lines[1:] if not (isinstance(line, dict) and "batch" in line)]
                 batches = [line["batch"] for line in lines[1:] if isinstance(line, dict) and "batch" in line]
-                record = {
-                    **lines[0],
-                    "rows": rows,
-                    "batches": [b for b in batches if isinstance(b, dict) and "id" in b],
-                }
+                record = {**lines[0], "rows": rows, "batches": batches}
             else:
                 record = lines[0]
         else:
@@ -8470,10 +8463,15 @@ class _Budget:
         self.seen: dict[tuple[str | None, ...], tuple[float, float]] = {}  # by (model id, routing, tier): observe's
         self.asking: set[tuple[str | None, ...]] = set()  # contenders whose first call is in flight
 
+    @staticmethod
+    def key(model: Model) -> tuple[str | None, ...]:
+        """A contender as its calls are priced: its model, routing and tier."""
+        return (model.id, model.routing, model.service_tier)
+
     def first_alone(self, model: Model) -> None:
         """Wait while the contender's first call is in flight: the next ones hold what it
         really cost. With none answered yet, this call is its first."""
-        key = (model.id, model.routing, model.service_tier)
+        key = self.key(model)
         with self.answered:
             while key not in self.seen and key in self.asking and not model.stop.event.is_set():
                 self.answered.wait(0.5)
@@ -8481,7 +8479,7 @@ class _Budget:
                 self.asking.add(key)
 
     def begin(self, model: Model, request: Mapping[str, object]) -> _Hold:
-        key = (model.id, model.routing, model.service_tier)
+        key = self.key(model)
         with self.lock:
             seen = self.seen.get(key)
         worst = _worst_call(model, request, seen)
@@ -8556,6 +8554,11 @@ class _Forecast:
     expected: float | None = None
     worst: float | None = None
     least: float | None = None
+
+    @property
+    def counted(self) -> bool:
+        """It has a figure to count with (an expected cost, or the least it can cost)."""
+        return self.expected is not None or self.least is not None
 
     @property
     def likely(self) -> float:
@@ -8693,7 +8696,7 @@ def _forecast_line(forecasts: Sequence[_Forecast], decided: bool = False) -> str
     round costs, and that the rest is asked only while nothing is decided."""
     import collections
 
-    known = [f for f in forecasts if f.expected is not None or f.least is not None]
+    known = [f for f in forecasts if f.counted]
     runs = sum(len(f.experiment.cases) * f.experiment.repeat for f in forecasts)
     bases = ", ".join(f"{n} from {b}" for b, n in collections.Counter(f.basis for f in forecasts).items())
     if not known:
@@ -8715,7 +8718,7 @@ def _forecast_line(forecasts: Sequence[_Forecast], decided: bool = False) -> str
 def _batch_forecast(forecasts: Sequence[_Forecast]) -> str:
     """``--batch``: the forecast at the batch price, beside the one above (OpenRouter bills a
     batch's requests at about half the model's price; each answer's own cost is what counts)."""
-    known = [f.likely for f in forecasts if f.expected is not None or f.least is not None]
+    known = [f.likely for f in forecasts if f.counted]
     return f"as a batch: about {_fmt_cost(sum(known) / 2)} of that, at about half the price" if known else ""
 
 
