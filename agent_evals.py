@@ -4986,6 +4986,7 @@ class Experiment:
         self.decided: str | None = None  # --until-decided: why its remaining cases need not be asked
         self.limited = 0.0  # seconds its calls waited on the key's rate limit
         self.batches: list[dict[str, object]] = []  # --batch: the batches sent (id, round, custom id -> case run)
+        self.rows: dict[tuple[object, ...], _Row] = {}  # its table rows as made (_rows)
         # a direct contender's provider is in its name: it never shares a file with a vendors: id
         via = f"--direct-{contender.provider}" if contender.provider else ""
         routed = f"--via-{_routing_text(contender.routing)}" if contender.routing else ""
@@ -6513,9 +6514,8 @@ class LocalTracker(Tracker):
                 # each case's input and expected once (not per row or repeat): the HTML report's drill-down
                 file.write('\n  ],\n  "cases": {')
                 for n, case in enumerate({r.case.id: r.case for r in experiment.results}.values()):
-                    entry = {"input": case.input, "expected": case.expected}
-                    text = _redact_json(_json_dumps(entry), entry)
-                    file.write(f"{',' if n else ''}\n    {_json_dumps(case.id)}: {text}")
+                    entry = {case.id: {"input": case.input, "expected": case.expected}}
+                    file.write(f"{',' if n else ''}\n    {_redact_json(_json_dumps(entry), entry)[1:-1]}")
                 file.write("\n  }\n}\n")
             os.replace(tmp, path)
         except OSError as e:  # a full disk: no half-written log, and the run names the file
@@ -7741,32 +7741,39 @@ def _rows(experiments: Sequence[Experiment], metrics: Sequence[Metric], flaky: s
     out = []
     primary = _primary(metrics)
     for experiment in experiments:
-        results = experiment.results
-        errored = [r for r in results if r.error is not None]
-        repeated = experiment.repeat > 1
-        repeats = _repeats(results, primary.name) if repeated else {}
-        out.append(
-            _Row(
-                experiment.dataset,
-                experiment.contender,
-                {m.name: _case_values(results, m.name, None, flaky) for m in metrics},
-                len(errored),
-                len(results),
-                experiment.duration,
-                Usage.total(r.usage for r in results),
-                Usage.total(r.usage for r in errored),
-                {m.name: _case_values(results, m.name, 0.0, flaky) for m in metrics} if errored else {},
-                sum(r.saved for r in results),
-                _reasons(r.error or "" for r in errored),
-                experiment.repeat,
-                tuple(_flaky(repeats.items())),
-                _mean(_case_values(results, primary.name, 0.0, "wrong").values()) if repeated else None,
-                any(v not in (0.0, 1.0) for values in repeats.values() for v in values),
-                _latency([r.duration for r in results]),
-            )
-        )
+        # each table, gate and summary of a report asks again: the row is made once
+        key = (id(experiment.results), len(experiment.results), experiment.duration, tuple(metrics), flaky)
+        if (row := experiment.rows.get(key)) is None:
+            row = experiment.rows[key] = _row(experiment, metrics, primary, flaky)
+        out.append(row)
     datasets = list(dict.fromkeys(r.dataset for r in out))
     return sorted(out, key=lambda r: (datasets.index(r.dataset), *_rank_key(r, primary)))
+
+
+def _row(experiment: Experiment, metrics: Sequence[Metric], primary: Metric, flaky: str) -> _Row:
+    """One experiment's row of the tables."""
+    results = experiment.results
+    errored = [r for r in results if r.error is not None]
+    repeated = experiment.repeat > 1
+    repeats = _repeats(results, primary.name) if repeated else {}
+    return _Row(
+        experiment.dataset,
+        experiment.contender,
+        {m.name: _case_values(results, m.name, None, flaky) for m in metrics},
+        len(errored),
+        len(results),
+        experiment.duration,
+        Usage.total(r.usage for r in results),
+        Usage.total(r.usage for r in errored),
+        {m.name: _case_values(results, m.name, 0.0, flaky) for m in metrics} if errored else {},
+        sum(r.saved for r in results),
+        _reasons(r.error or "" for r in errored),
+        experiment.repeat,
+        tuple(_flaky(repeats.items())),
+        _mean(_case_values(results, primary.name, 0.0, "wrong").values()) if repeated else None,
+        any(v not in (0.0, 1.0) for values in repeats.values() for v in values),
+        _latency([r.duration for r in results]),
+    )
 
 
 def _latency(durations: list[float]) -> tuple[float, float] | None:
