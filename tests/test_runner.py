@@ -410,3 +410,40 @@ def test_before_run_comes_after_every_check_and_its_output_is_captured(make_suit
     assert "resetting the test database" not in out + err
     (warnings,) = (project / "log").glob("compare.warnings.*.log")
     assert "resetting the test database" in warnings.read_text()
+
+
+def test_rows_that_finish_while_another_thread_writes_the_journal_are_each_written_once() -> None:
+    """A thread that finds another writing the journal leaves its row to that one, which
+    looks again once it lets go: rows that finish together (threads let go at once, writes
+    slowed so that rows pile up meanwhile) each land exactly once, none left behind, and
+    fewer writes than rows carry them."""
+    import collections
+    import threading
+    import time
+    import types
+
+    import agent_evals as ae
+
+    written: list[str] = []
+
+    def journal_write(journal: int, text: str) -> None:
+        time.sleep(0.0005)  # the other threads go on while it writes
+        written.append(text)
+
+    run = types.SimpleNamespace(journal_write=journal_write)
+    stub = types.SimpleNamespace(pending=collections.deque(), writer=threading.Lock(), journal=3, run=run)
+    barrier = threading.Barrier(16)
+
+    def finish(n: int) -> None:
+        for k in range(20):
+            barrier.wait()
+            ae._ExperimentRun._journal(stub, f"{n}-{k}")  # type: ignore[arg-type]
+
+    threads = [threading.Thread(target=finish, args=(n,)) for n in range(16)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    rows = "".join(written).splitlines()
+    assert sorted(rows) == sorted(f"{n}-{k}" for n in range(16) for k in range(20))
+    assert not stub.pending and len(written) < len(rows)
