@@ -5294,7 +5294,6 @@ class _ExperimentRun:
     """
 
     def __init__(self, run: _Session, experiment: Experiment, previous: Mapping[tuple[str, int], RunResult]) -> None:
-        import collections
         import itertools
 
         self.run, self.experiment = run, experiment
@@ -5328,8 +5327,6 @@ class _ExperimentRun:
         # each finished run's row as JSON: appended to the journal, then reused by the log
         self.lines: list[str | None] = [None if r is None else _log_line(r)[1] for r in self.results]
         self.journal = run.open_journal(experiment)
-        self.pending: collections.deque[str] = collections.deque()  # rows for the journal (_journal)
-        self.writer = threading.Lock()
         run.journal_write(self.journal, "".join(f"{line}\n" for line in self.lines if line))
         self.blocked = 0  # threads waiting for --until-decided's next round: idle, as far as a batch goes
         self.batch: _Batch | None = None
@@ -5466,24 +5463,11 @@ class _ExperimentRun:
                 line = self._store(i, result)
                 if line is None:
                     return  # closed, or the case timed out and another thread took this one's place
-                self._journal(line)
+                run.journal_write(self.journal, f"{line}\n")
         finally:  # whatever happens, the experiment learns that this thread is done
             if (loop := _THREAD.__dict__.pop("loop", None)) is not None:
                 loop.close()
             self._done(owner)
-
-    def _journal(self, line: str) -> None:
-        """A finished row into the journal now: written by this thread, or, while another
-        is writing, by that one as soon as its write returns, in one write with every row
-        that finished meanwhile (a write per row handed the GIL round 256 threads once more
-        a case). A writer checks for rows again only after it lets go: none is left behind."""
-        pending = self.pending
-        pending.append(f"{line}\n")
-        while pending and self.writer.acquire(blocking=False):
-            try:
-                self.run.journal_write(self.journal, "".join([pending.popleft() for _ in range(len(pending))]))
-            finally:
-                self.writer.release()
 
     def _put_off(self, i: int, model: Model, result: RunResult) -> RunResult | None:
         """A case run that asked for the next batch waits for it (None). One that ran again
@@ -5660,8 +5644,6 @@ class _ExperimentRun:
                 if late is not None:
                     for tracker in run.trackers:
                         run.call(tracker, "record", late)
-            # rows a writer stuck on the disk still holds (a thread given up on)
-            run.journal_write(self.journal, "".join([self.pending.popleft() for _ in range(len(self.pending))]))
             run.close_journal(self.journal)
         experiment.duration = time.perf_counter() - self.started
         summary = _summarize(experiment.results, run.suite.metrics, experiment.duration)
