@@ -347,6 +347,40 @@ def test_ctrl_c_exits_130(make_suite, cli) -> None:
     assert out.strip() == "partial: interrupted after 0 of 4 cases; finish with: agent-evals compare --resume"
 
 
+def test_ctrl_c_while_the_cases_are_read_asks_none_and_resume_asks_them_all(make_suite, cli, monkeypatch) -> None:
+    # the cases a run asks are read on the main thread before its threads start: a Ctrl-C
+    # there ends the experiment with none asked, written as such, and --resume asks them all
+    import os
+    import signal
+    import time
+
+    import agent_evals as ae
+
+    read = ae._read_case
+    seen = []
+
+    def reading(*args: object) -> object:
+        seen.append(1)
+        if len(seen) == 2:
+            os.kill(os.getpid(), signal.SIGINT)
+        return read(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(ae, "_read_case", reading)
+    project = make_suite()
+    began = time.monotonic()
+    code, out, _ = cli("compare", "--local", cwd=project)
+    # nothing was in flight: no wait for the grace the cases in flight are given
+    assert code == 130 and len(seen) == 2 and time.monotonic() - began < ae.GRACE_SECONDS
+    assert out.strip() == "partial: interrupted after 0 of 4 cases; finish with: agent-evals compare --resume"
+    (log,) = read_logs(project)
+    assert log["rows"] == [] and len(log["not_run"]) == 4
+    monkeypatch.setattr(ae, "_read_case", read)
+    code, out, err = cli("compare", "--local", "--resume", cwd=project)
+    assert code == 0, err
+    (log,) = [log for log in read_logs(project) if log["resumed_from"]]
+    assert log["summary"]["cases"] == 4 and log["not_run"] == []
+
+
 def test_a_keyboard_interrupt_raised_by_suite_code_is_not_a_ctrl_c(make_suite, cli) -> None:
     helper = "import agent_evals as ae\nclass A(ae.EchoAdapter):\n    def prepare(self, dataset):\n        raise KeyboardInterrupt\nae.configure(adapter=A(), scorer=ae.Scorer(), providers=[ae.FakeProvider()])\n"
     project = make_suite(helper=helper)
