@@ -5952,13 +5952,13 @@ def _run_experiments(run: _Session, experiments: list[Experiment], concurrency: 
         name, by, _ = _interruption()
         run.stop.set(f"interrupted ({name})")
         run.progress.clear()
-        if running:
+        if any(r.inflight for r in running):  # none yet while an experiment reads its cases
             print(
                 f"interrupted{by}: the cases in flight may finish for up to {GRACE_SECONDS:.0f}s "
                 f"({name} again abandons them)",
                 file=run.progress.err,
             )
-            _drain(run, running, time.monotonic() + GRACE_SECONDS)
+        _drain(run, running, time.monotonic() + GRACE_SECONDS)
         for remaining in running:
             remaining.finish()
         _report_trackers(run)

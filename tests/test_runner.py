@@ -368,9 +368,10 @@ def test_ctrl_c_while_the_cases_are_read_asks_none_and_resume_asks_them_all(make
     monkeypatch.setattr(ae, "_read_case", reading)
     project = make_suite()
     began = time.monotonic()
-    code, out, _ = cli("compare", "--local", cwd=project)
-    # nothing was in flight: no wait for the grace the cases in flight are given
+    code, out, err = cli("compare", "--local", cwd=project)
+    # nothing was in flight: no wait for (or word of) the grace the cases in flight are given
     assert code == 130 and len(seen) == 2 and time.monotonic() - began < ae.GRACE_SECONDS
+    assert "in flight" not in err
     assert out.strip() == "partial: interrupted after 0 of 4 cases; finish with: agent-evals compare --resume"
     (log,) = read_logs(project)
     assert log["rows"] == [] and len(log["not_run"]) == 4
