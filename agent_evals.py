@@ -3306,6 +3306,8 @@ class _Limiter:
 
     @classmethod
     def of(cls, server: str, key: str, free: bool = False) -> _Limiter:
+        if (known := cls._ALL.get((server, key + ":free" * free))) is not None:  # a request's path: no lock
+            return known
         with cls._MADE:
             if (limiter := cls._ALL.get((server, key + ":free" * free))) is None:
                 limiter = cls._ALL[(server, key + ":free" * free)] = cls()
