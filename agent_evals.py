@@ -969,7 +969,7 @@ class Reply:
         object.__setattr__(self, "usage", Usage.coerce(self.usage))
         if self.error is not None and not isinstance(self.error, str):
             raise TypeError(f"Reply(error={_shown(self.error)}): expected the model's failure as text (str), or None")
-        if not isinstance(self.metadata, Mapping):
+        if not isinstance(self.metadata, dict | Mapping):  # dict first: no ABC check for the usual case
             raise TypeError(f"Reply(metadata={_shown(self.metadata)}): expected a dict")
 
 
@@ -1004,7 +1004,7 @@ class Score:
 
     def __post_init__(self) -> None:
         for key in ("metrics", "outcomes", "diagnostics"):
-            if not isinstance(value := getattr(self, key), Mapping):
+            if not isinstance(value := getattr(self, key), dict | Mapping):
                 raise TypeError(f"Score({key}={_shown(value)}): expected a dict of names to values")
 
 
@@ -3931,7 +3931,7 @@ class OpenRouter(Provider):
         self._lock = threading.Lock()
         self.unpriced: set[str] = set()
         self.notes: list[str] = []
-        self._endpoints: tuple[object, str, dict[str, str]] = (None, "", {})
+        self._endpoints: tuple[object, str, dict[str, str], str] = (None, "", {}, "")
         self._reached = False  # a response came back from the server in this run
 
     @property
@@ -3967,7 +3967,7 @@ class OpenRouter(Provider):
             body["service_tier"] = model.service_tier
         return _request_body(body)
 
-    def _endpoint(self, path: str) -> tuple[str, dict[str, str]]:
+    def _endpoint(self, path: str) -> tuple[str, dict[str, str], str]:
         """The URL and headers of a request: built once a run, not once a request."""
         environ = os.environ
         given = (environ.get(self.base_url_env), environ.get(self.key_env, ""), self.app_name, path)
@@ -3981,8 +3981,8 @@ class OpenRouter(Provider):
             if self.dialect == "openrouter":  # attribution: OpenRouter's own headers, sent to it alone
                 headers |= {"HTTP-Referer": self.referer, "X-OpenRouter-Title": self.app_name, "X-Title": self.app_name}
                 headers["X-OpenRouter-Cache"] = "false"  # its response cache (a preset may turn it on) answers no case
-            self._endpoints = (given, _join_url(self.base_url, path), headers)
-        return self._endpoints[1], self._endpoints[2]
+            self._endpoints = (given, _join_url(self.base_url, path), headers, self.base_url)
+        return self._endpoints[1:]
 
     def credit_left(self) -> float | None:
         """What the key has left to spend (OpenRouter's ``GET /key``, ``limit_remaining``), or
@@ -4059,14 +4059,14 @@ class OpenRouter(Provider):
     ) -> tuple[object, int, Mapping[str, str]]:
         """The JSON answer to one request, its status and header fields, retrying what is
         worth retrying within the bounds: an in-band error whose code is 429 or 5xx too."""
-        url, headers = self._endpoint(path)
+        url, headers, base = self._endpoint(path)
         if model is not None and self._replays(model):  # asked for: the first repeat alone, so repeats stay independent
             headers = {**headers, "X-OpenRouter-Cache": "true"}
         wait = self.timeout if model is not None else min(self.timeout, _LIST_TIMEOUT)
         # the key's pace, shared by every contender on it (lists of models are not paced)
         limiter = None
         if model is not None and _PACED:  # :free models have a pace of their own, the account's
-            limiter = _Limiter.of(self.base_url, headers.get("Authorization", ""), free=model_id.endswith(":free"))
+            limiter = _Limiter.of(base, headers.get("Authorization", ""), free=model_id.endswith(":free"))
 
         def attempt() -> tuple[object, int, Mapping[str, str]]:
             sent, held = limiter.admit(model) if limiter is not None and model is not None else (0.0, False)
@@ -5117,7 +5117,7 @@ def _score(suite: _Suite, case: Case, reply: Reply, metric_names: frozenset[str]
     if reply.error is not None:
         return Score(value=0.0, metrics={name: 0.0 for name in metric_names})
     context = suite.adapter.context(case)
-    if not isinstance(context, Mapping):
+    if not isinstance(context, dict | Mapping):
         raise SuiteError(f"adapter {type(suite.adapter).__name__}.context() returned {_shown(context)}, not a dict")
     score = suite.scorer.call(case, reply, context)
     _check_score(suite.scorer, case, score, metric_names)
