@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from conftest import case_files, read_logs
+from conftest import case_files, many, read_logs
 
 SLOW_FIRST = """{
     "slow": __import__("agent_evals")._FAKE_MODELS["echo"],
@@ -380,6 +380,39 @@ def test_ctrl_c_while_the_cases_are_read_asks_none_and_resume_asks_them_all(make
     assert code == 0, err
     (log,) = [log for log in read_logs(project) if log["resumed_from"]]
     assert log["summary"]["cases"] == 4 and log["not_run"] == []
+
+
+def test_on_a_slow_disk_the_first_cases_are_asked_while_the_rest_are_read(make_suite, cli, monkeypatch) -> None:
+    # a run reads its cases before its threads start for _READ_FIRST seconds at most: what a
+    # slow disk leaves is read on a thread of its own while the first cases are asked
+    import time
+
+    import agent_evals as ae
+
+    read, asked, done = ae._read_case, [], []
+
+    def slow(*args: object) -> object:
+        time.sleep(0.05)
+        case = read(*args)  # type: ignore[arg-type]
+        done.append(time.monotonic())
+        return case
+
+    original = ae.FakeProvider.complete
+
+    def complete(self: object, *args: object, **kwargs: object) -> object:
+        asked.append(time.monotonic())
+        return original(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(ae, "_read_case", slow)
+    monkeypatch.setattr(ae.FakeProvider, "complete", complete)
+    monkeypatch.setattr(ae, "_READ_FIRST", 0.12)
+    project = make_suite(cases=many(12))
+    code, _, err = cli("compare", "--local", "-m", "fake/echo", "-p", "2", cwd=project)
+    assert code == 0, err
+    (log,) = read_logs(project)
+    assert log["summary"]["scored"] == 12 and log["summary"]["errors"] == 0
+    assert min(asked) < max(done)  # asked before the last case was read
+    assert len(done) >= 12  # each case read (a worker that overtakes the reader reads its own)
 
 
 def test_a_keyboard_interrupt_raised_by_suite_code_is_not_a_ctrl_c(make_suite, cli) -> None:
