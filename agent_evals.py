@@ -2726,9 +2726,8 @@ class _Cases(Sequence[Case]):
         return Case(id=found.id, dataset=found.dataset, variant=found.variant, path=Path(found.folder))
 
     def read(self, places: Iterable[int]) -> None:
-        """Read the cases at ``places``, in order. A run reads them before its threads start:
-        read among its hundreds of threads, each file's three system calls would each hand
-        the GIL to another of them (a 10,000-case run at -p 256 took 0.4 s longer)."""
+        """Read the cases at ``places``, in order (on a thread of its own: what a run's first
+        second of reading left, ``_ExperimentRun._read_cases``)."""
         for k in places:
             self[k]
 
@@ -3319,11 +3318,12 @@ class _Limiter:
 
     @classmethod
     def of(cls, server: str, key: str, free: bool = False) -> _Limiter:
-        if (known := cls._ALL.get((server, key + ":free" * free))) is not None:  # a request's path: no lock
+        name = (server, key + ":free" * free)
+        if (known := cls._ALL.get(name)) is not None:  # a request's path: no lock
             return known
         with cls._MADE:
-            if (limiter := cls._ALL.get((server, key + ":free" * free))) is None:
-                limiter = cls._ALL[(server, key + ":free" * free)] = cls()
+            if (limiter := cls._ALL.get(name)) is None:
+                limiter = cls._ALL[name] = cls()
                 if free:  # paced from the first request at the documented rate
                     limiter.window, limiter.cut = None, time.monotonic() + 1.0
                     limiter._pace(cls.FREE, time.monotonic())
@@ -4021,7 +4021,7 @@ class OpenRouter(Provider):
 
     def collect(self, model: Model, batch_id: str) -> BatchState:
         answer, _, _ = self._request(model.id, "GET", f"/batches/{batch_id}", None)
-        data, counts = _fields(answer), _fields(_fields(answer).get("request_counts"))
+        counts = _fields((data := _fields(answer)).get("request_counts"))
         status, error = str(data.get("status") or "unknown"), _fields(data.get("error")).get("message")
         done, total = _count(counts.get("completed")) + _count(counts.get("failed")), _count(counts.get("total"))
         state = BatchState(status, done, total, error=_visible(str(error)) if error else None)
@@ -5375,10 +5375,10 @@ class _ExperimentRun:
             gate.set()
 
     def _read_cases(self) -> None:
-        """The cases it will ask, read before its threads start, for ``_READ_FIRST`` seconds
-        at most: what a slow disk (or a huge suite) leaves is read on a thread of its own
-        while the first cases are asked. A Ctrl-C meanwhile ends it with none asked (the
-        handler finishes it as it does one in flight)."""
+        """The cases it will ask, read before its threads start (among 256 threads each file's
+        system calls handed the GIL round: 0.4 s more at 10,000 cases), for ``_READ_FIRST`` s
+        at most: a slow disk's rest is read on a thread while the first cases are asked.
+        A Ctrl-C meanwhile ends it with none asked, finished as one in flight is."""
         if isinstance(cases := self.experiment.cases, _Cases):
             places, until = list(dict.fromkeys(i // self.repeat for i in self.todo)), time.monotonic() + _READ_FIRST
             try:

@@ -110,19 +110,20 @@ What the tables say:
   - Case files read on a read-ahead thread among 256 workers: each of their six system calls
     a case handed the GIL to another thread (5.4 million futex calls a run). Read on the main
     thread before the workers start (0.2 s for 20,000 files): median wall 3.6-3.9 s -> 3.0 s.
-  - The interpreter's last collection at exit walked every result (0.10 s): frozen after the
-    other exit handlers, 0.015 s. A report's rows made once, not three times: 0.065 -> 0.032 s.
+  - The interpreter's last collection at exit walked every result (0.10 s): frozen by an exit
+    handler, 0.015 s. A report's rows made once, not three times: 0.065 -> 0.032 s.
   - What is left: finding the 10,000 folders 0.13 s, reading them 0.2 s, the log and summary
     0.11 s, and the experiment, 2.45-3.0 s against the ideal 1.95 s. A worker spends about
     135 us of user CPU and 35 us of system a case alone (-p 1), 165-175 us and 70-80 us at
     -p 256, with six voluntary context switches a case: the GIL goes round at the journal's
     write and the request's send as well as at the wait for the answer (the bare client has
-    only the last two, and about 15 us of Python a case). The mean case takes 55-67 ms
+    only the last two, and 0.07 ms of CPU a case in all). The mean case takes 55-67 ms
     against the server's 50. Tried and left: group commit of the journal (a writer waiting
     for the GIL held up to 300 finished rows out of it, which kill -9 would lose), a case's
     hash computed while reading, the GIL's switch interval (0.5-100 ms: shorter is slower,
-    longer no better), no stop flag made per case: none moved the median beyond the noise of
-    this machine, where the same code's medians of seven runs range 3.0-3.6 s.
+    longer no better): none moved the median beyond the noise of this machine, where the same
+    code's medians of seven runs range 3.0-3.6 s (nor did the stop flag below, kept for what it
+    saves a case).
   - Measured per case instead (a worker's user and system CPU at -p 1, median of eight
     alternating runs; +-4% run to run): a model's stop flag made only for a model of no run
     (an Event, its Condition and lock every case) 174 -> 164.5 us; dict before Mapping's ABC
