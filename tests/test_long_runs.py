@@ -83,7 +83,7 @@ def test_sigint_keeps_what_finished_and_resume_asks_each_case_once(make_suite) -
     assert "│ 100.0% │      0 │" in out
 
 
-def test_sigkill_loses_nothing_the_server_answered(make_suite) -> None:
+def test_sigkill_loses_nothing_the_server_answered(make_suite, capsys) -> None:
     answered: list[str] = []
 
     def respond(request):
@@ -104,11 +104,15 @@ def test_sigkill_loses_nothing_the_server_answered(make_suite) -> None:
         child.wait(10)
         done = list(answered)
     (journal,) = (project / "log" / "agent-evals").glob("*.jsonl")
-    lines = [json.loads(line) for line in journal.read_text().splitlines()]
+    text = journal.read_text()
+    assert text.endswith("\0")  # the rest of the disk it had reserved: zeros after the rows
+    lines = [json.loads(line) for line in text.rstrip("\0").splitlines()]
     assert lines[0]["contender"]["model"] == "openai/gpt-4.1-mini"
     rows = {row["case"] for row in lines[1:]}
     assert set(done[:4]) <= rows
     assert not list((project / "log" / "agent-evals").glob("*.json"))  # the final log never came
+    _, record = ae._read_record(journal, "the journal")  # as report and --resume read it: no line cut short
+    assert {row["case"] for row in record["rows"]} == rows and capsys.readouterr().err == ""
 
 
 def test_after_a_sigkill_resume_asks_again_only_the_cases_that_were_in_flight(make_suite) -> None:
@@ -398,7 +402,7 @@ def journaled(project: Path) -> set[str]:
     return {
         json.loads(line).get("case")
         for path in (project / "log" / "agent-evals").glob("*.jsonl")
-        for line in path.read_text().splitlines()[1:]
+        for line in path.read_text().rstrip("\0").splitlines()[1:]  # zeros follow the rows while it runs
     }
 
 
