@@ -15,8 +15,9 @@ exact-match scorer, the local log) runs through ``python -m agent_evals compare 
 The adapter (``--adapter``): ``echo`` (the default) is EchoAdapter as it is;
 ``threads`` is the same with a ``call`` of its own; ``async`` does the same work in
 ``async def call``, awaited on each worker's own event loop. Printed for each
-run, then the best and the median: wall time, the ideal N×L/C, their ratio, the
-experiment's own time, the CLI's CPU per case (user and system), its peak RSS, the TCP
+run, then the best and the median: wall time, the ideal N×L/C, their ratio, the bare
+threaded client's wall against the same server right after and the CLI's against it
+(``vs_bare``, the figure #34's targets are set in), the experiment's own time, the CLI's CPU per case (user and system), its peak RSS, the TCP
 connections it opened, and the requests the server answered against the retries the
 logs report. The first line is the median start of a bare interpreter on this machine,
 a floor under every wall time that no harness controls.
@@ -512,6 +513,9 @@ def scenario(
             if os.waitstatus_to_exitcode(status) != 0:
                 raise SystemExit(f"the CLI failed:\n{err}")
             served = _stats(port)
+            # the same run's floor: the bare threaded client at once, against the same server
+            argv = [sys.executable, __file__, "--bare", str(port), str(cases), str(concurrency), "0"]
+            bare = json.loads(subprocess.run(argv, capture_output=True, text=True, check=True).stdout)["wall_s"]
         finally:
             server.terminate()
             server.wait()
@@ -527,6 +531,8 @@ def scenario(
         "wall_s": round(wall, 3),
         "ideal_s": round(ideal, 3),
         "ratio": round(wall / ideal, 3),
+        "bare_s": round(bare, 3),
+        "vs_bare": round(wall / bare, 3),
         "cpu_ms_per_case": round((usage.ru_utime + usage.ru_stime) * 1000 / cases, 3),
         "user_s": round(usage.ru_utime, 3),
         "sys_s": round(usage.ru_stime, 3),
@@ -650,7 +656,7 @@ def main() -> None:
             results.append(scenario(*run, adapter=args.adapter))
             print(json.dumps(results[-1]), flush=True)
         figures = {}
-        for key in ("wall_s", "ratio", "experiment_s", "cpu_ms_per_case", "peak_rss_mb"):
+        for key in ("wall_s", "ratio", "vs_bare", "experiment_s", "cpu_ms_per_case", "peak_rss_mb"):
             values = sorted(r[key] for r in results)
             figures[key] = {"best": values[0], "median": values[len(values) // 2]}
         print(json.dumps({"scenario": f"N={run[0]} C={run[1]} {args.adapter}", **figures}), flush=True)
