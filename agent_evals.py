@@ -3283,7 +3283,8 @@ def _retrying(
 
 class _Limiter:
     """The pace of one server and key, shared by every contender of the run. It lets
-    requests through as they come until the server refuses one for its rate; from then it
+    requests through as they come until the server refuses more than now and then for its
+    rate (``refused``: sporadic refusals are waited out, never paced); from then it
     paces every request on the key (one slot every 1/rate seconds), starting from the
     answers it had a second and rising 50% a second until the next refusal; from then it
     cuts the rate by a quarter once per burst of refusals (those sent before a cut do not
@@ -3294,6 +3295,7 @@ class _Limiter:
     ``-p`` and ``-j`` stay the ceiling: it only ever holds requests back."""
 
     BOUND = 600.0  # seconds one request may wait on rate limits before the run stops, saying so
+    SPORADIC = 0.15  # the refused share of recent answers under which refusals are not the pace's
     START: ClassVar[float] = 8.0  # the slow start's first window: the run's largest -p (8 at least)
     _ALL: ClassVar[dict[tuple[str, str], _Limiter]] = {}
     _MADE = threading.Lock()
@@ -3313,6 +3315,8 @@ class _Limiter:
         # or once the key has been refused (then the pace rules)
         self.window: float | None = max(8.0, self.START)
         self.flying = 0
+        self.share = 0.0  # the refused share of recent answers (a moving average)
+        self.ceiling = math.inf  # the pace the key last refused at: a refusal near it is the pace's
         self.turn = threading.Condition(self.lock)
 
     FREE = 20 / 60  # OpenRouter's :free models: 20 requests a minute for the whole account
@@ -3372,7 +3376,7 @@ class _Limiter:
                     self.window = None if self.window >= 1024 else self.window + 1
                 self.turn.notify_all()
         if answered:
-            self.answered += 1
+            self.answered, self.share = self.answered + 1, self.share * 31 / 32
             if self.rate is not None:
                 with self.lock:
                     rate = self.rate or 1.0
@@ -3385,14 +3389,22 @@ class _Limiter:
         self.first, self.at, self.rate = min(position, float(self.issued)), now, rate
 
     def refused(self, e: _Retry) -> float:
-        """A request refused for the rate: the pace is cut (once a burst); how long it waits."""
+        """A request refused for the rate: the pace is cut (once a burst); how long it waits.
+        Refusals that stay sporadic (under ``SPORADIC`` of the last 32 or so answers: an
+        upstream that refuses now and then, whatever the pace) are waited out, not paced,
+        unless the pace is back near the one the key last refused: cutting for them would
+        only slow the key (a 5% refusal rate took a run from 2 s to 254), never end them."""
         with self.lock:
-            now = time.monotonic()
-            if self.rate is None:  # from the answers it had a second (a burst's are no pace), rising fast
-                self._pace(max(1.0, self.answered / max(now - self.since, 1.0)), now)
+            now, self.share = time.monotonic(), self.share + (1 - self.share) / 32
+            if self.share < self.SPORADIC and (self.rate or 0.0) < 0.9 * self.ceiling:
+                pass
+            elif self.rate is None:  # from the answers it had a second (a burst's are no pace), rising fast
+                self._pace(pace := max(1.0, self.answered / max(now - self.since, 1.0)), now)
                 self.window, self.cut = None, now + 1.0  # what the burst that found the limit sent is one refusal
+                self.ceiling = pace
                 self.turn.notify_all()
             elif e.sent >= self.cut:
+                self.ceiling = self.rate
                 self._pace(max(0.1, self.rate * 0.75), now)
                 self.cut, self.rise = now, 0.1
             return e.retry_after if e.retry_after is not None else 1 / (self.rate or 1.0)

@@ -17,9 +17,10 @@ The adapter (``--adapter``): ``echo`` (the default) is EchoAdapter as it is;
 ``async def call``, awaited on each worker's own event loop. Printed for each
 run, then the best and the median: wall time, the ideal N×L/C, their ratio, the bare
 threaded client's wall against the same server right after and the CLI's against it
-(``vs_bare``, the figure #34's targets are set in), the experiment's own time, the CLI's CPU per case (user and system), its peak RSS, the TCP
-connections it opened, and the requests the server answered against the retries the
-logs report. The first line is the median start of a bare interpreter on this machine,
+(``vs_bare``, the figure #34's targets are set in), the experiment's own time, the CLI's
+CPU per case (user and system), its peak RSS, the TCP connections it opened, and the
+requests the server answered against the retries the logs report and the 429s the
+limiter waited out (never retries). The first line is the median start of a bare interpreter on this machine,
 a floor under every wall time that no harness controls.
 
 ``--baseline US`` runs, instead of the CLI, a bare client (keep-alive sockets, JSON out
@@ -546,7 +547,8 @@ def scenario(
         "scored": summary["scored"],
         "errors": summary["errors"],
         "zeros": sum(1 for row in log["rows"] if row["score"] == 0.0),
-        "requests_match_retries": served["requests"] == cases + summary["retries"],
+        # every request accounted for: a case's, a retry the log counts, or a refusal the limiter waited out
+        "requests_match_retries": served["requests"] == cases + summary["retries"] + served["429"],
         "table": out.splitlines()[3] if out else "",
     }
 
