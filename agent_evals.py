@@ -3302,7 +3302,7 @@ class _Limiter:
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        self.rate: float | None = None  # requests a second; None: not limited yet
+        self.rate: float | None = None  # requests a second; None: not paced (not yet, or no longer)
         self.cut = 0.0  # when the rate was last cut
         self.answered, self.since = 0, time.monotonic()  # answers since ``since``: the pace it starts from
         self.rise = 0.5  # the pace's rise per answer over the pace: 50% a second until the first cut, then 10%
@@ -3317,6 +3317,8 @@ class _Limiter:
         self.flying = 0
         self.share = 0.0  # the refused share of recent answers (a moving average)
         self.ceiling = math.inf  # the pace the key last refused at: a refusal near it is the pace's
+        self.noise = 0.0  # a refused share that cutting the pace did not lower: not the pace's
+        self.last, self.low = math.inf, 0.0  # the refused share at the last cut (none yet), and the lowest since
         self.turn = threading.Condition(self.lock)
 
     FREE = 20 / 60  # OpenRouter's :free models: 20 requests a minute for the whole account
@@ -3354,8 +3356,8 @@ class _Limiter:
         try:
             while not model.stop.event.is_set():
                 with self.lock:
-                    now, rate = time.monotonic(), self.rate or 1.0
-                    due = self.at + (ticket - self.first) / rate
+                    now, rate = time.monotonic(), self.rate
+                    due = self.at + (ticket - self.first) / rate if rate else now  # None: no longer paced
                 if due <= now:
                     break
                 model.stop.wait(min(due - now, 0.1))
@@ -3377,6 +3379,7 @@ class _Limiter:
                 self.turn.notify_all()
         if answered:
             self.answered, self.share = self.answered + 1, self.share * 31 / 32
+            self.low = min(self.low, self.share)
             if self.rate is not None:
                 with self.lock:
                     rate = self.rate or 1.0
@@ -3390,21 +3393,26 @@ class _Limiter:
 
     def refused(self, e: _Retry) -> float:
         """A request refused for the rate: the pace is cut (once a burst); how long it waits.
-        Refusals that stay sporadic (under ``SPORADIC`` of the last 32 or so answers: an
-        upstream that refuses now and then, whatever the pace) are waited out, not paced,
-        unless the pace is back near the one the key last refused: cutting for them would
-        only slow the key (a 5% refusal rate took a run from 2 s to 254), never end them."""
+        Refusals that stay sporadic (under ``SPORADIC`` of the last 32 or so answers, over
+        what a cut did not lower: an upstream that refuses now and then, whatever the pace)
+        are waited out, not paced, unless the pace is back near the one the key last refused:
+        cutting for them would only slow the key (a 5% refusal rate took a run from 2 s to
+        254), never end them. A cut that did not lower the refused share is taken as that."""
         with self.lock:
             now, self.share = time.monotonic(), self.share + (1 - self.share) / 32
-            if self.share < self.SPORADIC and (self.rate or 0.0) < 0.9 * self.ceiling:
+            if self.share < self.noise + self.SPORADIC and (self.rate or 0.0) < 0.9 * self.ceiling:
                 pass
             elif self.rate is None:  # from the answers it had a second (a burst's are no pace), rising fast
                 self._pace(pace := max(1.0, self.answered / max(now - self.since, 1.0)), now)
                 self.window, self.cut = None, now + 1.0  # what the burst that found the limit sent is one refusal
-                self.ceiling = pace
+                self.ceiling, self.last, self.low = pace, self.share, self.share
                 self.turn.notify_all()
+            elif e.sent >= self.cut and self.low - self.noise >= (self.last - self.noise) / 2:
+                # the last cut did not halve the refused share (over what it could not lower): not the pace's
+                self.noise, self.ceiling, self.last, self.rate = self.share, math.inf, math.inf, None  # unpaced
             elif e.sent >= self.cut:
-                self.ceiling = self.rate
+                dense = self.share >= self.noise + self.SPORADIC  # only a cut for dense refusals is judged by them
+                self.ceiling, self.last, self.low = self.rate, self.share if dense else math.inf, self.share
                 self._pace(max(0.1, self.rate * 0.75), now)
                 self.cut, self.rise = now, 0.1
             return e.retry_after if e.retry_after is not None else 1 / (self.rate or 1.0)
