@@ -3392,15 +3392,16 @@ class _Limiter:
         self.first, self.at, self.rate = min(position, float(self.issued)), now, rate
 
     def refused(self, e: _Retry) -> float:
-        """A request refused for the rate: the pace is cut (once a burst); how long it waits.
-        Refusals that stay sporadic (under ``SPORADIC`` of the last 32 or so answers, over
-        what a cut did not lower: an upstream that refuses now and then, whatever the pace)
-        are waited out, not paced, unless the pace is back near the one the key last refused:
-        cutting for them would only slow the key (a 5% refusal rate took a run from 2 s to
-        254), never end them. A cut that did not lower the refused share is taken as that."""
+        """A request refused for the rate: how long it waits, the pace set or cut (once a
+        burst) when the refusals are the pace's. Those that are not (an upstream refusing
+        some whatever the pace: cutting for them took a run at 5% from 2 s to 254) are only
+        waited out: sporadic ones (under ``SPORADIC`` of the last 32 or so answers, over the
+        ``noise``) away from the pace the key last refused at, and dense ones that a cut made
+        for them did not halve (their share becomes the noise, and the key goes unpaced)."""
         with self.lock:
             now, self.share = time.monotonic(), self.share + (1 - self.share) / 32
-            if self.share < self.noise + self.SPORADIC and (self.rate or 0.0) < 0.9 * self.ceiling:
+            dense = self.share >= self.noise + self.SPORADIC
+            if not dense and (self.rate or 0.0) < 0.9 * self.ceiling:
                 pass
             elif self.rate is None:  # from the answers it had a second (a burst's are no pace), rising fast
                 self._pace(pace := max(1.0, self.answered / max(now - self.since, 1.0)), now)
@@ -3408,10 +3409,8 @@ class _Limiter:
                 self.ceiling, self.last, self.low = pace, self.share, self.share
                 self.turn.notify_all()
             elif e.sent >= self.cut and self.low - self.noise >= (self.last - self.noise) / 2:
-                # the last cut did not halve the refused share (over what it could not lower): not the pace's
-                self.noise, self.ceiling, self.last, self.rate = self.share, math.inf, math.inf, None  # unpaced
-            elif e.sent >= self.cut:
-                dense = self.share >= self.noise + self.SPORADIC  # only a cut for dense refusals is judged by them
+                self.noise, self.ceiling, self.last, self.rate = self.share, math.inf, math.inf, None
+            elif e.sent >= self.cut:  # only a cut made for dense refusals is judged by them (``last``)
                 self.ceiling, self.last, self.low = self.rate, self.share if dense else math.inf, self.share
                 self._pace(max(0.1, self.rate * 0.75), now)
                 self.cut, self.rise = now, 0.1

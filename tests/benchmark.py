@@ -136,11 +136,11 @@ What the tables say:
     leaves the machine half idle and never varies.
   - The journal's write was the one system call a case made beyond the bare client's: a run
     with the journal's writes taken out (a measurement only) had a median of 2.92 s against
-    3.38 s over six alternating pairs, and 2.69 s against 2.83 s over eight on a quieter hour.
-    Group commit bought that with finished rows held out of the file; instead the rows are
-    copied into a shared mapping of disk reserved a megabyte at a time, which a kill -9 does
-    not lose (the pages are the OS's once written): 2.69 s, the same median as no journal at
-    all over eight alternating pairs. write calls in a run: 10,843 before (strace), 842 after (perf stat).
+    3.38 s over six alternating pairs. Group commit bought that with finished rows held out of
+    the file; instead the rows are copied into a shared mapping of disk reserved a megabyte at
+    a time, which a kill -9 does not lose (the pages are the OS's once written): 2.77 s against
+    2.84 s for the code before it (ten alternating pairs, a quieter hour), and 2.69 s, the same
+    median as the run with no journal writes, over eight alternating pairs with that run. write calls in a run: 10,843 before (strace), 842 after (perf stat).
   - Since then, three series of five to nine runs: medians 2.77, 2.79 and 2.99 s against the
     bare client's 2.06 s (vs_bare 1.35, 1.35, 1.45; single runs 1.33-1.48), 0.26-0.29 ms of
     CPU a case, 85 MB.

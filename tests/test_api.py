@@ -245,8 +245,8 @@ def test_configure_merges_lists_and_rejects_unknown_settings() -> None:
 # mapping of disk reserved a megabyte at a time (no system call, so no GIL hand-off, a row), 58.
 # #36's limiter mended: refusals that stay sporadic (an upstream's, whatever the pace) waited out,
 # never paced (a moving share of refusals and the pace the key last refused at), 12; a pace whose
-# cut did not lower dense refusals dropped, 8.
-CEILING = 11_272
+# cut did not lower dense refusals dropped, 8; the review of both, -1.
+CEILING = 11_271
 SOURCE = (ROOT / "agent_evals.py").read_text(encoding="utf-8")
 
 
