@@ -415,11 +415,13 @@ def _display(path: Path | str) -> str:
 class _Stop:
     """A run's stop flag: set by Ctrl-C or by an error that ends the run; waits end at once.
     Each run has its own (``_Session.stop``), and it reaches the providers' retry waits
-    through ``Model.stop``: two runs in one process never stop each other."""
+    through ``Model.stop``: two runs in one process never stop each other. So does the run's
+    ``pace``, its keys' limiters (None: each request meets a rate limit alone)."""
 
-    def __init__(self) -> None:
+    def __init__(self, pace: _Pace | None = None) -> None:
         self.event = threading.Event()
         self.reason: str | None = None
+        self.pace = pace
 
     def set(self, reason: str) -> None:
         if not self.event.is_set():
@@ -641,6 +643,15 @@ def _importable(module: str) -> bool:
 
 def _fmt_temp(value: float | None) -> str:
     return "-" if value is None else repr(float(value))
+
+
+def _limiter_on() -> bool:
+    """AGENT_EVALS_LIMITER: on (the default) paces each key by what it refuses; off lets every
+    request meet a rate limit alone. Another word is a mistake to say, not to guess at."""
+    value = os.environ.get("AGENT_EVALS_LIMITER", "on").strip().lower()
+    if value not in ("on", "off", "true", "false", "1", "0", "yes", "no", ""):
+        raise ConfigError(f"AGENT_EVALS_LIMITER={_visible(value[:40])}: say on or off (unset: on)")
+    return value not in ("off", "false", "0", "no")
 
 
 def _seconds_env(name: str, default: float) -> float:
@@ -3157,7 +3168,6 @@ def _catalog_id(provider: Provider, model_id: str, catalog: Iterable[str]) -> st
 
 _USER_AGENT = f"agent-evals/{__version__}"
 _LIST_TIMEOUT = 30.0  # seconds for a list of models: small, so a reasoning model's --timeout does not apply
-_PACED = os.environ.get("AGENT_EVALS_LIMITER", "on") != "off"  # off: each request meets a rate limit alone
 
 # Statuses worth another try (OpenRouter's own and its edge's), and those that end the run.
 _RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504, 524, 529})
@@ -3170,24 +3180,24 @@ def _request_body(body: Mapping[str, object]) -> bytes:
 
 
 def _retry_after(value: str | None) -> float | None:
-    """Seconds to wait from a Retry-After header: a number of seconds or an HTTP date.
+    """Seconds to wait from a Retry-After header: a number of seconds or an HTTP date, as
+    sent (a past date is negative, ``nan`` is nan: ``_Limiter.wait_of`` judges them).
 
-    >>> _retry_after("3"), _retry_after("Mon, 01 Jan 2001 00:00:00 GMT"), _retry_after("soon")
-    (3.0, 0.0, None)
+    >>> _retry_after("3"), _retry_after("Mon, 01 Jan 2001 00:00:00 GMT") < 0, _retry_after("soon")
+    (3.0, True, None)
     """
     if not value:
         return None
     try:
-        return max(0.0, float(value))
+        return float(value)
     except ValueError:
         pass
     import email.utils
 
     try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
+        return email.utils.parsedate_to_datetime(value).timestamp() - time.time()
+    except (TypeError, ValueError, OverflowError):
         return None
-    return max(0.0, when.timestamp() - time.time())
 
 
 def _fields(value: object) -> dict[str, object]:
@@ -3211,13 +3221,15 @@ def _error_text(data: object, raw: bytes) -> str:
 
 class _Retry(Exception):
     """Raised by one attempt when the failure is worth another try; ``limited``: the server
-    refused it for its rate (a 429, a 529, a 503 with Retry-After), the limiter's to time."""
+    refused it for its rate (a 429, a 529, a 503 with Retry-After), the limiter's to time.
+    ``hint``: the wait the server asked for and the header that asked, when it asked for one."""
 
     def __init__(
-        self, failure: str, retry_after: float | None = None, *, timeout: bool = False, limited: bool = False
+        self, failure: str, hint: tuple[float, str] | None = None, *, timeout: bool = False, limited: bool = False
     ) -> None:
         super().__init__(failure)
-        self.failure, self.retry_after, self.timeout, self.limited = failure, retry_after, timeout, limited
+        self.failure, self.hint, self.timeout, self.limited = failure, hint, timeout, limited
+        self.retry_after = hint[0] if hint else None
         self.sent = 0.0  # when the refused request went (the limiter's clock)
 
 
@@ -3228,15 +3240,14 @@ class _Tries:
     def __init__(self, provider: Provider, label: str, model: Model | None) -> None:
         self.provider, self.label, self.model = provider, label, model
         self.count, self.waited, self.failure, self.timeouts = 0, 0.0, "", 0
+        self.refused, self.since = 0, 0.0  # rate-limit refusals of this request, and when the first came
 
     def wait_after(self, e: _Retry) -> float:
         """Seconds to wait before the next try; raises when the budget is spent. A second
         timeout ends it: a third wait on the same stuck upstream is not worth its time."""
         provider, self.failure = self.provider, e.failure
         if (delay := e.retry_after) is None:
-            import random
-
-            delay = provider.retry_backoff * 2**self.count * random.uniform(0.5, 1)
+            delay = _backoff(provider.retry_backoff, self.count)
         self.timeouts += e.timeout
         if self.count >= provider.retries or self.waited + delay > provider.retry_wait or self.timeouts > 1:
             raise ProviderError(f"{self.label}: {e.failure} (gave up after {self.count} retries)")
@@ -3246,8 +3257,37 @@ class _Tries:
             self.model.note_retry()
         return delay
 
+    def wait_limited(self, e: _Retry, limiter: _Limiter) -> float:
+        """Seconds a request refused for the rate waits before it goes again: what the server
+        asked, or else a backoff with jitter; never past the bound on waiting for a rate limit
+        (a wait asked beyond it ends the run at once, naming the header and the wait)."""
+        now, self.failure, self.refused = time.monotonic(), e.failure, self.refused + 1
+        self.since = self.since or now
+        left = limiter.BOUND - (now - self.since)
+        if e.hint is not None and e.hint[0] > left and self.refused == 1:  # nothing waited yet: the hint's
+            asked = f"{e.hint[0]:.4g} s" if e.hint[0] < 1e9 else "forever"
+            raise ProviderError(
+                f"{self.label}: the server asks to wait {asked} ({e.hint[1]}) before the next request, more than "
+                f"the {left:.0f} s a request may wait on a rate limit ({e.failure}); try again later",
+                stops_run=True,
+            )
+        if (delay := limiter.wait(e, self.refused)) > left:
+            raise ProviderError(
+                f"{self.label}: still refused for the key's rate limit after {now - self.since:.0f} s of waiting "
+                f"({e.failure}); try again later, or with a lower -p",
+                stops_run=True,
+            )
+        return delay
+
     def stopped(self, stop: _Stop) -> ProviderError:
         return ProviderError(f"{self.label}: {self.failure}; not retried: {stop.reason}")
+
+
+def _backoff(base: float, count: int) -> float:
+    """Exponential backoff with jitter: the ``count``-th wait after ``base`` seconds, at most a minute."""
+    import random
+
+    return min(base * 2**count, 60.0) * random.uniform(0.5, 1)
 
 
 def _retrying(
@@ -3258,21 +3298,13 @@ def _retrying(
     stopped run (Ctrl-C, a refused key) ends the wait at once."""
     tries = None  # made at the first failure: most requests never need it
     stop = model.stop if model is not None else _Stop()
-    refused = 0.0  # when the key first refused this request for its rate
     while True:
         try:
             return attempt()
         except _Retry as e:
             tries = tries or _Tries(provider, label, model)
             if limiter is not None and e.limited:
-                tries.failure = e.failure  # what a stop while it waits names
-                delay, refused = limiter.refused(e), refused or time.monotonic()
-                if (waited := time.monotonic() - refused) > limiter.BOUND:
-                    raise ProviderError(
-                        f"{label}: still refused for the key's rate limit after {waited:.0f} s of waiting "
-                        f"({e.failure}); try again later, or with a lower -p",
-                        stops_run=True,
-                    ) from None
+                delay = tries.wait_limited(e, limiter)
                 if model is not None:
                     model.note_limited(delay, again=True)
             else:
@@ -3282,155 +3314,177 @@ def _retrying(
 
 
 class _Limiter:
-    """The pace of one server and key, shared by every contender of the run. It lets
-    requests through as they come until the server refuses more than now and then for its
-    rate (``refused``: sporadic refusals are waited out, never paced); from then it
-    paces every request on the key (one slot every 1/rate seconds), starting from the
-    answers it had a second and rising 50% a second until the next refusal; from then it
-    cuts the rate by a quarter once per burst of refusals (those sent before a cut do not
-    cut again) and raises it by about 10% a second while answers come. Until the first
-    refusal a slow start keeps one experiment's ``-p`` requests in flight (8 at least), one more for
-    each answer: a key that -j contenders share meets one of them at once, not all. The refused request alone waits
-    what the server said (Retry-After, retry-after-ms, X-RateLimit-Reset), or one slot.
-    ``-p`` and ``-j`` stay the ceiling: it only ever holds requests back."""
+    """How fast one run sends to one server and key, on one rule: a pace is kept only while
+    the key takes what it sends. Unpaced, requests go as they come (a slow start holds the
+    first ``start`` in flight, one more for each answer); once the key refuses, in one second,
+    at least as many requests as it answers (Google SRE's client throttling at K = 2, so an
+    upstream refusing a share at random paces nothing), the key is paced at what it answered
+    that second. Each pace is judged by the requests sent under it, a second's worth at
+    least: refused over ``CUT`` of them, it is cut to the part the key took (the measured
+    rate, as the AWS SDKs' adaptive mode cuts to it); refused none, it rises, doubling while
+    under half the pace last cut, else by ``PROBE``. Two cuts in a row that left the refused
+    share as it was say the refusals are not the pace's (an upstream's): the key goes
+    unpaced; so it does after ``WINDOW`` seconds with no refusal. A refused request waits
+    what the server asked, or a backoff with jitter, and never less than one turn of the pace."""
 
     BOUND = 600.0  # seconds one request may wait on rate limits before the run stops, saying so
-    SPORADIC = 0.15  # the refused share of recent answers under which refusals are not the pace's
-    START: ClassVar[float] = 8.0  # the slow start's first window: the run's largest -p (8 at least)
-    _ALL: ClassVar[dict[tuple[str, str], _Limiter]] = {}
-    _MADE = threading.Lock()
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.rate: float | None = None  # requests a second; None: not paced (not yet, or no longer)
-        self.cut = 0.0  # when the rate was last cut
-        self.answered, self.since = 0, time.monotonic()  # answers since ``since``: the pace it starts from
-        self.rise = 0.5  # the pace's rise per answer over the pace: 50% a second until the first cut, then 10%
-        # requests take tickets in turn; ticket ``first`` was due at ``at``, each next one 1/rate later
-        self.issued, self.first, self.at = 0, 0.0, 0.0
-        self.held = 0  # requests waiting for their turn now (the progress line)
-        # a slow start: at first at most ``window`` requests in flight, one more for each answer (twice
-        # as many a round trip), so that a key's limit meets one experiment's -p, not all -p x -j at
-        # once (starting from a few cost every run several round trips); None once past any -p x -j,
-        # or once the key has been refused (then the pace rules)
-        self.window: float | None = max(8.0, self.START)
-        self.flying = 0
-        self.share = 0.0  # the refused share of recent answers (a moving average)
-        self.ceiling = math.inf  # the pace the key last refused at: a refusal near it is the pace's
-        self.noise = 0.0  # a refused share that cutting the pace did not lower: not the pace's
-        self.last, self.low = math.inf, 0.0  # the refused share at the last cut (none yet), and the lowest since
-        self.turn = threading.Condition(self.lock)
-
+    WINDOW = 10.0  # seconds with no refusal after which a paced key goes unpaced
+    CUT = 0.05  # the refused share of a pace's requests over which the pace is cut
+    PROBE = 0.05  # how much a pace near where it was cut rises after a second with no refusal
+    FLOOR = 0.25  # requests a second: the slowest pace, however much the key refuses
+    DENSE = 10  # the fewest refusals in a second that can pace a key
+    EVIDENCE = 3  # the fewest of a pace's requests back before it is judged (and a second's worth)
     FREE = 20 / 60  # OpenRouter's :free models: 20 requests a minute for the whole account
 
-    @classmethod
-    def of(cls, server: str, key: str, free: bool = False) -> _Limiter:
-        name = (server, key + ":free" * free)
-        if (known := cls._ALL.get(name)) is not None:  # a request's path: no lock
-            return known
-        with cls._MADE:
-            if (limiter := cls._ALL.get(name)) is None:
-                limiter = cls._ALL[name] = cls()
-                if free:  # paced from the first request at the documented rate
-                    limiter.window, limiter.cut = None, time.monotonic() + 1.0
-                    limiter._pace(cls.FREE, time.monotonic())
-            return limiter
+    def __init__(self, start: float = 8.0, rate: float | None = None) -> None:
+        self.lock = threading.Lock()
+        self.turn = threading.Condition(self.lock)
+        self.rate: float | None = None  # requests a second; None: not paced
+        # requests take tickets in turn; ticket ``first`` was due at ``at``, each next one 1/rate later
+        self.issued, self.first, self.at, self.held = 0, 0.0, 0.0, 0
+        self.window: float | None = start  # the slow start's most requests in flight; None once paced
+        self.flying = 0
+        self.second, self.answered, self.refusals = time.monotonic(), 0, 0  # this second's, while unpaced
+        self.since, self.under = math.inf, [0, 0]  # when the pace was set, and its requests' [answers, refusals]
+        self.share: float | None = None  # the refused share that made the last cut (None: the pace was not cut)
+        self.flat, self.ceiling, self.last_refusal = 0, math.inf, -math.inf
+        if rate is not None:
+            self.window = None
+            self._pace(rate, time.monotonic())
 
     def admit(self, model: Model) -> tuple[float, bool]:
-        """Wait for this request's turn at the pace as it is then (a pace raised meanwhile
-        lets it go sooner); when it goes (the clock ``refused`` compares), and whether it
-        holds a place of the slow start's window (``landed`` gives it back)."""
-        if self.window is not None:
-            with self.turn:
-                while self.window is not None and self.flying >= self.window and not model.stop.event.is_set():
-                    self.turn.wait(0.1)
-                if self.window is not None:
-                    self.flying += 1
-                    return time.monotonic(), True
-        if self.rate is None:
-            return time.monotonic(), False
-        began = time.monotonic()
-        with self.lock:
-            self._pace(self.rate, began)
-            ticket, self.issued, self.held = self.issued, self.issued + 1, self.held + 1
-        try:
-            while not model.stop.event.is_set():
-                with self.lock:
-                    now, rate = time.monotonic(), self.rate
-                    due = self.at + (ticket - self.first) / rate if rate else now  # None: no longer paced
-                if due <= now:
-                    break
-                model.stop.wait(min(due - now, 0.1))
-        finally:
-            with self.lock:
+        """Wait for this request's turn; when it goes, and whether it holds a place of the slow start."""
+        stop = model.stop.event
+        with self.turn:
+            while self.window is not None and self.flying >= self.window and not stop.is_set():
+                self.turn.wait(0.1)
+            if self.window is not None:
+                self.flying += 1
+                return time.monotonic(), True
+            if self.rate is None:
+                return time.monotonic(), False
+            ticket, self.held = self.ticket(began := time.monotonic()), self.held + 1
+            try:
+                while not stop.is_set() and (due := self.due(ticket)) > (now := time.monotonic()):
+                    self.turn.wait(min(due - now, 0.1))
+            finally:
                 self.held -= 1
-        now = time.monotonic()
-        model.note_limited(now - began)
-        return now, False
+        model.note_limited(time.monotonic() - began)
+        return time.monotonic(), False
 
-    def landed(self, held: bool, answered: bool) -> None:
-        """A request is back: one that ``held`` a place of the window gives it back, and an
-        answer widens the window by one, or raises the pace by about 10% a second."""
-        if held:
-            with self.turn:
+    def ticket(self, now: float) -> int:
+        """A place in the queue of the pace as it is at ``now``."""
+        self._pace(self.rate or 1.0, now)
+        self.issued += 1
+        return self.issued - 1
+
+    def due(self, ticket: int) -> float:
+        """When a ticket's turn comes at the pace as it is now (a pace dropped lets it go)."""
+        return self.at + (ticket - self.first) / self.rate if self.rate else -math.inf
+
+    def landed(self, sent: float, held: bool, refused: bool) -> None:
+        """A request sent at ``sent`` is back, answered or ``refused`` for the rate."""
+        with self.turn:
+            now = time.monotonic()
+            if held:
                 self.flying -= 1
-                if answered and self.window is not None:
+                if not refused and self.window is not None:
                     self.window = None if self.window >= 1024 else self.window + 1
                 self.turn.notify_all()
-        if answered:
-            self.answered, self.share = self.answered + 1, self.share * 31 / 32
-            self.low = min(self.low, self.share)
-            if self.rate is not None:
-                with self.lock:
-                    rate = self.rate or 1.0
-                    self._pace(rate + max(self.rise * rate, 1.0) / rate, time.monotonic())
+            if refused:
+                self.last_refusal = now
+            if self.rate is None:  # a second's answers and refusals, judged as a whole or once twice as many refused
+                whole = now - self.second >= 1.0
+                if self.refusals >= max(self.DENSE, self.answered * (1 if whole else 2)):
+                    self.window = None
+                    self._set(self.answered / max(now - self.second, 0.5), None, now)
+                elif whole:
+                    self.second, self.answered, self.refusals = now, 0, 0
+                self.answered, self.refusals = self.answered + (not refused), self.refusals + refused
+                return
+            if sent >= self.since:
+                self.under[refused] += 1
+            self._judge(now)
+
+    def _judge(self, now: float) -> None:
+        """The pace's verdict, once a second's worth of its own requests is back."""
+        answered, refused = self.under
+        if now - self.last_refusal > self.WINDOW:
+            return self._unpace()
+        if self.rate is None or now - self.since < 1.0 or answered + refused < max(self.EVIDENCE, self.rate):
+            return None
+        share = refused / (answered + refused)
+        fast = self.rate < self.ceiling / 2
+        if share > self.CUT:
+            flat = self.share is not None and 0.75 * self.share <= share <= 1.5 * self.share
+            self.flat = self.flat + 1 if flat and self.rate > self.FLOOR else 0
+            return self._unpace() if self.flat >= 2 else self._set(self.rate * (1 - share), share, now)
+        if not refused:
+            self._set(self.rate * (2 if fast else 1 + self.PROBE), None, now)
+        return None
+
+    def _set(self, rate: float, share: float | None, now: float) -> None:
+        rate = max(self.FLOOR, rate)
+        if self.rate is not None and rate < self.rate:
+            self.ceiling = self.rate
+        self._pace(rate, now)
+        self.since, self.under, self.share = now, [0, 0], share
+        self.turn.notify_all()
+
+    def _unpace(self) -> None:
+        self.rate, self.first, self.flat = None, float(self.issued), 0
+        self.second, self.answered, self.refusals = time.monotonic(), 0, 0
+        self.turn.notify_all()
 
     def _pace(self, rate: float, now: float) -> None:
-        """Set the pace from ``now`` on (the caller holds the lock): the turn due now stays
-        due, and a key left idle banks no turns (a pace is never a burst)."""
+        """Set the pace from ``now`` on: the turn due now stays due, and a key left idle
+        banks no turns (a pace is never a burst)."""
         position = self.first + (now - self.at) * (self.rate or rate)
         self.first, self.at, self.rate = min(position, float(self.issued)), now, rate
 
-    def refused(self, e: _Retry) -> float:
-        """A request refused for the rate: how long it waits, the pace set or cut (once a
-        burst) when the refusals are the pace's. Those that are not (an upstream refusing
-        some whatever the pace: cutting for them took a run at 5% from 2 s to 254) are only
-        waited out: sporadic ones (under ``SPORADIC`` of the last 32 or so answers, over the
-        ``noise``) away from the pace the key last refused at, and dense ones that a cut made
-        for them did not halve (their share becomes the noise, and the key goes unpaced)."""
-        with self.lock:
-            now, self.share = time.monotonic(), self.share + (1 - self.share) / 32
-            dense = self.share >= self.noise + self.SPORADIC
-            if not dense and (self.rate or 0.0) < 0.9 * self.ceiling:
-                pass
-            elif self.rate is None:  # from the answers it had a second (a burst's are no pace), rising fast
-                self._pace(pace := max(1.0, self.answered / max(now - self.since, 1.0)), now)
-                self.window, self.cut = None, now + 1.0  # what the burst that found the limit sent is one refusal
-                self.ceiling, self.last, self.low = pace, self.share, self.share
-                self.turn.notify_all()
-            elif e.sent >= self.cut and self.low - self.noise >= (self.last - self.noise) / 2:
-                self.noise, self.ceiling, self.last, self.rate = self.share, math.inf, math.inf, None
-            elif e.sent >= self.cut:  # only a cut made for dense refusals is judged by them (``last``)
-                self.ceiling, self.last, self.low = self.rate, self.share if dense else math.inf, self.share
-                self._pace(max(0.1, self.rate * 0.75), now)
-                self.cut, self.rise = now, 0.1
-            return e.retry_after if e.retry_after is not None else 1 / (self.rate or 1.0)
+    def wait(self, e: _Retry, count: int) -> float:
+        """How long a refused request waits: the server's word, else a backoff; one turn at least."""
+        turn = 1 / self.rate if self.rate else 0.0
+        return max(e.retry_after if e.retry_after is not None else _backoff(1.0, count - 1), turn)
 
     @staticmethod
-    def wait_of(fields: Mapping[str, str]) -> float | None:
-        """How long the server asks a refused request to wait: retry-after-ms, Retry-After, or
-        with no requests remaining, X-RateLimit-Reset (epoch seconds or milliseconds, or seconds to go)."""
-        with contextlib.suppress(ValueError):
-            if (ms := fields.get("retry-after-ms")) is not None and 0 <= float(ms) < 3_600_000:
-                return float(ms) / 1000
-        if (after := _retry_after(fields.get("retry-after"))) is not None:
-            return after
-        with contextlib.suppress(ValueError):
-            if fields.get("x-ratelimit-remaining") == "0" and (reset := fields.get("x-ratelimit-reset")):
-                value = float(reset)
-                value = value / 1000 - time.time() if value > 1e12 else value - time.time() if value > 1e9 else value
-                return value if 0 <= value <= 3600 else None
+    def wait_of(fields: Mapping[str, str]) -> tuple[float, str] | None:
+        """The wait a server asks of a refused request, and the header that asks it:
+        retry-after-ms, Retry-After, or with no requests remaining, X-RateLimit-Reset (epoch
+        seconds or milliseconds, or seconds to go). One that is not a positive number (0, a
+        past date, nan, a negative) asks nothing: the refusal is one with no hint."""
+        for name in ("retry-after-ms", "retry-after", "x-ratelimit-reset"):
+            value = fields.get(name)
+            if value is None or (name == "x-ratelimit-reset" and fields.get("x-ratelimit-remaining") != "0"):
+                continue
+            if (seconds := _retry_after(value)) is None:
+                continue
+            if name == "retry-after-ms":
+                seconds /= 1000
+            elif name == "x-ratelimit-reset" and seconds > 1e9:  # an epoch in milliseconds, or in seconds
+                seconds = (seconds / 1000 if seconds > 1e12 else seconds) - time.time()
+            if seconds > 0:  # nan is not
+                return seconds, f"{name}: {_visible(value[:40])}"
         return None
+
+
+class _Pace(dict[tuple[str, str], _Limiter]):
+    """A run's limiters, one per server and key: a pace belongs to the run that learned it."""
+
+    def __init__(self, start: float = 8.0) -> None:
+        super().__init__()
+        self.start, self.made = max(8.0, start), threading.Lock()
+
+    def of(self, server: str, key: str, free: bool = False) -> _Limiter:
+        name = (server, key + ":free" * free)
+        if (known := self.get(name)) is not None:  # a request's path: no lock
+            return known
+        with self.made:  # :free models are paced from the first request, at the account's documented rate
+            return self.setdefault(name, _Limiter(self.start, _Limiter.FREE if free else None))
+
+    @property
+    def held(self) -> int:
+        return sum(limiter.held for limiter in list(self.values()))
 
 
 def _socket_gaierror() -> type[OSError]:
@@ -4085,12 +4139,12 @@ class OpenRouter(Provider):
         wait = self.timeout if model is not None else min(self.timeout, _LIST_TIMEOUT)
         # the key's pace, shared by every contender on it (lists of models are not paced)
         limiter = None
-        if model is not None and _PACED:  # :free models have a pace of their own, the account's
-            limiter = _Limiter.of(base, headers.get("Authorization", ""), free=model_id.endswith(":free"))
+        if model is not None and (pace := model.stop.pace) is not None:  # :free models: the account's own pace
+            limiter = pace.of(base, headers.get("Authorization", ""), free=model_id.endswith(":free"))
 
         def attempt() -> tuple[object, int, Mapping[str, str]]:
             sent, held = limiter.admit(model) if limiter is not None and model is not None else (0.0, False)
-            answered = False
+            refused = False
             try:
                 try:
                     status, fields, raw = self._http.request(
@@ -4109,13 +4163,12 @@ class OpenRouter(Provider):
                         model.note_spent(self._usage(model, data, fields))
                     what = f"HTTP {status} carrying error {code}: {_error_text(data, raw)}"
                     raise _Retry(what, _Limiter.wait_of(fields), limited=int(code) in (429, 529))
-                answered = True
             except _Retry as e:
-                e.sent = sent
+                e.sent, refused = sent, e.limited
                 raise
             finally:
                 if limiter is not None:
-                    limiter.landed(held, answered)
+                    limiter.landed(sent, held, refused)
             return data, status, fields
 
         return _retrying(self, f"{self.name}: {model_id}", model, attempt, limiter)
@@ -4501,7 +4554,8 @@ class LiteLLM(Provider):
         if one_of(*self.RETRYABLE):
             headers = getattr(getattr(e, "response", None), "headers", None) or {}
             timeout = one_of("Timeout")
-            return _Retry(what, _retry_after(headers.get("retry-after")), timeout=timeout)
+            retry = headers.get("retry-after")
+            return _Retry(what, _Limiter.wait_of({"retry-after": str(retry)}) if retry else None, timeout=timeout)
         hint = " (defaults.drop_params: true asks a LiteLLM proxy to drop it)" if "param" in str(e).lower() else ""
         return ProviderError(f"{label}: {what}{hint}")
 
@@ -5920,6 +5974,7 @@ class _Session:
         case_timeout: float = 0.0,
         tracker_timeout: float = 0.0,
         previous: Mapping[tuple[str, str], Mapping[tuple[str, int], RunResult]] | None = None,
+        pace: _Pace | None = None,
     ) -> None:
         import queue
 
@@ -5936,7 +5991,7 @@ class _Session:
         self.pages: list[tuple[str, str]] = []  # (tracker, url) of the pages finish returned
         self.unwritten: list[str] = []  # "path (why)" of every file the run could not write
         self.unwritten_lock = threading.Lock()
-        self.stop = _Stop()  # this run's: Ctrl-C, a refused key or a full disk set it
+        self.stop = _Stop(pace)  # this run's: Ctrl-C, a refused key or a full disk set it
         self.tracker_timeout = tracker_timeout
         self.labels: dict[str, object] = {}  # a shard's "shard" and "run_id", in each journal's header
         self.until_decided: str | None = None  # --until-decided: the primary metric each dataset's _Decider tests
@@ -6197,8 +6252,8 @@ class _Progress:
     each running experiment's own (its cases left at its own pace) and the run's as a
     whole: a slow experiment that outlasts fast ones is not hidden by their pace."""
 
-    def __init__(self, stream: Any, total: int, err: Any = None) -> None:
-        self.stream, self.total, self.err = stream, total, err or sys.stderr
+    def __init__(self, stream: Any, total: int, err: Any = None, limiters: _Pace | None = None) -> None:
+        self.stream, self.total, self.err, self.limiters = stream, total, err or sys.stderr, limiters
         self.done = self.errors = 0
         self.cost = 0.0
         self.started = time.monotonic()
@@ -6236,7 +6291,7 @@ class _Progress:
         self.last = now
         width = _terminal_width(self.stream)
         line = _progress_line(self.done, self.total, self.errors, now - self.started, self.cost, self.eta(now), width)
-        if held := sum(limiter.held for limiter in list(_Limiter._ALL.values())):
+        if self.limiters is not None and (held := self.limiters.held):
             line += f" · rate-limited: {held} held back"
         if not self.heard and self.waiting and now - self.started >= 3:  # a hung server is not a quiet one
             line = f"{self.done}/{self.total} cases · waiting for the first answer from {self.waiting} ({now - self.started:.0f} s)"
@@ -10581,12 +10636,12 @@ def _session(args: argparse.Namespace, plan: _Plan, stamp: str) -> _Session:
         "run_id": _run_id(os.environ) if args.shard else None,
         "planned": sum(len(experiment.cases) * experiment.repeat for experiment in experiments),
     }
-    _Limiter._ALL.clear()  # each run learns its keys' pace anew
-    _Limiter.START = float(max((e.parallelism for e in experiments), default=8))
+    # each run learns its keys' pace anew, its slow start at the run's largest -p
+    pace = _Pace(max((e.parallelism for e in experiments), default=8)) if _limiter_on() else None
     trackers: list[Tracker] = [LocalTracker({**context, "options": {}})]
     if plan.remote:
         trackers.append(plan.remote({**context, "options": suite.config.sections.get(plan.remote.name, {})}))
-    progress = _Progress(getattr(err, "raw", err) if err.isatty() else None, context["planned"], err)
+    progress = _Progress(getattr(err, "raw", err) if err.isatty() else None, context["planned"], err, pace)
     progress.done = sum(len(v) for v in plan.previous.values())
     servers = {_origin(e.provider.base_url)[1] for e in experiments if isinstance(e.provider, OpenRouter)}
     progress.waiting = ", ".join(sorted(servers))
@@ -10599,6 +10654,7 @@ def _session(args: argparse.Namespace, plan: _Plan, stamp: str) -> _Session:
         case_timeout=_chosen(args.case_timeout, suite.config.defaults.case_timeout),
         tracker_timeout=_chosen(args.tracker_timeout, suite.config.defaults.tracker_timeout),
         previous=plan.previous,
+        pace=pace,
     )
     session.labels = {k: context[k] for k in ("shard", "run_id") if context[k]}
     session.until_decided = _primary(suite.metrics).name if args.until_decided else None

@@ -158,8 +158,8 @@ def test_retry_after_is_honoured_then_success(ask, env) -> None:
     started = time.monotonic()
     assert ask(m, user="x").text == "ok"
     assert time.monotonic() - started >= 0.3
-    # a rate limit is the key's limiter's to wait out: never one of the case's retries
-    assert m.retries == 0 and m.limited >= 0.3 and len(env.chats()) == 2
+    # a model of no run has no key's pace to share: its refusal is waited out as asked, as a retry
+    assert m.retries == 1 and len(env.chats()) == 2
 
 
 def test_5xx_then_success_and_a_dropped_connection(ask, env) -> None:

@@ -1,0 +1,165 @@
+"""The limiter's rigs: the run's real ``_Limiter`` driven on a virtual clock by workers that
+stand for ``-p`` threads, against a server's rate limit as a function of time.
+
+Each worker takes a case, waits for its turn (the slow start's window, then the pace's
+ticket), sends, and hears the answer ``latency`` later: answered, the case is done; refused
+(a 429), it waits what the limiter says (the server's Retry-After, else a backoff) and goes
+again. Virtual time makes a rig of minutes run in a second and the same on a busy machine;
+``tests/benchmark.py --limiter`` prints every rig at full size, and tests/test_rate_limits.py
+runs them small. The servers:
+
+- ``Bucket(rate)``: a token bucket of ``rate`` requests a second (a function of time: a drop,
+  or None for no limit), bursts of 10, as OpenRouter and nginx's ``limit_req`` count.
+- ``Window(per_minute)``: a fixed one-minute window, as LiteLLM's ``rpm`` counts.
+- ``Random(share)``: an upstream that refuses a share of requests at random, whatever the pace.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import time
+import types
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import agent_evals as ae
+
+
+class Bucket:
+    def __init__(self, rate: Callable[[float], float | None], burst: float = 10.0) -> None:
+        self.rate, self.burst, self.tokens, self.at = rate, burst, burst, 0.0
+
+    def __call__(self, now: float) -> bool:
+        if (rate := self.rate(now)) is None:
+            return True
+        self.tokens, self.at = min(self.burst, self.tokens + (now - self.at) * rate), now
+        if self.tokens < 1:
+            return False
+        self.tokens -= 1
+        return True
+
+
+class Window:
+    def __init__(self, per_minute: int) -> None:
+        self.per_minute, self.minute, self.count = per_minute, -1, 0
+
+    def __call__(self, now: float) -> bool:
+        if int(now // 60) != self.minute:
+            self.minute, self.count = int(now // 60), 0
+        self.count += 1
+        return self.count <= self.per_minute
+
+
+class Random:
+    def __init__(self, share: float, seed: int = 1) -> None:
+        self.share, self.draw = share, random.Random(seed).random
+
+    def __call__(self, now: float) -> bool:
+        return self.draw() >= self.share
+
+
+@dataclass
+class Result:
+    wall: float  # virtual seconds until the last case was answered
+    sent: int
+    refused: int
+    refused_after: int  # refusals of requests sent at or after ``after`` (the drop)
+    sent_after: int
+    limiter: ae._Limiter | None
+
+    @property
+    def share(self) -> float:
+        return self.refused / self.sent
+
+    @property
+    def share_after(self) -> float:
+        return self.refused_after / max(self.sent_after, 1)
+
+
+@contextlib.contextmanager
+def _virtual(clock: list[float]) -> Iterator[None]:
+    real = ae.time
+    ae.time = types.SimpleNamespace(monotonic=lambda: clock[0], time=time.time)  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        ae.time = real
+
+
+def drive(
+    server: Callable[[float], bool],
+    cases: int,
+    concurrency: int,
+    *,
+    latency: float = 0.05,
+    retry_after: float | None = 1.0,
+    start: int | None = None,
+    paced: bool = True,
+    after: float = 0.0,
+    step: float = 0.002,
+    horizon: float = 3600.0,
+) -> Result:
+    """Run ``cases`` through ``concurrency`` workers against ``server``; ``paced`` False is a
+    client that waits out each refusal as asked and never paces."""
+    clock = [0.0]
+    refusal = ae._Retry("HTTP 429", (retry_after, "retry-after") if retry_after else None, limited=True)
+    with _virtual(clock):
+        limiter = ae._Limiter(float(start or concurrency)) if paced else None
+        # each worker: [state, until or ticket, sent, held, refusals of its case]
+        workers = [["idle", 0.0, 0.0, False, 0] for _ in range(concurrency)]
+        started = done = sent = refused = refused_after = sent_after = 0
+        while done < cases and clock[0] < horizon:
+            now = clock[0]
+            for w in workers:
+                if w[0] == "idle" and started < cases:
+                    started, w[:] = started + 1, ["ready", 0.0, 0.0, False, 0]
+                if w[0] == "sleep" and now >= w[1]:
+                    w[0] = "ready"
+                if w[0] == "ready":
+                    if limiter is None or (limiter.window is None and limiter.rate is None):
+                        w[0], w[3] = "go", False
+                    elif limiter.window is not None:
+                        if limiter.flying >= limiter.window:
+                            continue
+                        limiter.flying += 1
+                        w[0], w[3] = "go", True
+                    else:
+                        w[0], w[1], w[3] = "queued", limiter.ticket(now), False
+                if w[0] == "queued" and limiter is not None and limiter.due(int(w[1])) <= now:
+                    w[0] = "go"
+                if w[0] == "go":
+                    ok = server(now)
+                    sent, sent_after = sent + 1, sent_after + (now >= after)
+                    w[0], w[1], w[2] = ("answered" if ok else "refused"), now + latency, now
+                elif w[0] in ("answered", "refused") and now >= w[1]:
+                    if limiter is not None:
+                        limiter.landed(w[2], bool(w[3]), w[0] == "refused")
+                    if w[0] == "answered":
+                        done, w[0] = done + 1, "idle"
+                        continue
+                    refused, refused_after, w[4] = refused + 1, refused_after + (w[2] >= after), int(w[4]) + 1
+                    wait = limiter.wait(refusal, int(w[4])) if limiter is not None else refusal.retry_after or 1.0
+                    w[0], w[1] = "sleep", now + wait
+            clock[0] += step
+    return Result(clock[0], sent, refused, refused_after, sent_after, limiter)
+
+
+def rigs(scale: float = 1.0) -> dict[str, dict[str, float]]:
+    """Each rig of issue #49 at ``scale`` (1: the issue's sizes) and what it is held to."""
+    n = lambda count: max(int(count * scale), 1)  # noqa: E731
+    out: dict[str, dict[str, float]] = {}
+    steady = drive(Bucket(lambda now: 40.0), n(800), 128, start=32)
+    out["steady 40/s"] = {"x_ideal": steady.wall / (n(800) / 40), "refused": steady.share}
+    drop = drive(Bucket(lambda now: 100.0 if now < 2 else 10.0), n(600), 64, after=2.0)
+    ideal = 2 + (n(600) - 200) / 10
+    out["100/s then 10/s at 2 s"] = {"x_ideal": drop.wall / ideal, "refused_after_drop": drop.share_after}
+    late = drive(Bucket(lambda now: None if now < 3 else 20.0), n(2000), 16)
+    out["no limit, then 20/s at 3 s"] = {"rate_at_end": late.limiter.rate or 0.0 if late.limiter else 0.0}
+    for share in (0.2, 0.35):
+        paced = drive(Random(share), n(2000), 64, retry_after=0.05)
+        alone = drive(Random(share), n(2000), 64, retry_after=0.05, paced=False)
+        out[f"{share:.0%} refused at random"] = {"x_unpaced": paced.wall / alone.wall}
+    window = drive(Window(600), n(1500), 64)
+    out["600 a minute, a fixed window"] = {"refused": window.share, "x_ideal": window.wall / (n(1500) / 10)}
+    return out
