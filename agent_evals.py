@@ -3841,6 +3841,17 @@ class _Connection:
     def close(self) -> None:
         self.sock.close()
 
+    def dropped(self) -> bool:
+        """Whether the server closed this idle connection (or sent what nobody asked for):
+        readable while no request is out."""
+        import select
+
+        if hasattr(select, "poll"):
+            poller = select.poll()
+            poller.register(self.sock, select.POLLIN)
+            return bool(poller.poll(0))
+        return bool(select.select([self.sock], [], [], 0)[0])
+
     def request(self, method: str, path: str, body: bytes | None, headers: Mapping[str, str]) -> bytes:
         if self.head[:3] != (method, path, headers):
             auth = [f"Proxy-Authorization: {self.proxy.auth}"] if self.prefix and self.proxy and self.proxy.auth else []
@@ -3887,6 +3898,9 @@ class _Connection:
         return status, fields, bytes(payload), keep
 
 
+_DEAD_ON_ARRIVAL = 0.5  # seconds: a reused connection reset sooner never reached the server's work
+
+
 class _Client:
     """Keep-alive HTTP/1.1 over the standard library's sockets: idle connections are kept
     per origin and each request takes one (or opens one), so no more are open than
@@ -3907,24 +3921,35 @@ class _Client:
         read: float,
         limit: int = 1 << 62,
     ) -> tuple[int, dict[str, str], bytes]:
-        """One request's (status, headers, body), the body decoded. One that fails on a
-        reused idle connection before a byte of its answer arrived (the server had closed it
-        meanwhile, as uvicorn does after 5 s) is sent again at once on a fresh one, as
-        urllib3 does: nothing was answered, so it is no retry and holds nothing again."""
+        """One request's (status, headers, body), the body decoded. An idle connection the
+        server closed meanwhile (uvicorn after 5 s; a proxy after each answer) is seen before
+        it is used, as urllib3 sees it, and left. One found dead on arrival all the same (reset
+        at once, not a byte back) sends the request again at once, on a new connection, never
+        another idle one: nothing was answered, so it is no retry. Reset later, the server may
+        have taken the request: that is the retry rule's, counted."""
         scheme, host, port, path = _origin(url)
         if (idle := self._idle.get(key := (scheme, host, port))) is None:
             idle = self._idle.setdefault(key, [])
         for attempt in (1, 2):
-            try:  # list.pop and list.append are atomic: no lock
-                conn, reused = idle.pop(), True
-            except IndexError:
-                conn, reused = _Connection(scheme, host, port, connect, read, _proxy_for(scheme, host, port)), False
+            conn = None
+            while attempt == 1 and conn is None:
+                try:  # list.pop and list.append are atomic: no lock
+                    conn = idle.pop()
+                except IndexError:
+                    break
+                if conn.dropped():
+                    conn.close()
+                    conn = None
+            reused = conn is not None
+            if conn is None:
+                conn = _Connection(scheme, host, port, connect, read, _proxy_for(scheme, host, port))
+            sent = time.monotonic()
             try:
                 status, fields, payload, keep = conn.exchange(method, path, body, headers, limit, read)
             except BaseException as e:
                 conn.close()
                 stale = isinstance(e, ConnectionResetError | BrokenPipeError | ConnectionAbortedError)
-                if reused and attempt == 1 and stale and not conn.buffer:
+                if reused and stale and not conn.buffer and time.monotonic() - sent < _DEAD_ON_ARRIVAL:
                     continue
                 raise
             if keep:

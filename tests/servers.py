@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -371,10 +372,11 @@ class RawHTTP(_Loopback):
     """A TCP server on 127.0.0.1 that answers each request with scripted raw bytes.
 
     ``script`` is a list, one entry per request in order: bytes to send, or
-    ``(bytes, close)`` to close the connection after sending.
+    ``(bytes, close)`` to close the connection after sending, or ``(bytes, close, hold)``
+    to hold the request ``hold`` seconds first.
     """
 
-    def __init__(self, script: list[bytes | tuple[bytes, bool]]) -> None:
+    def __init__(self, script: list[bytes | tuple[bytes, bool] | tuple[bytes, bool, float]]) -> None:
         super().__init__()
         self.script = list(script)
         self.requests: list[bytes] = []
@@ -403,7 +405,8 @@ class RawHTTP(_Loopback):
             self.requests.append(head + b"\r\n\r\n" + rest[:length])
             buffer = rest[length:]
             step = self.script.pop(0)
-            payload, close = step if isinstance(step, tuple) else (step, False)
+            payload, close, hold = (*step, 0.0)[:3] if isinstance(step, tuple) else (step, False, 0.0)
+            time.sleep(hold)
             conn.sendall(payload)
             if close:
                 return

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 from servers import RawHTTP, Trickle
@@ -74,6 +75,24 @@ def test_a_request_sent_again_on_a_fresh_connection_is_no_retry(complete, asks) 
         model, _ = complete(server)
         asks(model, [{"user": "x"}, {"user": "y"}])
     assert model.retries == 0 and server.connections == 2
+
+
+def test_a_request_held_then_dropped_on_a_reused_connection_is_a_counted_retry(complete, asks) -> None:
+    # the server held the request (it may have done the work) before it hung up: never a silent resend
+    with RawHTTP([response(), (b"", True, 0.8), response()]) as server:
+        model, _ = complete(server)
+        asks(model, [{"user": "x"}, {"user": "y"}])
+    assert model.retries == 1 and server.connections == 2
+
+
+def test_an_idle_connection_the_server_closed_is_left_before_it_is_used(complete, asks) -> None:
+    # closed after its answer, with no Connection: close (as tinyproxy does): seen idle, never sent on
+    with RawHTTP([(response(), True), (response(), True), response()]) as server:
+        model, _ = complete(server)
+        for user in "xyz":
+            time.sleep(0.05)  # the close reaches the client before the next request
+            asks(model, [{"user": user}])
+    assert model.retries == 0 and server.connections == 3 and len(server.requests) == 3
 
 
 def test_an_answer_cut_off_on_a_reused_connection_is_not_sent_again_unseen(complete, asks) -> None:

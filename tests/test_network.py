@@ -183,15 +183,19 @@ ae.configure(""",
 ).replace("adapter=ae.EchoAdapter()", "adapter=Pausing()")
 
 
-def test_a_connection_the_server_closed_while_idle_is_no_retry(make_suite) -> None:
-    project = make_suite(helper=SLOW_HELPER, config=LINEUP, cases=many(3))
+@pytest.mark.parametrize("parallelism", ["1", "2", "4"])
+def test_a_connection_the_server_closed_while_idle_is_no_retry(make_suite, parallelism) -> None:
+    """uvicorn's --timeout-keep-alive: every pooled connection is closed while the cases think;
+    each request goes once, on a connection that is open, at any -p (a resend once took another
+    dead one from the pool)."""
+    project = make_suite(helper=SLOW_HELPER, config=LINEUP, cases=many(6))
     with OpenAICompatible(idle=1.0) as server:
         env = {"OPENROUTER_BASE_URL": f"{server.url}/api/v1"}
-        code, _, err = cli(project, "compare", "--local", "-p", "1", "--retries", "0", env=env)
+        code, _, err = cli(project, "compare", "--local", "-p", parallelism, "--retries", "0", env=env)
     assert code == 0, err
     (log,) = read_logs(project)
-    assert [row["retries"] for row in log["rows"]] == [0, 0, 0] and all(row["score"] == 1.0 for row in log["rows"])
-    assert len(server.chats()) == 3 and server.connections >= 3  # each case sent once, on a fresh connection
+    assert [row["retries"] for row in log["rows"]] == [0] * 6 and all(row["score"] == 1.0 for row in log["rows"])
+    assert len(server.chats()) == 6 and server.connections >= 6 // int(parallelism)
     assert "retries" not in err
 
 
