@@ -3215,8 +3215,13 @@ def _error_text(data: object, raw: bytes) -> str:
         return "; ".join(str(e.get("msg", e) if isinstance(e, dict) else e) for e in error)[:500]
     if error:
         return str(error)
-    text = raw[:200].decode("utf-8", errors="replace").strip()
-    return text or "empty body"
+    text = raw[:4096].decode("utf-8", errors="replace").strip()
+    if text.startswith("<"):  # an HTML page (nginx's, a proxy's): its title, else its words, never its markup
+        import re
+
+        title = re.search(r"<title[^>]*>(.*?)</title>", text, re.I | re.S)
+        text = " ".join((title[1] if title else re.sub(r"<[^>]*>", " ", text)).split())
+    return text[:200] or "empty body"
 
 
 class _Retry(Exception):
@@ -10976,8 +10981,9 @@ def _report_transport(suite: _Suite, experiments: Sequence[Experiment], verbose:
             )
         if experiment.limited:
             print(
-                f"rate-limited {label}: its calls waited {experiment.limited:.1f} s on the key's rate limit "
-                "(paced with the run's other contenders on that key; never retries, never errors)",
+                f"rate-limited {label}: its calls waited {experiment.limited:.1f} s in all on the key's rate limit, "
+                "summed over calls that wait side by side, not the run's own time (paced with the run's other "
+                "contenders on that key; never retries, never errors)",
                 file=sys.stderr,
             )
         for line in _served_lines(label, experiment.results, experiment.contender.tier):

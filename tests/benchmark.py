@@ -5,6 +5,7 @@
     python tests/benchmark.py --cases 500 --concurrency 32 --latency 0.05
     python tests/benchmark.py --baseline 100       # the machine's floor: a bare client, 100 µs of work a case
     python tests/benchmark.py --rate-limit 40 --concurrency 32   # 800 case runs on a key limited to 40/s
+    python tests/benchmark.py --limiter            # the limiter's rigs (#49), on a virtual clock
 
 A stand-in OpenAI-compatible server runs in its own process (asyncio protocols,
 keep-alive, each answer sent a fixed latency after its request arrived, optional
@@ -650,12 +651,23 @@ def main() -> None:
         help="instead: four contenders on one key the server limits to RPS requests a second, with the limiter and without",
     )
     parser.add_argument(
+        "--limiter",
+        action="store_true",
+        help="instead: the limiter's rigs of issue #49 (tests/limiter_rigs.py: the real class on a virtual clock)",
+    )
+    parser.add_argument(
         "--baseline",
         type=float,
         metavar="US",
         help="instead: a bare threaded client (no harness) with US microseconds of Python work per case",
     )
     args = parser.parse_args()
+    if args.limiter:
+        import limiter_rigs
+
+        for rig, figures in limiter_rigs.rigs().items():
+            print(json.dumps({"rig": rig, **{k: round(v, 3) for k, v in figures.items()}}))
+        return
     print(json.dumps({"interpreter_start_s": _interpreter_start()}), flush=True)
     if args.rate_limit:
         for limiter in (True, False):

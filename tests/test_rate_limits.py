@@ -243,3 +243,11 @@ def test_refusals_at_random_are_never_paced(share) -> None:
 def test_a_fixed_minute_window_is_met_with_few_refusals() -> None:
     result = rigs.drive(rigs.Window(600), 1500, 64)
     assert result.share < 0.15, result
+
+
+def test_an_html_refusal_is_quoted_by_its_title_never_its_markup() -> None:
+    nginx = (
+        b"<html>\r\n<head><title>429 Too Many Requests</title></head>\r\n<body><hr><center>nginx</center></body></html>"
+    )
+    assert ae._error_text(None, nginx) == "429 Too Many Requests"
+    assert ae._error_text(None, b"<p>Rate   limited <b>now</b></p>") == "Rate limited now"
