@@ -3235,7 +3235,6 @@ class _Retry(Exception):
         super().__init__(failure)
         self.failure, self.hint, self.timeout, self.limited = failure, hint, timeout, limited
         self.retry_after = hint[0] if hint else None
-        self.sent = 0.0  # when the refused request went (the limiter's clock)
 
 
 class _Tries:
@@ -4194,7 +4193,7 @@ class OpenRouter(Provider):
                     what = f"HTTP {status} carrying error {code}: {_error_text(data, raw)}"
                     raise _Retry(what, _Limiter.wait_of(fields), limited=int(code) in (429, 529))
             except _Retry as e:
-                e.sent, refused = sent, e.limited
+                refused = e.limited
                 raise
             finally:
                 if limiter is not None:
