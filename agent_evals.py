@@ -3681,7 +3681,7 @@ def _proxy_for(scheme: str, host: str, port: int) -> _Proxy | None:
         address = (parts.hostname or "", 0)
     if parts.scheme != "http" or not all(address):
         raise ProviderError(
-            f"{variable}: {parts.scheme}://{address[0]} is no proxy agent-evals can use; it speaks to http:// "
+            f"{variable}: {parts.scheme}://{parts.netloc.rpartition('@')[2]} is no proxy agent-evals can use; it speaks to http:// "
             "proxies (HTTPS goes through them in a CONNECT tunnel): write it as http://host:port",
             stops_run=True,
         )
@@ -3713,10 +3713,12 @@ class _ProxyFailure(ConnectionError):
     """The proxy could not be reached, or would not open the way to the server."""
 
 
-def _proxy_refused(proxy: _Proxy) -> ProviderError:
+def _proxy_refused(proxy: _Proxy, status: str, server: str | None = None) -> ProviderError:
+    """A proxy's own refusal: a 407, or a 401 it sent (tinyproxy answers a wrong password so)."""
     what = "refused the credentials in" if proxy.auth else "asks for credentials: put them in"
+    status = f"HTTP {status} from {server}" if server else f"HTTP {status}"
     return ProviderError(
-        f"the proxy {proxy.shown} {what} {proxy.variable} (HTTP 407), as user:password@host:port after its http://",
+        f"the proxy {proxy.shown} {what} {proxy.variable} ({status}), as user:password@host:port after its http://",
         stops_run=True,
     )
 
@@ -3735,8 +3737,8 @@ def _tunnel(sock: Any, proxy: _Proxy, authority: str) -> None:
         head += data
     status_line = head.split(b"\r\n", 1)[0].decode("latin-1")
     status = status_line.split(None, 2)[1:2]
-    if status == ["407"]:
-        raise _proxy_refused(proxy)
+    if status in (["401"], ["407"]):  # at CONNECT, only the proxy answers
+        raise _proxy_refused(proxy, status[0])
     if status != ["200"]:
         raise _ProxyFailure(
             f"the proxy {proxy.shown} ({proxy.variable}) answered CONNECT {authority}: {status_line}{_FAR}"
@@ -3960,8 +3962,9 @@ class _Client:
                 idle.append(conn)
             else:
                 conn.close()
-            if status == 407 and conn.prefix and conn.proxy:  # the proxy's own answer (HTTPS asks it at CONNECT)
-                raise _proxy_refused(conn.proxy)
+            # the proxy's own refusal (HTTPS meets it at CONNECT): a 407, or a 401 that is no API's JSON
+            if conn.prefix and conn.proxy and (status == 407 or status == 401 and "json" not in fields.get("content-type", "")):
+                raise _proxy_refused(conn.proxy, str(status), fields.get("server"))
             if coding := fields.get("content-encoding"):
                 payload = _decoded(payload, coding, limit)
             return status, fields, payload
@@ -4367,9 +4370,11 @@ class OpenRouter(Provider):
                 prices = {k: (v[0], v[1], v[2] if len(v) > 2 else None) for k, v in cached["models"].items()}
             except (OSError, ValueError, KeyError, TypeError, IndexError):
                 cached = None
+        # through a proxy it is fetched every run: what the proxy refuses is then found before any case
+        proxied = not self.offline and _proxy_for(*_origin(self.base_url)[:3]) is not None
         if cached is not None:
             age = time.time() - float(cached.get("fetched_at") or 0)
-            if age < self.catalog_ttl or self.offline:
+            if age < self.catalog_ttl and not proxied or self.offline:
                 return prices
         if self.offline:
             self.notes.append(f"no cached {self.title} catalog yet; run, compare or models --refresh fetches it")
@@ -4377,7 +4382,7 @@ class OpenRouter(Provider):
         try:
             data, *_ = self._request("catalog", "GET", "/models", None)
         except ProviderError as e:
-            if e.stops_run and cached is None:  # a refused key, a server not there: nothing to go on
+            if e.stops_run and (cached is None or proxied):  # a refused key, a server not there: nothing to go on
                 raise
             fallback = "using the cached one" if cached else "no catalog to list or check model ids against"
             self.notes.append(f"{self.title} catalog not fetched ({e}); {fallback}")

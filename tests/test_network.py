@@ -10,7 +10,7 @@ import time
 import zlib
 
 import pytest
-from servers import Answer, OpenAICompatible, ProxyPy, Silent, chat_answer
+from servers import Answer, OpenAICompatible, ProxyPy, RawHTTP, Silent, chat_answer
 
 import agent_evals as ae
 from conftest import EXACT_HELPER, many, needs, read_logs, run_agent_evals
@@ -143,7 +143,7 @@ def test_a_dead_proxy_is_one_line_naming_it_never_the_server(project) -> None:
 
 @pytest.mark.parametrize(
     ("value", "shown"),
-    [("socks5://127.0.0.1:1080", "socks5://127.0.0.1"), ("https://user:pw@proxy.test:3128", "https://proxy.test")],
+    [("socks5://127.0.0.1:1080", "socks5://127.0.0.1:1080"), ("https://user:pw@proxy.test:3128", "https://proxy.test:3128")],
 )
 def test_a_proxy_agent_evals_cannot_speak_to_is_one_line(project, value, shown) -> None:
     env = {"OPENROUTER_BASE_URL": "https://openrouter.example.test/api/v1", "https_proxy": value}
@@ -153,6 +153,65 @@ def test_a_proxy_agent_evals_cannot_speak_to_is_one_line(project, value, shown) 
         f"error: https_proxy: {shown} is no proxy agent-evals can use; it speaks to http:// proxies (HTTPS goes "
         "through them in a CONNECT tunnel): write it as http://host:port"
     )
+
+
+# tinyproxy 1.11's answer to a wrong password (to a request, and to CONNECT alike): a 401, not a 407
+TINYPROXY_401 = (
+    b"HTTP/1.0 401 Unauthorized\r\nServer: tinyproxy/1.11.1\r\nContent-Type: text/html\r\n"
+    b'WWW-Authenticate: Basic realm="Tinyproxy"\r\nConnection: close\r\n\r\n'
+    b"<html><head><title>401 Unauthorized</title></head><body>The administrator of this proxy has not "
+    b"configured it to service requests from you.</body></html>"
+)
+REFUSED = (
+    "error: the proxy {proxy} refused the credentials in {variable} (HTTP 401{server}), as user:password@host:port "
+    "after its http://"
+)
+DEAD = (
+    "error: openrouter: cannot reach the proxy http://127.0.0.1:9 ({variable}: ConnectionRefusedError: [Errno 111] "
+    "Connection refused); start it, fix that variable, or name the server in NO_PROXY"
+)
+FILTERED = (
+    "error: openrouter: the proxy {proxy} ({variable}) answered CONNECT 127.0.0.1:{port}: HTTP/1.0 403 Filtered; it "
+    "could not open the way to the server: check what it lets through, or name the server in NO_PROXY"
+)
+
+
+@pytest.mark.parametrize(
+    ("scheme", "refusal"),
+    [("http", "wrong password"), ("https", "wrong password"), ("http", "dead"), ("https", "dead"), ("https", "filtered")],
+)
+def test_a_proxy_refusal_is_one_line_exit_2_even_with_a_fresh_catalog_cached(project, tls, scheme, refusal) -> None:
+    context, ca_file = tls
+    variable = f"{scheme.upper()}_PROXY"
+    with OpenAICompatible(tls=context if scheme == "https" else None) as server:
+        env = {"OPENROUTER_BASE_URL": f"{server.url}/api/v1", "SSL_CERT_FILE": str(ca_file)}
+        assert cli(project, "compare", "--local", env=env)[0] == 0  # the catalog is cached now, and fresh
+        answer = TINYPROXY_401 if refusal == "wrong password" else b"HTTP/1.0 403 Filtered\r\n\r\n"
+        with RawHTTP([(answer, True)] * 3) as proxy:
+            url = "http://127.0.0.1:9" if refusal == "dead" else proxy.url.replace("//", "//alice:wrong@")
+            code, out, err = cli(project, "compare", "--local", "-p", "3", env={**env, variable: url})
+    assert code == 2 and out == "" and len(server.chats()) == 3, err  # the first run's three, none since
+    port = server.url.rsplit(":", 1)[1]
+    if refusal == "dead":
+        expected = DEAD.format(variable=variable)
+    elif refusal == "wrong password":  # the proxy's Server is named when it gave one (a request's answer)
+        expected = REFUSED.format(proxy=proxy.url, variable=variable, server=" from tinyproxy/1.11.1" * (scheme == "http"))
+    else:  # a CONNECT refused (a plain-HTTP proxy's 403 cannot be told from the server's own)
+        expected = FILTERED.format(proxy=proxy.url, variable=variable, port=port)
+    assert err.strip() == expected
+    assert "wrong" not in err
+
+
+def test_a_json_401_through_a_proxy_is_the_server_refusing_the_key(project, tmp_path) -> None:
+    refused = json.dumps({"error": {"message": "No auth credentials found", "code": 401}}).encode()
+    answer = b"HTTP/1.1 401 Unauthorized\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (
+        len(refused),
+        refused,
+    )
+    with RawHTTP([answer] * 3) as proxy:
+        env = {"OPENROUTER_BASE_URL": "http://api.example.test/api/v1", "HTTP_PROXY": proxy.url}
+        code, _, err = cli(project, "compare", "--local", env=env)
+    assert code == 2 and "OPENROUTER_API_KEY" in err and "proxy" not in err, err
 
 
 def test_a_proxy_is_looked_up_only_when_a_connection_opens(monkeypatch) -> None:
