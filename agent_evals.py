@@ -3168,6 +3168,7 @@ def _catalog_id(provider: Provider, model_id: str, catalog: Iterable[str]) -> st
 
 _USER_AGENT = f"agent-evals/{__version__}"
 _LIST_TIMEOUT = 30.0  # seconds for a list of models: small, so a reasoning model's --timeout does not apply
+_KEY_TIMEOUT = 5.0  # seconds for OpenRouter's GET /key, asked once before a run: it only advises
 
 # Statuses worth another try (OpenRouter's own and its edge's), and those that end the run.
 _RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504, 524, 529})
@@ -3963,7 +3964,11 @@ class _Client:
             else:
                 conn.close()
             # the proxy's own refusal (HTTPS meets it at CONNECT): a 407, or a 401 that is no API's JSON
-            if conn.prefix and conn.proxy and (status == 407 or status == 401 and "json" not in fields.get("content-type", "")):
+            if (
+                conn.prefix
+                and conn.proxy
+                and (status == 407 or (status == 401 and "json" not in fields.get("content-type", "")))
+            ):
                 raise _proxy_refused(conn.proxy, str(status), fields.get("server"))
             if coding := fields.get("content-encoding"):
                 payload = _decoded(payload, coding, limit)
@@ -4095,10 +4100,19 @@ class OpenRouter(Provider):
         None: no limit on the key, no key, or a server that does not say (a local one)."""
         if self.dialect != "openrouter" or not os.environ.get(self.key_env):
             return None
-        try:
-            data, _, _ = self._request("the key", "GET", "/key", None)
-        except ProviderError:
-            return None
+        url, headers, _ = self._endpoint("/key")
+        try:  # asked once, briefly: it only advises (a refused key still stops the run here, before any case)
+            status, fields, raw = self._http.request(
+                "GET", url, None, headers, self.connect_timeout, min(self.timeout, _KEY_TIMEOUT), self._limit
+            )
+            if status == 404:  # a server that is not OpenRouter itself: it keeps no credit
+                return None
+            data, _ = self._answer("the key", status, fields, raw)
+        except (OSError, ValueError, _Unreadable, _Retry) as e:
+            failure = e if isinstance(e, _Retry) else _transport_failure(e, f"{self.name}: GET /key")
+            if isinstance(failure, ProviderError):  # an untrusted certificate: every request would fail alike
+                raise failure from None
+            raise ProviderError(f"{self.name}: GET /key: {failure}") from None
         key = data.get("data") if isinstance(data, dict) else None
         left = key.get("limit_remaining") if isinstance(key, dict) else None
         return float(left) if isinstance(left, int | float) and not isinstance(left, bool) and left >= 0 else None
@@ -4374,7 +4388,7 @@ class OpenRouter(Provider):
         proxied = not self.offline and _proxy_for(*_origin(self.base_url)[:3]) is not None
         if cached is not None:
             age = time.time() - float(cached.get("fetched_at") or 0)
-            if age < self.catalog_ttl and not proxied or self.offline:
+            if (age < self.catalog_ttl and not proxied) or self.offline:
                 return prices
         if self.offline:
             self.notes.append(f"no cached {self.title} catalog yet; run, compare or models --refresh fetches it")
@@ -8877,20 +8891,32 @@ def _render_forecast(forecasts: Sequence[_Forecast], style: str, decided: bool =
 
 
 def _check_credit(forecasts: Sequence[_Forecast], budget: float | None) -> None:
-    """Refuse, before any call, a run whose worst case (or --budget, when less) passes
-    what its key has left."""
-    worst: dict[OpenRouter, float] = {}
+    """Refuse, before any call, a run its key cannot pay for: the least it costs (its inputs
+    alone), or its worst case (or --budget, when less), past what the key has left."""
+    spend: dict[OpenRouter, tuple[float, float | None]] = {}
     for f in forecasts:
-        if isinstance(provider := f.experiment.provider, OpenRouter) and f.worst is not None:
-            worst[provider] = worst.get(provider, 0.0) + f.worst
-    for provider, most in worst.items():
-        most = most if budget is None else min(most, budget)
-        if (left := provider.credit_left()) is not None and most > left:
-            raise ConfigError(
-                f"{provider.name}: the key has {_fmt_cost(left)} left (limit_remaining); this run can cost "
-                f"{_fmt_cost(most, up=True)} at most: add credit or raise the key's limit, ask fewer cases or "
-                "contenders (-d, -c, -m), or give --budget what it has left"
-            )
+        if isinstance(provider := f.experiment.provider, OpenRouter):
+            least, most = spend.get(provider, (0.0, 0.0))
+            spend[provider] = (least + (f.least or 0.0), None if most is None or f.worst is None else most + f.worst)
+    for provider, (least, most) in spend.items():
+        try:
+            left = provider.credit_left()
+        except ProviderError as e:
+            if e.stops_run:
+                raise
+            _warn(f"{e}; the run goes on without knowing what the key has left")
+            continue
+        most = most if budget is None or most is None else min(most, budget)
+        if left is not None and most is not None and most > left:
+            cost = f"can cost {_fmt_cost(most, up=True)} at most"
+        elif left is not None and least > left:
+            cost = f"costs at least {_fmt_cost(least, up=True)} (its inputs alone)"
+        else:
+            continue
+        raise ConfigError(
+            f"{provider.name}: the key has {_fmt_cost(left)} left (limit_remaining); this run {cost}: add credit or "
+            "raise the key's limit, ask fewer cases or contenders (-d, -c, -m), or give --budget what it has left"
+        )
 
 
 def _forecast_line(forecasts: Sequence[_Forecast], decided: bool = False) -> str:

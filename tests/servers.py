@@ -63,7 +63,8 @@ class OpenAICompatible:
 
     By default it echoes the last user message back as the assistant's content. Given
     ``tls`` (a server-side ``ssl.SSLContext``), it speaks HTTPS. ``key``: what OpenRouter's
-    ``GET /key`` says of the key (without it, the path is not found, as on a local server).
+    ``GET /key`` says of the key, or the ``Answer`` it gives (without it, the path is not found,
+    as on a local server).
     ``replays``: it has OpenRouter's response cache: a chat request sent with
     ``X-OpenRouter-Cache: true`` (or without the header, when ``replays == "preset"``, as a
     preset with cache_enabled does) is answered from the cache when the same key sent the
@@ -78,7 +79,7 @@ class OpenAICompatible:
         *,
         idle: float | None = None,
         encoding: str | None = None,
-        key: dict | None = None,
+        key: dict | Answer | None = None,
         replays: bool | str = False,
     ) -> None:
         self.respond = respond or (lambda r: chat_answer(r.body["messages"][-1]["content"]))
@@ -117,7 +118,9 @@ class OpenAICompatible:
                     answer = Answer(200, {"data": server.catalog})
                 elif self.command == "GET" and self.path.endswith("/key"):
                     answer = (
-                        Answer(200, {"data": server.key})
+                        server.key
+                        if isinstance(server.key, Answer)
+                        else Answer(200, {"data": server.key})
                         if server.key
                         else Answer(404, {"error": {"message": "Not Found"}})
                     )

@@ -418,7 +418,7 @@ def test_a_base_url_with_a_query_keeps_it_after_the_path(make_suite, cli, monkey
         code, _, err = cli("compare", "--local", cwd=project)
         assert code == 0, err
         paths = sorted({r.path for r in server.requests})
-    assert paths == ["/api/v1/chat/completions?tenant=abc", "/api/v1/models?tenant=abc"]
+    assert paths == ["/api/v1/chat/completions?tenant=abc", "/api/v1/key?tenant=abc", "/api/v1/models?tenant=abc"]
 
 
 def test_a_ctrl_c_while_the_module_loads_exits_130_quietly(tmp_path) -> None:

@@ -143,7 +143,10 @@ def test_a_dead_proxy_is_one_line_naming_it_never_the_server(project) -> None:
 
 @pytest.mark.parametrize(
     ("value", "shown"),
-    [("socks5://127.0.0.1:1080", "socks5://127.0.0.1:1080"), ("https://user:pw@proxy.test:3128", "https://proxy.test:3128")],
+    [
+        ("socks5://127.0.0.1:1080", "socks5://127.0.0.1:1080"),
+        ("https://user:pw@proxy.test:3128", "https://proxy.test:3128"),
+    ],
 )
 def test_a_proxy_agent_evals_cannot_speak_to_is_one_line(project, value, shown) -> None:
     env = {"OPENROUTER_BASE_URL": "https://openrouter.example.test/api/v1", "https_proxy": value}
@@ -178,7 +181,13 @@ FILTERED = (
 
 @pytest.mark.parametrize(
     ("scheme", "refusal"),
-    [("http", "wrong password"), ("https", "wrong password"), ("http", "dead"), ("https", "dead"), ("https", "filtered")],
+    [
+        ("http", "wrong password"),
+        ("https", "wrong password"),
+        ("http", "dead"),
+        ("https", "dead"),
+        ("https", "filtered"),
+    ],
 )
 def test_a_proxy_refusal_is_one_line_exit_2_even_with_a_fresh_catalog_cached(project, tls, scheme, refusal) -> None:
     context, ca_file = tls
@@ -195,7 +204,9 @@ def test_a_proxy_refusal_is_one_line_exit_2_even_with_a_fresh_catalog_cached(pro
     if refusal == "dead":
         expected = DEAD.format(variable=variable)
     elif refusal == "wrong password":  # the proxy's Server is named when it gave one (a request's answer)
-        expected = REFUSED.format(proxy=proxy.url, variable=variable, server=" from tinyproxy/1.11.1" * (scheme == "http"))
+        expected = REFUSED.format(
+            proxy=proxy.url, variable=variable, server=" from tinyproxy/1.11.1" * (scheme == "http")
+        )
     else:  # a CONNECT refused (a plain-HTTP proxy's 403 cannot be told from the server's own)
         expected = FILTERED.format(proxy=proxy.url, variable=variable, port=port)
     assert err.strip() == expected
