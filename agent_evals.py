@@ -1121,7 +1121,7 @@ class Summary:
     lost: Usage = field(default_factory=Usage)  # what the runs that ended in an error spent
     cached: int = 0  # completions the response cache answered
     saved: float = 0.0  # what they cost when first paid for
-    rate_limited: float = 0.0  # seconds its calls waited on the key's rate limit
+    rate_limited: tuple[float, float] = (0.0, 0.0)  # seconds of the run the key's rate limit held calls back; summed
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -1138,7 +1138,8 @@ class Summary:
             "retries": self.retries,
             "cached": self.cached,
             "saved_usd": self.saved,
-            "rate_limited_s": round(self.rate_limited, 3),
+            "rate_limited_s": round(self.rate_limited[0], 3),
+            "rate_limited_calls_s": round(self.rate_limited[1], 3),
         }
 
 
@@ -1363,7 +1364,7 @@ class Model:
         self.calls = 0
         self.finish_reason: str | None = None  # the last answer's
         self.retries = 0
-        self.limited = 0.0  # seconds its calls waited on the key's rate limit (never retries)
+        self.waits: list[tuple[float, float]] = []  # when its calls waited on the key's rate limit (never retries)
         self.repeat = 0  # which independent run of the case this is (``--repeat``)
         self.cache: _Cache | None = None
         self.hits = 0  # completions the cache answered
@@ -1603,8 +1604,9 @@ class Model:
         """A call waited ``seconds`` on the key's rate limit; ``again``: it was refused and goes
         again, no retry of the case's, but under ``--budget`` the new try holds its own worst
         case first."""
+        now = time.monotonic()
         with self._lock:
-            self.limited += seconds
+            self.waits.append((now - seconds, now))
         if again and self.budget is not None:
             self.budget.again(self.stop)
 
@@ -3318,6 +3320,15 @@ def _retrying(
             raise tries.stopped(stop)
 
 
+def _held_back(waits: Sequence[tuple[float, float]]) -> tuple[float, float]:
+    """Seconds of the run in which at least one call waited on the rate limit, and the waits' sum."""
+    held, end = 0.0, -math.inf
+    for start, stop in sorted(waits):
+        held += max(0.0, stop - max(start, end))
+        end = max(end, stop)
+    return held, sum(stop - start for start, stop in waits)
+
+
 class _Limiter:
     """How fast one run sends to one server and key, on one rule: a pace is kept only while
     the key takes what it sends. Unpaced, requests go as they come (a slow start holds the
@@ -3327,14 +3338,16 @@ class _Limiter:
     that second. Each pace is judged by the requests sent under it, a second's worth at
     least: refused over ``CUT`` of them, it is cut to the part the key took (the measured
     rate, as the AWS SDKs' adaptive mode cuts to it); refused none, it rises, doubling while
-    under half the pace last cut, else by ``PROBE``. Two cuts in a row that left the refused
-    share as it was say the refusals are not the pace's (an upstream's): the key goes
-    unpaced; so it does after ``WINDOW`` seconds with no refusal. A refused request waits
+    under half the pace last cut, else by ``PROBE``; refused a few, it is kept and judged
+    afresh. Two cuts in a row that left the refused share as it was say the refusals are not
+    the pace's (an upstream's): the key goes unpaced; so it does after ``WINDOW`` seconds
+    with no refusal and no request waiting on the pace (one that holds requests back and is
+    never refused is right, not stale). A refused request waits
     what the server asked, or a backoff with jitter, and never less than one turn of the pace."""
 
     BOUND = 600.0  # seconds one request may wait on rate limits before the run stops, saying so
     WINDOW = 10.0  # seconds with no refusal after which a paced key goes unpaced
-    CUT = 0.05  # the refused share of a pace's requests over which the pace is cut
+    CUT = 0.04  # the refused share of a pace's requests over which the pace is cut
     PROBE = 0.05  # how much a pace near where it was cut rises after a second with no refusal
     FLOOR = 0.25  # requests a second: the slowest pace, however much the key refuses
     DENSE = 10  # the fewest refusals in a second that can pace a key
@@ -3414,7 +3427,7 @@ class _Limiter:
     def _judge(self, now: float) -> None:
         """The pace's verdict, once a second's worth of its own requests is back."""
         answered, refused = self.under
-        if now - self.last_refusal > self.WINDOW:
+        if now - self.last_refusal > self.WINDOW and not self.held:  # a pace nobody waits on and no refusal
             return self._unpace()
         if self.rate is None or now - self.since < 1.0 or answered + refused < max(self.EVIDENCE, self.rate):
             return None
@@ -3424,8 +3437,8 @@ class _Limiter:
             flat = self.share is not None and 0.75 * self.share <= share <= 1.5 * self.share
             self.flat = self.flat + 1 if flat and self.rate > self.FLOOR else 0
             return self._unpace() if self.flat >= 2 else self._set(self.rate * (1 - share), share, now)
-        if not refused:
-            self._set(self.rate * (2 if fast else 1 + self.PROBE), None, now)
+        # none refused: it rises; a few (at most CUT): it is kept, judged afresh
+        self._set(self.rate * (1 if refused else 2 if fast else 1 + self.PROBE), None, now)
         return None
 
     def _set(self, rate: float, share: float | None, now: float) -> None:
@@ -5121,7 +5134,7 @@ class Experiment:
         self.exchanges = False  # its models note each call, for a tracker that shows them
         self.budget: _Budget | None = None  # the run's --budget, shared by every experiment
         self.decided: str | None = None  # --until-decided: why its remaining cases need not be asked
-        self.limited = 0.0  # seconds its calls waited on the key's rate limit
+        self.waits: list[tuple[float, float]] = []  # when its calls waited on the key's rate limit
         self.batches: list[dict[str, object]] = []  # --batch: the batches sent (id, round, custom id -> case run)
         self.rows: dict[tuple[object, ...], _Row] = {}  # its table rows as made (_rows)
         # a direct contender's provider is in its name: it never shares a file with a vendors: id
@@ -5604,9 +5617,9 @@ class _ExperimentRun:
                     if (ended := self._put_off(i, model, result)) is None:
                         continue  # it waits for the next batch
                     result = ended
-                if model.limited:
+                if model.waits:
                     with run.lock:
-                        self.experiment.limited += model.limited
+                        self.experiment.waits += model.waits
                 line = self._store(i, result)
                 if line is None:
                     return  # closed, or the case timed out and another thread took this one's place
@@ -5794,7 +5807,7 @@ class _ExperimentRun:
             run.close_journal(self.journal)
         experiment.duration = time.perf_counter() - self.started
         summary = _summarize(experiment.results, run.suite.metrics, experiment.duration)
-        summary = dataclasses.replace(summary, rate_limited=experiment.limited)
+        summary = dataclasses.replace(summary, rate_limited=_held_back(experiment.waits))
         for tracker in run.trackers:
             with run.lock:
                 run.call(tracker, "finish", experiment, summary)
@@ -11009,11 +11022,12 @@ def _report_transport(suite: _Suite, experiments: Sequence[Experiment], verbose:
                 f"(finish_reason: length; max_tokens {limit or 'the model default'}); they were scored as they "
                 "are: raise --max-tokens (or max_tokens:) if that is not meant"
             )
-        if experiment.limited:
+        if experiment.waits:
+            held, summed = _held_back(experiment.waits)
             print(
-                f"rate-limited {label}: its calls waited {experiment.limited:.1f} s in all on the key's rate limit, "
-                "summed over calls that wait side by side, not the run's own time (paced with the run's other "
-                "contenders on that key; never retries, never errors)",
+                f"rate-limited {label}: the key's rate limit held its calls back for {held:.1f} s of the run "
+                f"({summed:.1f} s summed over calls waiting side by side; paced with the run's other contenders "
+                "on that key; never retries, never errors)",
                 file=sys.stderr,
             )
         for line in _served_lines(label, experiment.results, experiment.contender.tier):

@@ -214,6 +214,12 @@ def test_a_key_endpoint_that_fails_is_asked_once_and_named(make_suite, cli, monk
     )
 
 
+def test_the_time_held_back_counts_waits_side_by_side_once() -> None:
+    waits = [(0.0, 2.0), (1.0, 3.0), (1.5, 2.5), (10.0, 10.5), (10.5, 11.0), (9.0, 9.0)]
+    assert ae._held_back(waits) == (4.0, 6.0)  # 0-3 and 10-11 of the run; 2+2+1+0.5+0.5 summed
+    assert ae._held_back([]) == (0.0, 0)
+
+
 def test_free_models_are_paced_at_the_accounts_documented_rate() -> None:
     pace = ae._Pace(32)
     limiter = pace.of("http://x", "Bearer k", free=True)
