@@ -3695,8 +3695,8 @@ def _proxy_for(scheme: str, host: str, port: int) -> _Proxy | None:
         address = (parts.hostname or "", 0)
     if parts.scheme != "http" or not all(address):
         raise ProviderError(
-            f"{variable}: {parts.scheme}://{parts.netloc.rpartition('@')[2]} is no proxy agent-evals can use; it speaks to http:// "
-            "proxies (HTTPS goes through them in a CONNECT tunnel): write it as http://host:port",
+            f"{variable}: {parts.scheme}://{parts.netloc.rpartition('@')[2]} is no proxy agent-evals can use; it "
+            "speaks to http:// proxies (HTTPS goes through them in a CONNECT tunnel): write it as http://host:port",
             stops_run=True,
         )
     auth = None
@@ -4123,7 +4123,7 @@ class OpenRouter(Provider):
             data, _ = self._answer("the key", status, fields, raw)
         except (OSError, ValueError, _Unreadable, _Retry) as e:
             failure = e if isinstance(e, _Retry) else _transport_failure(e, f"{self.name}: GET /key")
-            if isinstance(failure, ProviderError):  # an untrusted certificate: every request would fail alike
+            if isinstance(failure, ProviderError):  # an untrusted certificate (the run's stop), an unreadable answer
                 raise failure from None
             raise ProviderError(f"{self.name}: GET /key: {failure}") from None
         key = data.get("data") if isinstance(data, dict) else None
