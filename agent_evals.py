@@ -128,7 +128,6 @@ from pathlib import Path
 
 TYPE_CHECKING = False  # typing is for the checker only: importing it would slow every start
 if TYPE_CHECKING:
-    import mmap
     from typing import Any, ClassVar, TextIO, TypeVar
 
     _T = TypeVar("_T")
@@ -1315,33 +1314,199 @@ class _Deferred(BaseException):
     the batch has answered (a BaseException: an adapter's ``except Exception`` lets it by)."""
 
 
-class _Batching:
-    """``--batch``, for one run of one case: each call is answered from the batches so far
-    (``answers``, by custom id), asked now (``sync``: --batch-fallback sync), or recorded for
-    the next batch (``asked``). A custom id hashes the case run, the request and how often the
-    case asked the same before, so the case's next run and --resume find each answer again."""
+class _Ledger:
+    """What one run of one case spent and saw through its model: the runner makes it, the
+    model's calls fill it, and the runner reads it into the case's row. ``notes`` keeps a
+    step's own record of the case run (``--batch``'s custom ids)."""
 
-    __slots__ = ("answers", "asked", "case", "counts", "sync", "used")
+    def __init__(self, case: str = "", repeat: int = 0, exchanges: bool = False) -> None:
+        self.case, self.repeat = case, repeat  # the case run: its id and which independent run (--repeat)
+        self.usage = Usage()
+        self.calls = self.retries = self.hits = 0  # hits: calls the response cache answered
+        self.saved = 0.0  # what those cost when they were first paid for
+        self.finish_reason: str | None = None  # the last answer's
+        self.empty = ""  # why the last answer had no text, when it had none
+        self.waits: list[tuple[float, float]] = []  # when its calls waited on the key's rate limit (never retries)
+        self.transcript: list[dict[str, object]] | None = None  # a conversation's messages, the answers included
+        self.exchanges: list[dict[str, object]] | None = [] if exchanges else None  # each call, for a tracker
+        self.served: list[dict[str, str]] = []  # who answered: each distinct upstream, model and tier
+        self.replayed = [0, 0]  # answers OpenRouter's response cache gave: all, and those not asked of it
+        self.notes: dict[object, Any] = {}
+        self.lock = threading.Lock()
 
-    def __init__(self, case: str, answers: Mapping[str, object], sync: set[str]) -> None:
-        self.case, self.answers, self.sync = case, answers, sync
-        self.counts: dict[str, int] = {}
-        self.asked: list[tuple[str, dict[str, object], object]] = []  # (custom id, request, its budget hold)
-        self.used: set[str] = set()  # the answers this run of the case took
+    def sent(self, call: _Call) -> None:
+        """A call is made: counted, and a conversation's transcript is what is sent, so a case
+        that fails on this turn keeps the turns so far."""
+        with self.lock:
+            self.calls += 1
+            if "messages" in call.request:
+                self.transcript = list(call.request["messages"])
 
-    def custom_id(self, request: Mapping[str, object]) -> str:
-        import hashlib
+    def ended(self, call: _Call) -> None:
+        """A call came back: its answer's spend and who served it, the conversation with the
+        answer, and for a tracker that shows each call its times, request and answer or failure."""
+        answer, request = call.answer, call.request
+        with self.lock:
+            if answer is not None:
+                raw = answer.raw if isinstance(answer.raw, dict) else {}
+                # who answered: OpenRouter names the upstream (provider), the model behind an alias and the tier
+                served = {k: v for k in ("provider", "model", "service_tier") if isinstance(v := raw.get(k), str) and v}
+                if served and served not in self.served and call.origin != "cache":
+                    self.served.append(served)
+                self.hits += call.origin == "cache"
+                self.saved += call.saved
+                self.usage = self.usage + answer.usage
+                self.finish_reason = answer.finish_reason
+                self.empty = "" if answer.text or answer.tool_calls else _why_empty(answer)
+                if "messages" in request:
+                    self.transcript = [
+                        *request["messages"],
+                        dict(answer.message or {"role": "assistant", "content": answer.text}),
+                    ]
+            if self.exchanges is not None and not isinstance(call.error, _Deferred):
+                failure = None if call.error is None else _describe(call.error)[0]
+                self.exchanges.append(
+                    {
+                        "start": call.began,
+                        "end": time.time(),
+                        "request": request,
+                        "completion": answer,
+                        "error": failure,
+                    }
+                )
 
-        text = _json_dumps(request)
-        seen = self.counts[text] = self.counts.get(text, -1) + 1
-        return hashlib.sha256(f"{self.case}\n{seen}\n{text}".encode()).hexdigest()[:32]
+    def note_spent(self, usage: Usage) -> None:
+        """A request that was paid for but answered with an error (a provider's in-band
+        error carries its cost): the case's spend counts it, as does the call's."""
+        with self.lock:
+            self.usage = self.usage + usage
+        if (call := _CALL.get()) is not None:
+            call.spent += usage.cost_usd
+
+    def note_replayed(self, asked: bool) -> None:
+        """A server's response cache answered (``asked``: the request let it): the same
+        answer as an earlier identical request, never an independent one."""
+        with self.lock:
+            self.replayed[0] += 1
+            self.replayed[1] += not asked
+
+    def note_limited(self, seconds: float, again: bool = False) -> None:
+        """A call waited ``seconds`` on the key's rate limit; ``again``: it was refused and goes
+        again, no retry of the case's, but its steps see it as one (a new try holds its own worst case)."""
+        now = time.monotonic()
+        with self.lock:
+            self.waits.append((now - seconds, now))
+        if again:
+            self._again()
+
+    def note_retry(self) -> None:
+        """A provider tried again: counted per case in the log, and its steps see it (under
+        ``--budget`` a try that cannot hold its worst case fails the call and stops the run)."""
+        with self.lock:
+            self.retries += 1
+        self._again()
+
+    @staticmethod
+    def _again() -> None:
+        if (call := _CALL.get()) is not None:
+            for step in call.model.steps:
+                step.again(call)
+
+
+class _Call:
+    """One model call on its way through the run's steps: what is asked, what the steps noted
+    on the way (the cache's ``key``, the budget's ``hold``, the batch's ``custom`` id, what
+    failed tries were ``spent``) and how it ended: ``answer`` or ``error``, and ``origin``,
+    who answered ("" the provider, now; "cache" or "batch", paid for before: ``saved``)."""
+
+    __slots__ = (
+        "answer",
+        "began",
+        "custom",
+        "error",
+        "hold",
+        "key",
+        "model",
+        "origin",
+        "request",
+        "saved",
+        "spent",
+        "walked",
+    )
+
+    def __init__(self, model: Model, request: dict[str, Any]) -> None:
+        self.model, self.request, self.began = model, request, time.time()
+        self.key = self.custom = self.origin = ""
+        self.answer: Completion | None = None
+        self.error: BaseException | None = None
+        self.hold: Any = None
+        self.saved = self.spent = 0.0
+        self.walked = 0  # the steps whose ``before`` it went through
+
+    def walk(self) -> bool:
+        """The call is counted and walks its model's steps; True when the provider is to be asked."""
+        self.model.ledger.sent(self)
+        try:
+            for step in self.model.steps:
+                step.before(self)
+                self.walked += 1
+                if self.answer is not None or self.error is not None:
+                    break
+        except BaseException as e:  # a budget that does not fit, a call put off for its batch
+            self.error = e
+        return self.answer is None and self.error is None
+
+    @contextlib.contextmanager
+    def sending(self) -> Iterator[None]:
+        """The provider is asked: its retries find the call (``_CALL``), and how it fails is the call's error."""
+        token = _CALL.set(self)
+        try:
+            yield
+            if not isinstance(self.answer, Completion):
+                name, kind = self.model.provider.name, type(self.answer).__name__
+                raise ProviderError(f"provider {name} returned {kind}, not a Completion")
+        except BaseException as e:
+            self.answer, self.error = None, e
+        finally:
+            _CALL.reset(token)
+
+    def end(self) -> Completion:
+        """Each step walked sees how the call ended, last first, and so does the ledger."""
+        for step in reversed(self.model.steps[: self.walked]):
+            step.after(self)
+        self.model.ledger.ended(self)
+        if self.error is not None:
+            raise self.error
+        assert self.answer is not None
+        return self.answer
+
+
+# the model call in flight in this context (asyncio.to_thread carries it): a provider's retries reach its steps
+_CALL: contextvars.ContextVar[_Call | None] = contextvars.ContextVar("agent_evals_call", default=None)
+
+
+class _Step:
+    """A feature that acts on each model call: the response cache, ``--batch``, ``--budget``.
+    A run lists its steps once per experiment, and every call walks them: ``before`` in order
+    (a step that gives the call an ``answer`` or an ``error`` ends the walk, and nothing is
+    sent), then ``after`` for each step walked, last first, once the call has ended;
+    ``again`` when a provider tries the call once more (a retry, or a rate limit's refusal)."""
+
+    def before(self, call: _Call) -> None:
+        pass
+
+    def after(self, call: _Call) -> None:
+        pass
+
+    def again(self, call: _Call) -> None:
+        pass
 
 
 class Model:
     """The handle an adapter calls: one contender's model and settings.
 
     ``effort``, ``temperature`` and ``max_tokens`` carry the contender's settings; None
-    means "send nothing". Every completion's usage is added to ``usage``.
+    means "send nothing". ``usage`` and ``calls`` are what this case run spent through it.
     """
 
     def __init__(
@@ -1352,46 +1517,24 @@ class Model:
         effort: str | None = None,
         temperature: float | None = None,
         max_tokens: int | None = None,
+        routing: str | None = None,
+        service_tier: str | None = None,
+        max_turns: int | None = None,
+        stop: _Stop | None = None,
+        steps: Sequence[_Step] = (),
+        ledger: _Ledger | None = None,
     ) -> None:
         self.id = id
         self.provider = provider
         self.effort = None if effort in (None, "default") else effort
         self.temperature = temperature
         self.max_tokens = max_tokens
-        self.routing: str | None = None  # OpenRouter's provider preferences (JSON), when the lineup routes it
-        self.service_tier: str | None = None  # OpenRouter's service tier, when the lineup names one
-        self.usage = Usage()
-        self.calls = 0
-        self.finish_reason: str | None = None  # the last answer's
-        self.retries = 0
-        self.waits: list[tuple[float, float]] = []  # when its calls waited on the key's rate limit (never retries)
-        self.repeat = 0  # which independent run of the case this is (``--repeat``)
-        self.cache: _Cache | None = None
-        self.hits = 0  # completions the cache answered
-        self.saved = 0.0  # what those cost when they were first paid for
-        self._stop: _Stop | None = None  # a run sets its own (stop)
-        self.max_turns = _SETTING["max_turns"].default  # the most calls an agent's loop makes per case
-        self.transcript: list[dict[str, object]] | None = None  # a conversation's messages, the answers included
-        self.exchanges: list[dict[str, object]] | None = None  # each call, when a tracker shows them
-        self.served: list[dict[str, str]] = []  # who answered: each distinct upstream, model and tier
-        self.replayed = [0, 0]  # answers OpenRouter's response cache gave: all, and those not asked of it
-        self.budget: _Budget | None = None  # --budget: each call holds its worst case until it settles
-        self.empty = ""  # why the last answer had no text, when it had none
-        self.batching: _Batching | None = None  # --batch: this run of the case asks through batches
-        self._lock = threading.Lock()
-
-    @property
-    def stop(self) -> _Stop:
-        """The run's stop flag: a retry waits on it, and a stopped run waits no more. A run
-        sets its own on each model it makes; a model of no run makes one when first asked
-        (made for every model, an Event with its Condition and lock was 5% of a case's CPU at -p 1)."""
-        if self._stop is None:
-            self._stop = _Stop()
-        return self._stop
-
-    @stop.setter
-    def stop(self, value: _Stop) -> None:
-        self._stop = value
+        self.routing = routing  # OpenRouter's provider preferences (JSON), when the lineup routes it
+        self.service_tier = service_tier  # OpenRouter's service tier, when the lineup names one
+        self.max_turns = _SETTING["max_turns"].default if max_turns is None else max_turns  # an agent's loop's bound
+        self.stop = _Stop() if stop is None else stop  # the run's: a retry waits on it, a stopped run waits no more
+        self.steps = tuple(steps)
+        self.ledger = _Ledger() if ledger is None else ledger
 
     @property
     def name(self) -> str:
@@ -1401,6 +1544,14 @@ class Model:
     @property
     def settings(self) -> dict[str, object]:
         return {"effort": self.effort, "temperature": self.temperature, "max_tokens": self.max_tokens}
+
+    @property
+    def usage(self) -> Usage:
+        return self.ledger.usage
+
+    @property
+    def calls(self) -> int:
+        return self.ledger.calls
 
     def complete(
         self,
@@ -1426,18 +1577,11 @@ class Model:
         not a 0. With ``--cache``, an identical earlier request is answered from disk and
         costs nothing.
         """
-        request = self._request(system, user, json, messages, tools, tool_choice)
-        key, hit = self._cached(request)
-        if hit is not None:
-            return self._turn(request, hit, time.time())
-        if self.batching is not None and (batched := self._from_batch(key, request)) is not None:
-            return batched
-        began, hold = self._sending(request)
-        try:
-            return self._turn(request, self._paid(key, self.provider.complete(self, **request)), began, hold=hold)
-        except BaseException as e:
-            self._turn(request, None, began, e, hold)
-            raise
+        call = _Call(self, self._request(system, user, json, messages, tools, tool_choice))
+        if call.walk():
+            with call.sending():
+                call.answer = self.provider.complete(self, **call.request)
+        return call.end()
 
     async def acomplete(
         self,
@@ -1449,26 +1593,15 @@ class Model:
         tools: Sequence[Mapping[str, object]] | None = None,
         tool_choice: object = None,
     ) -> Completion:
-        """``complete`` for async code: the provider's request runs on a thread of its own,
-        so the event loop never blocks."""
-        request = self._request(system, user, json, messages, tools, tool_choice)
-        key, hit = self._cached(request)
-        if hit is not None:
-            return self._turn(request, hit, time.time())
-        if self.batching is not None and (batched := self._from_batch(key, request)) is not None:
-            return batched
-        if self.budget is not None:  # a first call's wait blocks: never on the event loop its answer needs
-            import asyncio
+        """``complete`` for async code: the steps (a budget's wait) and the provider's request
+        run on threads of their own, so the event loop never blocks."""
+        import asyncio
 
-            await asyncio.to_thread(self.budget.first_alone, self)
-        began, hold = self._sending(request, waited=True)
-        try:
-            return self._turn(
-                request, self._paid(key, await self.provider.acomplete(self, **request)), began, hold=hold
-            )
-        except BaseException as e:
-            self._turn(request, None, began, e, hold)
-            raise
+        call = _Call(self, self._request(system, user, json, messages, tools, tool_choice))
+        if await asyncio.to_thread(call.walk):
+            with call.sending():
+                call.answer = await self.provider.acomplete(self, **call.request)
+        return call.end()
 
     def _request(
         self, system: object, user: object, json: bool | None, messages: object, tools: Any, tool_choice: object
@@ -1491,132 +1624,6 @@ class Model:
         if tool_choice is not None:
             request["tool_choice"] = tool_choice
         return request
-
-    def _sending(self, request: Mapping[str, Any], waited: bool = False, holds: bool = True) -> tuple[float, object]:
-        """A call is made: counted, and a conversation's transcript is what is sent, so a
-        case that fails on this turn keeps the turns so far; under ``--budget`` it holds
-        its worst case first (the hold is the call's own, whatever else runs at once)."""
-        with self._lock:
-            self.calls += 1
-            if "messages" in request:
-                self.transcript = list(request["messages"])
-        if self.budget is None or not holds:
-            return time.time(), None
-        if not waited:
-            self.budget.first_alone(self)
-        return time.time(), self.budget.begin(self, request)
-
-    def _from_batch(self, key: str, request: dict[str, object]) -> Completion | None:
-        """``--batch``: the answer a batch gave this call (paid for, and settled with the
-        budget, when the batch was collected), or None to ask it now (--batch-fallback
-        sync). Otherwise the call, holding its worst case, waits for the next batch, and
-        its case is put off (``_Deferred``)."""
-        batching = self.batching
-        assert batching is not None
-        custom = batching.custom_id(request)
-        found = batching.answers.get(custom)
-        if found is None:
-            if custom in batching.sync:
-                return None
-            _, hold = self._sending(request, waited=True)
-            if hold is not None and self.budget is not None:
-                self.budget.put_off(hold)
-            batching.asked.append((custom, request, hold))
-            raise _Deferred(custom)
-        batching.used.add(custom)
-        began, _ = self._sending(request, holds=False)
-        if isinstance(found, BaseException):
-            self._turn(request, None, began, found)
-            raise ProviderError(str(found))
-        return self._turn(request, self._paid(key, found), began)
-
-    def _turn(
-        self,
-        request: Mapping[str, Any],
-        completion: Any,
-        began: float,
-        error: BaseException | None = None,
-        hold: Any = None,
-    ) -> Any:
-        """Note a call: a conversation's transcript gains the answer, what it held becomes what
-        it spent, and a tracker that shows each call (``exchanges``) gets its times, request
-        and answer or failure."""
-        if "messages" in request and completion is not None:
-            answer = completion.message or {"role": "assistant", "content": completion.text}
-            with self._lock:
-                self.transcript = [*request["messages"], dict(answer)]
-        if hold is not None and self.budget is not None:
-            self.budget.end(hold, self, completion.usage if completion is not None else None)
-        if self.exchanges is not None:
-            failure = None if error is None else _describe(error)[0]
-            call = {"start": began, "end": time.time(), "request": request, "completion": completion, "error": failure}
-            self.exchanges.append(call)
-        return completion
-
-    def _cached(self, request: Mapping[str, object]) -> tuple[str, Completion | None]:
-        """The cache key, and the cached completion when there is one (it costs nothing now)."""
-        if self.cache is None:
-            return "", None
-        key = self.cache.key(self, request)
-        if (hit := self.cache.get(key)) is None:
-            return key, None
-        usage = dataclasses.replace(hit.usage, cost_usd=0.0)
-        with self._lock:  # paid for in an earlier run: nothing is spent now
-            self.finish_reason = hit.finish_reason
-            self.hits += 1
-            self.saved += hit.usage.cost_usd
-            self.calls += 1
-            self.usage = self.usage + usage
-        return key, dataclasses.replace(hit, usage=usage)
-
-    def _paid(self, key: str, completion: object) -> Completion:
-        if not isinstance(completion, Completion):
-            raise ProviderError(f"provider {self.provider.name} returned {type(completion).__name__}, not a Completion")
-        if self.cache is not None:
-            self.cache.put(key, completion, self.id)
-        raw = completion.raw if isinstance(completion.raw, dict) else {}
-        # who answered: OpenRouter names the upstream (provider), the model behind an alias and the tier
-        served = {k: v for k in ("provider", "model", "service_tier") if isinstance(v := raw.get(k), str) and v}
-        with self._lock:
-            self.usage = self.usage + completion.usage
-            self.finish_reason = completion.finish_reason
-            self.empty = "" if completion.text or completion.tool_calls else _why_empty(completion)
-            if served and served not in self.served:
-                self.served.append(served)
-        return completion
-
-    def note_spent(self, usage: Usage) -> None:
-        """A request that was paid for but answered with an error (a provider's in-band
-        error carries its cost): the case's spend counts it."""
-        with self._lock:
-            self.usage = self.usage + usage
-        if self.budget is not None:
-            self.budget.charge(usage.cost_usd)
-
-    def note_replayed(self, asked: bool) -> None:
-        """A server's response cache answered (``asked``: the request let it): the same
-        answer as an earlier identical request, never an independent one."""
-        with self._lock:
-            self.replayed[0] += 1
-            self.replayed[1] += not asked
-
-    def note_limited(self, seconds: float, again: bool = False) -> None:
-        """A call waited ``seconds`` on the key's rate limit; ``again``: it was refused and goes
-        again, no retry of the case's, but under ``--budget`` the new try holds its own worst
-        case first."""
-        now = time.monotonic()
-        with self._lock:
-            self.waits.append((now - seconds, now))
-        if again and self.budget is not None:
-            self.budget.again(self.stop)
-
-    def note_retry(self) -> None:
-        """A provider tried again: counted per case in the log; under ``--budget`` the new
-        try holds its own worst case first (when it cannot, the call fails and the run stops)."""
-        with self._lock:
-            self.retries += 1
-        if self.budget is not None:
-            self.budget.again(self.stop)
 
     def __repr__(self) -> str:
         return f"Model({self.id!r}, provider={self.provider.name!r}, settings={self.settings!r})"
@@ -3261,7 +3268,7 @@ class _Tries:
         self.count += 1
         self.waited += delay
         if self.model is not None:
-            self.model.note_retry()
+            self.model.ledger.note_retry()
         return delay
 
     def wait_limited(self, e: _Retry, limiter: _Limiter) -> float:
@@ -3313,7 +3320,7 @@ def _retrying(
             if limiter is not None and e.limited:
                 delay = tries.wait_limited(e, limiter)
                 if model is not None:
-                    model.note_limited(delay, again=True)
+                    model.ledger.note_limited(delay, again=True)
             else:
                 delay = tries.wait_after(e)
         if stop.wait(delay):
@@ -3387,7 +3394,7 @@ class _Limiter:
                     self.turn.wait(min(due - now, 0.1))
             finally:
                 self.held -= 1
-        model.note_limited(time.monotonic() - began)
+        model.ledger.note_limited(time.monotonic() - began)
         return time.monotonic(), False
 
     def ticket(self, now: float) -> int:
@@ -4219,7 +4226,7 @@ class OpenRouter(Provider):
                 code = error.get("code") if isinstance(error, dict) else None
                 if isinstance(code, int | str) and _is_count(str(code)) and int(code) in _RETRY_STATUSES:
                     if model is not None:
-                        model.note_spent(self._usage(model, data, fields))
+                        model.ledger.note_spent(self._usage(model, data, fields))
                     what = f"HTTP {status} carrying error {code}: {_error_text(data, raw)}"
                     raise _Retry(what, _Limiter.wait_of(fields), limited=int(code) in (429, 529))
             except _Retry as e:
@@ -4235,7 +4242,7 @@ class OpenRouter(Provider):
     def _replays(self, model: Model) -> bool:
         """Whether OpenRouter's response cache may answer this model's request: when the
         config turns it on (``openrouter_cache: true``), and never for a repeat after the first."""
-        return self.openrouter_cache and self.dialect == "openrouter" and model.repeat == 0
+        return self.openrouter_cache and self.dialect == "openrouter" and model.ledger.repeat == 0
 
     def _unreached(self, e: Exception, method: str, path: str, wait: float) -> None:
         """A failure before the server ever answered in this run: a proxy or a server that
@@ -4302,14 +4309,14 @@ class OpenRouter(Provider):
             )
         usage = self._usage(model, data, fields)
         if fields.get("x-openrouter-cache-status", "").upper() == "HIT":  # free, and an earlier answer again
-            model.note_replayed(asked=self._replays(model))
+            model.ledger.note_replayed(asked=self._replays(model))
         choices = data.get("choices")
         choice = choices[0] if isinstance(choices, list) and choices else None
         failed = data.get("error") or (
             isinstance(choice, dict) and (choice.get("finish_reason") == "error" or choice.get("error"))
         )
         if failed:  # an error in a 200: it may still have been paid for
-            model.note_spent(usage)
+            model.ledger.note_spent(usage)
             where = data if data.get("error") else choice
             raise ProviderError(f"{self.name}: {model.id}: HTTP {status}: {_error_text(where, b'finish_reason error')}")
         if not isinstance(choice, dict):
@@ -5144,15 +5151,22 @@ class Experiment:
         temp = "" if contender.temperature is None else f"--t{_fmt_temp(contender.temperature)}"  # none set: none said
         self.name = _safe_name(f"{dataset}--{contender.model}{via}{routed}--{contender.effort or 'default'}{temp}")
 
-    @property
-    def model(self) -> Model:
+    def model(self, ledger: _Ledger | None = None, steps: Sequence[_Step] = ()) -> Model:
+        """The adapter's handle for one run of one case (``ledger``), its calls walking ``steps``."""
         c = self.contender
-        model = Model(c.model, self.provider, effort=c.effort, temperature=c.temperature, max_tokens=c.max_tokens)
-        model.routing, model.service_tier = c.routing, c.tier
-        model.cache, model.stop, model.max_turns = self.cache, self.stop, self.max_turns
-        model.exchanges = [] if self.exchanges else None
-        model.budget = self.budget
-        return model
+        return Model(
+            c.model,
+            self.provider,
+            effort=c.effort,
+            temperature=c.temperature,
+            max_tokens=c.max_tokens,
+            routing=c.routing,
+            service_tier=c.tier,
+            max_turns=self.max_turns,
+            stop=self.stop,
+            steps=steps,
+            ledger=ledger,
+        )
 
 
 def _ids(cases: Sequence[Case]) -> list[str]:
@@ -5194,8 +5208,11 @@ def _result(
     trace: str | None = None,
 ) -> RunResult:
     """A finished case: its spend is what went through ``model``, else what the reply reports."""
-    usage = model.usage if model.calls or model.usage.cost_usd else (reply.usage if reply and reply.usage else Usage())
-    transcript = reply.transcript if reply is not None and reply.transcript is not None else model.transcript
+    ledger = model.ledger
+    usage = (
+        ledger.usage if ledger.calls or ledger.usage.cost_usd else (reply.usage if reply and reply.usage else Usage())
+    )
+    transcript = reply.transcript if reply is not None and reply.transcript is not None else ledger.transcript
     return RunResult(
         experiment,
         case,
@@ -5205,17 +5222,17 @@ def _result(
         error,
         usage,
         trace,
-        model.retries,
-        model.repeat,
-        model.hits,
-        model.saved,
-        model.calls,
-        model.finish_reason,
+        ledger.retries,
+        ledger.repeat,
+        ledger.hits,
+        ledger.saved,
+        ledger.calls,
+        ledger.finish_reason,
         transcript,
         time.time(),
-        tuple(model.exchanges or ()),
-        tuple(model.served),
-        (model.replayed[0], model.replayed[1]),
+        tuple(ledger.exchanges or ()),
+        tuple(ledger.served),
+        (ledger.replayed[0], ledger.replayed[1]),
     )
 
 
@@ -5239,11 +5256,12 @@ def _check_reply(adapter: object, answer: object, model: Model | None = None) ->
             f"adapter {type(adapter).__name__}.call returned a Reply whose transcript is "
             f"{type(transcript).__name__}, not a list of messages (dicts with a role)"
         )
-    if answer.error is not None and model is not None and model.empty:  # why the adapter found nothing in it
-        answer = dataclasses.replace(answer, error=f"{answer.error} ({model.empty})")
-    if answer.transcript is None and model is not None and model.transcript is not None:
+    ledger = model.ledger if model is not None else _Ledger()
+    if answer.error is not None and ledger.empty:  # why the adapter found nothing in it
+        answer = dataclasses.replace(answer, error=f"{answer.error} ({ledger.empty})")
+    if answer.transcript is None and ledger.transcript is not None:
         # a conversation the adapter did not return: the last one sent, with its answer
-        return dataclasses.replace(answer, transcript=model.transcript)
+        return dataclasses.replace(answer, transcript=ledger.transcript)
     return answer
 
 
@@ -5301,14 +5319,28 @@ class _Owner:
 _REPEATS = re.compile(r": (HTTP (?!429)[45]\d\d\b|TimeoutError: |Timeout: )")
 
 
-class _Batch:
+class _Batching:
+    """``--batch``, for one run of one case: the calls it put off for the next batch
+    (``asked``: custom id, request, its budget hold), the batch answers it took (``used``),
+    and how often it asked each request so far."""
+
+    __slots__ = ("asked", "counts", "used")
+
+    def __init__(self) -> None:
+        self.counts: dict[str, int] = {}
+        self.asked: list[tuple[str, dict[str, object], object]] = []
+        self.used: set[str] = set()
+
+
+class _Batch(_Step):
     """``--batch`` for one experiment: the answers its batches gave (by custom id), the case
     runs waiting on the next batch with what each asked, and the rounds. A round goes once
     no case of the experiment is in flight: its requests are one batch (one model), the
     batch's id goes to the journal, the thread waits for it, and the case runs waiting on
     it run again, finding their answers; an agent's next turn is the next round's."""
 
-    def __init__(self, fallback: str, earlier: Sequence[Mapping[str, object]]) -> None:
+    def __init__(self, fallback: str, earlier: Sequence[Mapping[str, object]], budget: _Budget | None) -> None:
+        self.budget = budget
         self.fallback = fallback  # what asks again what a batch left unanswered: "batch" or "sync"
         self.answers: dict[str, object] = {}
         self.sync: set[str] = set()  # custom ids asked now, one by one (--batch-fallback sync)
@@ -5319,6 +5351,32 @@ class _Batch:
         self.earlier = earlier  # --resume: the batches to collect first (each has an id and its requests)
         self.running = bool(self.earlier)
         self.rounds = 0
+
+    def before(self, call: _Call) -> None:
+        """The answer a batch gave this call (paid for, and settled with the budget, when the
+        batch was collected). Else, unless it is asked now (--batch-fallback sync), it holds
+        its worst case and waits for the next batch, and its case is put off (``_Deferred``).
+        A custom id hashes the case run, the request and how often the case run asked the
+        same before, so the case's next run and --resume find each answer again."""
+        import hashlib
+
+        ledger = call.model.ledger
+        mine = ledger.notes.setdefault(self, _Batching())
+        text = _json_dumps(call.request)
+        seen = mine.counts[text] = mine.counts.get(text, -1) + 1
+        custom = call.custom = hashlib.sha256(f"{ledger.case}\n{seen}\n{text}".encode()).hexdigest()[:32]
+        if (found := self.answers.get(custom)) is None:
+            if custom not in self.sync:
+                hold = None if self.budget is None else self.budget.begin(call.model, call.request)
+                mine.asked.append((custom, call.request, hold))
+                raise _Deferred(custom)
+            return
+        mine.used.add(custom)
+        call.origin = "batch"
+        if isinstance(found, Completion):
+            call.answer = found
+        else:
+            call.error = ProviderError(str(found))
 
     def due(self, stop: _Stop) -> bool:
         return bool(self.waiting) and not self.running and not stop.event.is_set()
@@ -5356,7 +5414,7 @@ class _Batch:
 
     def collect_earlier(self, run: _ExperimentRun) -> None:
         """--resume: the batches the run it continues sent, collected (never sent again)."""
-        model = run.experiment.model
+        model = run.experiment.model()
         for record in self.earlier:
             run.run.journal_write(run.journal, _json_dumps({"batch": record}) + "\n")
             run.experiment.batches.append(dict(record))
@@ -5402,7 +5460,7 @@ class _Batch:
         """Take a batch's answers; what it left unanswered is asked again (the next batch, or
         now with --batch-fallback sync); a batch refused as a whole stops its contender. None:
         the run stopped while it waited, and only the holds are let go."""
-        results, budget, gone = (state.results or {}) if state else {}, run.experiment.budget, []
+        results, budget, gone = (state.results or {}) if state else {}, self.budget, []
         failed = state is not None and state.status == "failed" and not results  # refused as a whole
         refused = f"the batch was refused: {state.error or 'failed'}" if state and failed else ""
         for custom, (model, _, hold) in asked.items():
@@ -5484,9 +5542,10 @@ class _ExperimentRun:
         self.blocked = 0  # threads waiting for --until-decided's next round: idle, as far as a batch goes
         self.batch: _Batch | None = None
         if run.batch:
-            self.batch = _Batch(
-                run.batch, run.earlier_batches.get((_contender_key(experiment.contender), experiment.dataset), ())
-            )
+            earlier = run.earlier_batches.get((_contender_key(experiment.contender), experiment.dataset), ())
+            self.batch = _Batch(run.batch, earlier, experiment.budget)
+        # what each model call walks: the response cache, the batch, the budget
+        self.steps = tuple(s for s in (experiment.cache, self.batch, experiment.budget) if s is not None)
 
     def start(self) -> None:
         self.experiment.started_at = time.strftime("%Y-%m-%dT%H:%M:%S%z")
@@ -5592,12 +5651,8 @@ class _ExperimentRun:
 
     def _begin(self, i: int, owner: _Owner) -> tuple[int, Model, float]:
         """The case's place, its model and its start; the case is in flight from here."""
-        model = self.experiment.model
-        model.repeat = i % self.repeat
-        if self.batch is not None:
-            model.batching = _Batching(
-                f"{self.ids[i // self.repeat]}#{model.repeat}", self.batch.answers, self.batch.sync
-            )
+        ledger = _Ledger(f"{self.ids[i // self.repeat]}#{i % self.repeat}", i % self.repeat, self.experiment.exchanges)
+        model = self.experiment.model(ledger, self.steps)
         self.inflight[i] = (time.monotonic(), model, owner, i // self.repeat)
         return i // self.repeat, model, time.perf_counter()
 
@@ -5609,17 +5664,17 @@ class _ExperimentRun:
             while (i := self._next(owner)) is not None:
                 place, model, started = self._begin(i, owner)
                 try:
-                    with self._within(place, model.repeat) if run.live else contextlib.nullcontext():
+                    with self._within(place, model.ledger.repeat) if run.live else contextlib.nullcontext():
                         result = _run_case(run.suite, self.experiment, place, run.metric_names, model, started)
                 except BaseException as e:  # the harness's own failure: still that case's row
                     result = self._failed(i, place, model, started, e)
-                if model.batching is not None and model.batching.asked:
-                    if (ended := self._put_off(i, model, result)) is None:
+                if (put_off := model.ledger.notes.get(self.batch)) is not None and put_off.asked:
+                    if (ended := self._put_off(i, model, put_off, result)) is None:
                         continue  # it waits for the next batch
                     result = ended
-                if model.waits:
+                if model.ledger.waits:
                     with run.lock:
-                        self.experiment.waits += model.waits
+                        self.experiment.waits += model.ledger.waits
                 line = self._store(i, result)
                 if line is None:
                     return  # closed, or the case timed out and another thread took this one's place
@@ -5629,12 +5684,12 @@ class _ExperimentRun:
                 loop.close()
             self._done(owner)
 
-    def _put_off(self, i: int, model: Model, result: RunResult) -> RunResult | None:
+    def _put_off(self, i: int, model: Model, batching: _Batching, result: RunResult) -> RunResult | None:
         """A case run that asked for the next batch waits for it (None). One that ran again
         with its last batch's answers and took none of them, asking something else instead,
         ends as that error: its requests differ from run to run, which --batch cannot answer."""
-        batch, batching = self.batch, model.batching
-        assert batch is not None and batching is not None
+        batch = self.batch
+        assert batch is not None
         fresh = batch.fresh.pop(i, set())
         if not fresh or fresh & batching.used:
             with self.run.lock:
@@ -5643,10 +5698,10 @@ class _ExperimentRun:
             return None
         for custom in fresh:  # paid for all the same
             if isinstance(answer := batch.answers.get(custom), Completion):
-                model.note_spent(answer.usage)
+                model.ledger.note_spent(answer.usage)
         for _, _, hold in batching.asked:
-            if hold is not None and model.budget is not None:
-                model.budget.end(hold, model, None)  # type: ignore[arg-type]
+            if hold is not None and batch.budget is not None:
+                batch.budget.end(hold, model, None)  # type: ignore[arg-type]
         error = (
             "SuiteError: the case asked the model something else when it ran again with its batch's answer "
             "(a time, an id or a random choice in the prompt?): --batch runs a case once per round of calls "
@@ -5958,64 +6013,25 @@ _ABANDONED = "Abandoned"  # a case still in flight when the run ended: --resume 
 _BUDGET = "budget reached"  # a case the budget stopped before its call: --resume asks it again
 
 
-_JOURNAL_CHUNK = 1 << 20  # bytes of disk a journal reserves and maps at a time
-
-
 class _Journal:
-    """An experiment's journal: its header, then one JSON line per finished case, each in
-    the OS's hands the moment it is written, so that a killed process loses none.
-
-    On Linux the rows are copied into a shared mapping of disk reserved a megabyte at a
-    time: a full disk fails at ``posix_fallocate``, loudly (never as a SIGBUS later), and
-    no system call hands the GIL to another of the run's threads for each row. The file
-    is cut to its rows when it closes; after a kill, zeros follow them, which ``report``
-    and ``--resume`` skip. Elsewhere, or once no more disk can be reserved, each row is
-    one ``write``."""
+    """An experiment's journal: its header, then one JSON line per finished case, each one
+    ``write`` in append mode, in the OS's hands the moment it is written: a killed process
+    loses none, and the file only ever holds whole rows (``tail -f`` shows rows). A short
+    write (a disk filling up) is continued, then fails loudly."""
 
     def __init__(self, path: Path) -> None:
-        self.path, self.lock = path, threading.Lock()
-        self.fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_EXCL, 0o644)
-        self.map: mmap.mmap | None = None  # the megabyte the rows are going into
-        self.end = self.room = 0  # bytes written; bytes left in the mapping
-        self.mapped, self.closed = sys.platform == "linux", False
+        self.path, self.lock, self.closed = path, threading.Lock(), False
+        self.fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_EXCL, 0o644)
 
     def write(self, data: bytes) -> None:
         with self.lock:
             while data and not self.closed:
-                if not self.room and not self._reserve():
-                    while data:  # a short write (a disk filling up) is continued, then fails loudly
-                        data = data[os.write(self.fd, data) :]
-                elif self.map is not None:
-                    part, at = data[: self.room], _JOURNAL_CHUNK - self.room
-                    self.map[at : at + len(part)] = part
-                    data, self.room, self.end = data[len(part) :], self.room - len(part), self.end + len(part)
-
-    def _reserve(self) -> bool:
-        """The next megabyte reserved and mapped; False (rows written one by one) when not."""
-        if self.map is not None:
-            self.map.close()
-            self.map = None
-        try:
-            if self.mapped:
-                import mmap
-
-                os.posix_fallocate(self.fd, self.end, _JOURNAL_CHUNK)
-                self.map, self.room = mmap.mmap(self.fd, _JOURNAL_CHUNK, offset=self.end), _JOURNAL_CHUNK
-        except OSError:
-            self.mapped = False
-            os.ftruncate(self.fd, self.end)  # what follows is appended to the rows
-        return self.map is not None
+                data = data[os.write(self.fd, data) :]
 
     def close(self) -> None:
         with self.lock:
-            if self.closed:
-                return
-            self.closed = True
-            try:
-                if self.map is not None:
-                    self.map.close()
-                    os.ftruncate(self.fd, self.end)
-            finally:
+            if not self.closed:
+                self.closed = True
                 os.close(self.fd)
 
 
@@ -7730,7 +7746,7 @@ def _logged_experiment(record: Mapping[str, Any], cases: Mapping[tuple[str, str]
 # ═══════════════════════════════════════════════════════════════════════════════
 
 
-class _Cache:
+class _Cache(_Step):
     """Completions already paid for, in SQLite (``--cache``): keyed by provider, model,
     settings, prompt, JSON mode and repeat, so a repeat never reuses another repeat's
     answer. Only successful completions are stored. One connection per thread, WAL and a
@@ -7790,6 +7806,17 @@ class _Cache:
             self._local.db = db
         return db
 
+    def before(self, call: _Call) -> None:
+        """An identical request answered before is answered from here, costing nothing now."""
+        call.key = self.key(call.model, call.request)
+        if (hit := self.get(call.key)) is not None:
+            call.origin, call.saved = "cache", hit.usage.cost_usd
+            call.answer = dataclasses.replace(hit, usage=dataclasses.replace(hit.usage, cost_usd=0.0))
+
+    def after(self, call: _Call) -> None:
+        if call.answer is not None and call.origin != "cache":
+            self.put(call.key, call.answer, call.model.id)
+
     @staticmethod
     def key(model: Model, request: Mapping[str, Any]) -> str:
         """The request's identity: the contender, its settings and everything sent; a
@@ -7801,9 +7828,9 @@ class _Cache:
         head += [f"tier={model.service_tier}"] if model.service_tier else []
         if "messages" in request:
             sent: list[object] = ["conversation", request["messages"], request.get("tools"), request.get("tool_choice")]
-            parts = [*head, *sent, request["json"], model.repeat]
+            parts = [*head, *sent, request["json"], model.ledger.repeat]
         else:  # the system/user form keeps the keys of caches written before conversations
-            parts = [*head, request["system"], request["user"], request["json"], model.repeat]
+            parts = [*head, request["system"], request["user"], request["json"], model.ledger.repeat]
         return hashlib.sha256(_json_dumps(parts).encode()).hexdigest()
 
     def get(self, key: str) -> Completion | None:
@@ -8660,25 +8687,19 @@ def _worst_call(model: Model, request: Mapping[str, object], seen: tuple[float, 
 
 
 class _Hold:
-    """One model call's share of ``--budget``: what it holds, its worst case per try, and
-    what its failed tries cost (an in-band error carries its price)."""
+    """One model call's share of ``--budget``: what it holds, and its worst case per try."""
 
-    __slots__ = ("held", "key", "spent", "token", "worst")
-    token: Any
+    __slots__ = ("held", "key", "worst")
 
     def __init__(self, held: float, worst: float, key: tuple[str | None, ...]) -> None:
-        self.held, self.worst, self.key, self.spent, self.token = held, worst, key, 0.0, None
+        self.held, self.worst, self.key = held, worst, key
 
 
-# the --budget hold of the model call in flight in this context (asyncio.to_thread carries it)
-_CALL: contextvars.ContextVar[_Hold | None] = contextvars.ContextVar("agent_evals_call", default=None)
-
-
-class _Budget:
+class _Budget(_Step):
     """``--budget``: what one run may spend. Every model call holds its worst case before it
-    is sent (``begin``) and settles at what it spent when it returns (``end``), so what was
-    spent and what is held never passes the limit: with concurrency, retries (each try holds
-    again: ``again``), repeats and agents' turns. A call that does not fit stops the run.
+    is sent (``before``) and settles at what it spent when it returns (``after``), so what
+    was spent and what is held never passes the limit: with concurrency, retries (each try
+    holds again: ``again``), repeats and agents' turns. A call that does not fit stops the run.
 
     A catalog's price is not trusted (a stale catalog, ``:online`` search fees, a proxy that
     adds its own, a tier dearer than listed): a contender's first call is asked alone, and
@@ -8692,6 +8713,18 @@ class _Budget:
         self.answered = threading.Condition(self.lock)  # a contender's first call came back
         self.seen: dict[tuple[str | None, ...], tuple[float, float]] = {}  # by (model id, routing, tier): observe's
         self.asking: set[tuple[str | None, ...]] = set()  # contenders whose first call is in flight
+
+    def before(self, call: _Call) -> None:
+        self.first_alone(call.model)
+        call.hold = self.begin(call.model, call.request)
+
+    def after(self, call: _Call) -> None:
+        self.end(call.hold, call.model, None if call.answer is None else call.answer.usage, call.spent)
+
+    def again(self, call: _Call) -> None:
+        """A provider tries the call in flight again: the new try holds its own worst case."""
+        if isinstance(hold := call.hold, _Hold):
+            hold.held += self.hold(hold.worst, call.model.stop)
 
     @staticmethod
     def key(model: Model) -> tuple[str | None, ...]:
@@ -8713,36 +8746,14 @@ class _Budget:
         with self.lock:
             seen = self.seen.get(key)
         worst = _worst_call(model, request, seen)
-        hold = _Hold(self.hold(worst, model.stop), worst, key)
-        hold.token = _CALL.set(hold)  # the provider's retries and in-band costs find it here
-        return hold
+        return _Hold(self.hold(worst, model.stop), worst, key)
 
-    def again(self, stop: _Stop) -> None:
-        """A provider tries the call in flight again: the new try holds its own worst case."""
-        if (hold := _CALL.get()) is not None:
-            hold.held += self.hold(hold.worst, stop)
-
-    def charge(self, cost: float) -> None:
-        """A failed try of the call in flight was paid for all the same."""
-        if (hold := _CALL.get()) is not None:
-            hold.spent += cost
-
-    def put_off(self, hold: object) -> None:
-        """``--batch``: the call waits for its batch, not on this thread; it holds its worst
-        case until the batch is collected (``end``)."""
-        if isinstance(hold, _Hold):
-            with contextlib.suppress(ValueError):
-                _CALL.reset(hold.token)
-            hold.token = None
-
-    def end(self, hold: _Hold, model: Model, usage: Usage | None) -> None:
-        """The call came back (``usage``: what its answer said it spent, None when it failed)."""
-        with contextlib.suppress(ValueError):  # set in another context (a provider's own threads)
-            if hold.token is not None:
-                _CALL.reset(hold.token)
+    def end(self, hold: _Hold, model: Model, usage: Usage | None, spent: float = 0.0) -> None:
+        """The call came back (``usage``: what its answer said it spent, None when it failed;
+        ``spent``: what its failed tries cost, an in-band error carrying its price)."""
         with self.answered:
             self.held -= hold.held
-            self.spent += hold.spent + (usage.cost_usd if usage is not None else 0.0)
+            self.spent += spent + (usage.cost_usd if usage is not None else 0.0)
             self.asking.discard(hold.key)
             if usage is not None:  # nothing learned from a call that failed: the next one asks alone
                 self.seen[hold.key] = self.observe(self.seen.get(hold.key), model, usage)

@@ -84,8 +84,9 @@ def test_two_processes_sharing_the_cache_corrupt_nothing(tmp_path) -> None:
     path = tmp_path / "shared.sqlite3"
     writer = (
         "import sys\nsys.path.insert(0, sys.argv[1])\nimport agent_evals as ae\n"
-        "cache = ae._Cache(ae.Path(sys.argv[2]))\nmodel = ae.FakeModel('echo')\nmodel.cache = cache\n"
-        "for i in range(200):\n    model.repeat = i\n    model.complete(user=f'{sys.argv[3]} {i}')\n"
+        "cache = ae._Cache(ae.Path(sys.argv[2]))\n"
+        "for i in range(200):\n    model = ae.FakeModel('echo', steps=[cache], ledger=ae._Ledger(repeat=i))\n"
+        "    model.complete(user=f'{sys.argv[3]} {i}')\n"
     )
     children = [
         subprocess.Popen([sys.executable, "-c", writer, str(ROOT), str(path), name], env={**os.environ})
@@ -94,10 +95,9 @@ def test_two_processes_sharing_the_cache_corrupt_nothing(tmp_path) -> None:
     assert [child.wait(60) for child in children] == [0, 0]
     cache = ae._Cache(path)
     assert cache.stats() == [("fake/echo", 400, pytest.approx(0.4))]
-    model = ae.FakeModel("echo")
-    model.cache = cache
-    model.repeat = 7
-    assert model.complete(user="second 7").text == "second 7" and model.hits == 1 and model.saved == 0.001
+    model = ae.FakeModel("echo", steps=[cache], ledger=ae._Ledger(repeat=7))
+    assert model.complete(user="second 7").text == "second 7"
+    assert model.ledger.hits == 1 and model.ledger.saved == 0.001
 
 
 def test_a_cached_case_still_counts_its_tokens(make_suite, cli) -> None:

@@ -74,7 +74,7 @@ def test_a_request_sent_again_on_a_fresh_connection_is_no_retry(complete, asks) 
     with RawHTTP([(response(), True), response()]) as server:
         model, _ = complete(server)
         asks(model, [{"user": "x"}, {"user": "y"}])
-    assert model.retries == 0 and server.connections == 2
+    assert model.ledger.retries == 0 and server.connections == 2
 
 
 def test_a_request_held_then_dropped_on_a_reused_connection_is_a_counted_retry(complete, asks) -> None:
@@ -82,7 +82,7 @@ def test_a_request_held_then_dropped_on_a_reused_connection_is_a_counted_retry(c
     with RawHTTP([response(), (b"", True, 0.8), response()]) as server:
         model, _ = complete(server)
         asks(model, [{"user": "x"}, {"user": "y"}])
-    assert model.retries == 1 and server.connections == 2
+    assert model.ledger.retries == 1 and server.connections == 2
 
 
 def test_an_idle_connection_the_server_closed_is_left_before_it_is_used(complete, asks) -> None:
@@ -92,7 +92,7 @@ def test_an_idle_connection_the_server_closed_is_left_before_it_is_used(complete
         for user in "xyz":
             time.sleep(0.05)  # the close reaches the client before the next request
             asks(model, [{"user": user}])
-    assert model.retries == 0 and server.connections == 3 and len(server.requests) == 3
+    assert model.ledger.retries == 0 and server.connections == 3 and len(server.requests) == 3
 
 
 def test_an_answer_cut_off_on_a_reused_connection_is_not_sent_again_unseen(complete, asks) -> None:
@@ -100,7 +100,7 @@ def test_an_answer_cut_off_on_a_reused_connection_is_not_sent_again_unseen(compl
     with RawHTTP([response(), (response()[:20], True), response()]) as server:
         model, _ = complete(server)
         asks(model, [{"user": "x"}, {"user": "y"}])
-    assert model.retries == 1 and server.connections == 2
+    assert model.ledger.retries == 1 and server.connections == 2
 
 
 @pytest.mark.parametrize(
@@ -164,7 +164,7 @@ def test_a_body_past_the_cap_is_an_error_and_not_retried(complete, ask) -> None:
         model, _ = complete(server, max_response_mb=1.0)
         with pytest.raises(ae.ProviderError, match=r"the response is larger than 1 MiB"):
             ask(model, user="x")
-    assert model.retries == 0 and len(server.requests) == 1
+    assert model.ledger.retries == 0 and len(server.requests) == 1
 
 
 def test_a_body_of_many_tiny_chunks_is_read_whole(complete, ask) -> None:

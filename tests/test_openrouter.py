@@ -159,7 +159,7 @@ def test_retry_after_is_honoured_then_success(ask, env) -> None:
     assert ask(m, user="x").text == "ok"
     assert time.monotonic() - started >= 0.3
     # a model of no run has no key's pace to share: its refusal is waited out as asked, as a retry
-    assert m.retries == 1 and len(env.chats()) == 2
+    assert m.ledger.retries == 1 and len(env.chats()) == 2
 
 
 def test_5xx_then_success_and_a_dropped_connection(ask, env) -> None:
@@ -169,7 +169,7 @@ def test_5xx_then_success_and_a_dropped_connection(ask, env) -> None:
     env.respond = lambda r: next(answers)
     m = model()
     assert ask(m, user="x").text == "fine"
-    assert m.retries == 2
+    assert m.ledger.retries == 2
 
 
 def test_permanent_5xx_gives_up_after_the_bound(ask, env) -> None:
@@ -177,7 +177,7 @@ def test_permanent_5xx_gives_up_after_the_bound(ask, env) -> None:
     m = model(retries=3)
     with pytest.raises(ae.ProviderError, match=r"HTTP 500: internal \(gave up after 3 retries\)"):
         ask(m, user="x")
-    assert len(env.chats()) == 4 and m.retries == 3
+    assert len(env.chats()) == 4 and m.ledger.retries == 3
 
 
 def test_total_wait_bounds_the_retries(ask, env) -> None:
@@ -209,14 +209,14 @@ def test_connection_refused_stops_at_once_until_the_server_has_answered(ask, env
         m = model(retries=2)
         with pytest.raises(ae.ProviderError, match=r"cannot reach http://127.0.0.1:\d+/api/v1 \(Connection") as e:
             ask(m, user="x")  # nothing there in this run: a setup error, not a hiccup
-        assert e.value.stops_run and "point OPENROUTER_BASE_URL at it" in str(e.value) and m.retries == 0
+        assert e.value.stops_run and "point OPENROUTER_BASE_URL at it" in str(e.value) and m.ledger.retries == 0
         # a server that answered once and then refuses is worth the retries
         monkeypatch.setenv("OPENROUTER_BASE_URL", env.url + "/api/v1")
         ask(m, user="x")
         monkeypatch.setenv("OPENROUTER_BASE_URL", f"http://127.0.0.1:{port}/api/v1")
         with pytest.raises(ae.ProviderError, match=r"ConnectionRefusedError.*gave up after 2 retries"):
             ask(m, user="x")
-    assert m.retries == 2
+    assert m.ledger.retries == 2
 
 
 def test_interrupt_during_a_backoff_wait_stops_promptly(ask, env) -> None:
@@ -538,7 +538,7 @@ def test_a_server_that_stops_reading_times_out_the_send(ask, monkeypatch) -> Non
         started = time.monotonic()
         with pytest.raises(ae.ProviderError, match=r"TimeoutError: timed out.*gave up after 1 retries"):
             ask(m, user="x" * 16_000_000)
-        assert time.monotonic() - started < 5.0 and m.retries == 1
+        assert time.monotonic() - started < 5.0 and m.ledger.retries == 1
 
 
 def test_https_keeps_one_verified_connection(tls, asks, monkeypatch) -> None:
@@ -567,7 +567,7 @@ def test_an_untrusted_certificate_is_refused_at_once(tls, ask, monkeypatch) -> N
         "issuer certificate); if your own CA signs it, point SSL_CERT_FILE (or REQUESTS_CA_BUNDLE) at that CA's "
         f"certificate file (trusted now: {ae._trust()[1]})"
     )
-    assert m.retries == 0 and server.requests == []  # not worth a retry: it fails the same way every time
+    assert m.ledger.retries == 0 and server.requests == []  # not worth a retry: it fails the same way every time
 
 
 def test_an_untrusted_certificate_stops_the_run_before_any_completion(tls, make_suite, cli, monkeypatch) -> None:

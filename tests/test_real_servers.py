@@ -333,8 +333,8 @@ def test_models_shows_a_local_servers_context_length(make_suite, cli, monkeypatc
 def test_the_cache_keys_on_routing_and_keeps_a_cut_off_answer(tmp_path) -> None:
     cache = ae._Cache(tmp_path / "completions.sqlite3")
     provider = ae.OpenRouter()
-    plain, routed = (ae.Model("openai/gpt-4.1-mini", provider) for _ in range(2))
-    routed.routing = '{"order":["deepinfra"]}'
+    plain = ae.Model("openai/gpt-4.1-mini", provider)
+    routed = ae.Model("openai/gpt-4.1-mini", provider, routing='{"order":["deepinfra"]}')
     request = {"system": None, "user": "x", "json": True}
     assert cache.key(plain, request) != cache.key(routed, request)  # another upstream, another answer
     raw = {"choices": [{"finish_reason": "length", "message": {"content": "{"}}]}

@@ -178,8 +178,8 @@ class Metered(ae.Provider):
         with self.lock:
             tries = self.rng.choice([0, 0, 0, 1, 2])
         for _ in range(tries):  # a paid in-band failure, then the provider tries again
-            model.note_spent(ae.Usage(cost_usd=self.charge(model, request).cost_usd))
-            model.note_retry()
+            model.ledger.note_spent(ae.Usage(cost_usd=self.charge(model, request).cost_usd))
+            model.ledger.note_retry()
         return ae.Completion("ok", self.charge(model, request))
 
 
@@ -199,8 +199,7 @@ def simulate(seed: int) -> tuple[float, float, float]:
                 if not work:
                     return
                 case, _ = work.pop()
-            model = ae.Model("metered/m", provider, max_tokens=rng.randint(50, 500))
-            model.budget, model.stop = budget, stop
+            model = ae.Model("metered/m", provider, max_tokens=rng.randint(50, 500), stop=stop, steps=[budget])
             try:
                 for turn in range(turns):
                     model.complete(messages=[{"role": "user", "content": "q" * (case * 37 % 900) + str(turn)}])
@@ -265,8 +264,7 @@ def overcharged(seed: int, per_call: bool, listed: tuple) -> tuple[float, float,
                 if not work:
                     return
                 case = work.pop()
-            model = ae.Model("dear/m", provider, max_tokens=rng.randint(50, 500))
-            model.budget, model.stop = budget, stop
+            model = ae.Model("dear/m", provider, max_tokens=rng.randint(50, 500), stop=stop, steps=[budget])
             try:
                 model.complete(messages=[{"role": "user", "content": "q" * (case * 37 % 900)}])
             except ae.ProviderError:
@@ -301,15 +299,15 @@ def test_a_server_charging_1_to_5x_the_catalog_never_passes_the_budget(listed) -
 def test_concurrent_calls_of_one_case_each_settle_their_own_hold() -> None:
     import asyncio
 
-    model = ae.FakeModel("echo")
-    model.budget = ae._Budget(1.0)
+    budget = ae._Budget(1.0)
+    model = ae.FakeModel("echo", steps=[budget])
 
     async def gathered() -> list[ae.Completion]:
         return await asyncio.gather(*(model.acomplete(user=f"question {i}") for i in range(5)))
 
     answers = asyncio.run(gathered())
     assert [a.text for a in answers] == [f"question {i}" for i in range(5)]
-    assert model.budget.spent == pytest.approx(0.005) and model.budget.held == pytest.approx(0.0)
+    assert budget.spent == pytest.approx(0.005) and budget.held == pytest.approx(0.0)
 
 
 @pytest.mark.parametrize(
