@@ -156,7 +156,7 @@ def test_a_dead_base_url_stops_a_20_case_run_at_once_with_one_line(make_suite, m
         started = time.monotonic()
         done = run_agent_evals("compare", "--local", cwd=project, env={"LOCAL_BASE_URL": url})
         took = time.monotonic() - started
-    assert took < 5, took
+    assert took < 30, took  # 0.4 s quiet: refused at once, never retried
     assert done.returncode == 2 and done.stdout == ""  # found before any model was called: a setup error
     assert done.stderr.strip().splitlines() == [
         f"error: local: cannot reach {url} (ConnectionRefusedError: [Errno 111] Connection refused); start the "

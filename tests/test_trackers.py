@@ -313,7 +313,7 @@ def test_a_hung_tracker_costs_at_most_its_deadline_and_no_experiment_time(make_s
         )
         took = time.monotonic() - began
     assert code == 0 and "│ ds      │ fake/echo │" in out
-    assert took < 4, took  # the deadline, not the SDK's minutes of retries
+    assert took < 20, took  # the deadline (1.6 s quiet), not the SDK's minutes of retries
     assert "sending to braintrust... (up to 1.5 s; Ctrl-C skips)" in err
     # which of its calls the deadline finds in flight depends on the machine's load: finish, as a rule
     switched_off = (
@@ -348,6 +348,7 @@ def test_the_first_ctrl_c_skips_a_hung_tracker(make_suite, tmp_path) -> None:
         env = {"BRAINTRUST_APP_URL": server.url, "BRAINTRUST_API_KEY": "bt-test-key-123456"}
         env |= {k: v for k, v in os.environ.items() if k.startswith("COVERAGE_")}
         command = [sys.executable, str(ROOT / "agent_evals.py"), "compare", "--tracker", "braintrust", "--project", "p"]
+        command += ["--tracker-timeout", "120"]  # what the Ctrl-C saves: a wait it could never finish in
         child = subprocess.Popen(
             command, cwd=project, env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
         )
@@ -359,7 +360,7 @@ def test_the_first_ctrl_c_skips_a_hung_tracker(make_suite, tmp_path) -> None:
         began = time.monotonic()
         child.send_signal(signal.SIGINT)
         out, rest = child.communicate(timeout=30)
-    assert time.monotonic() - began < 5 and child.returncode == 0, rest
+    assert time.monotonic() - began < 60 and child.returncode == 0, rest
     assert "warning: tracker braintrust: skipped by Ctrl-C before it had sent everything" in rest
     assert "│ ds      │ fake/echo │" in out and len(read_logs(project)[0]["rows"]) == 4
 
