@@ -2707,7 +2707,7 @@ class _CaseFolder:
 
 class _Cases(Sequence[Case]):
     """The cases of one dataset in order, each read from disk the first time it is
-    asked for (a run reads those it will ask before its threads start, mostly: ``read``).
+    asked for (by the thread that runs it).
     Reading twice (two threads, one case) gives equal results, so no lock is needed.
     ``problems()`` says what was wrong with the files read so far."""
 
@@ -2745,12 +2745,6 @@ class _Cases(Sequence[Case]):
             return case
         found = self.found[k]
         return Case(id=found.id, dataset=found.dataset, variant=found.variant, path=Path(found.folder))
-
-    def read(self, places: Iterable[int]) -> None:
-        """Read the cases at ``places``, in order (on a thread of its own: what a run's first
-        second of reading left, ``_ExperimentRun._read_cases``)."""
-        for k in places:
-            self[k]
 
     def problems(self) -> list[tuple[str, str]]:
         """(case key, problem) for the cases read so far, in case order."""
@@ -5118,6 +5112,10 @@ class Experiment:
         cases: Sequence[Case],
         parallelism: int,
         repeat: int = 1,
+        *,
+        order: int = 0,
+        max_turns: int | None = None,
+        keep_raw: bool = True,
     ) -> None:
         self.contender = contender
         self.repeat = repeat  # independent runs of every case
@@ -5129,17 +5127,13 @@ class Experiment:
         self.rows_json: list[str] = []  # the same as log rows, serialized once as they finish
         self.not_run: list[str] = []  # ids of cases an interrupt or a stopped run left out
         self.failure: str | None = None  # why none of its cases could run (prepare failed)
-        self.cache: _Cache | None = None
-        self.keep_raw = True  # --no-raw: its log keeps each reply's output but not its raw text
-        self.stop = _Stop()  # the run's, once a session runs it
-        self.max_turns = _SETTING["max_turns"].default  # --max-turns: what an agent's loop may make
-        self.order = 0  # its contender's place in the lineup: report and rescore keep compare's order
+        self.keep_raw = keep_raw  # --no-raw: its log keeps each reply's output but not its raw text
+        self.max_turns = max_turns  # --max-turns: what an agent's loop may make (None: the default)
+        self.order = order  # its contender's place in the lineup: report and rescore keep compare's order
         self.duration = 0.0
         self.started_at = ""
         self.began = 0.0  # time.monotonic() when it started: the progress line's pace
         self.halted: str | None = None  # why its remaining cases were not asked (a model the server lacks)
-        self.exchanges = False  # its models note each call, for a tracker that shows them
-        self.budget: _Budget | None = None  # the run's --budget, shared by every experiment
         self.decided: str | None = None  # --until-decided: why its remaining cases need not be asked
         self.waits: list[tuple[float, float]] = []  # when its calls waited on the key's rate limit
         self.batches: list[dict[str, object]] = []  # --batch: the batches sent (id, round, custom id -> case run)
@@ -5151,8 +5145,9 @@ class Experiment:
         temp = "" if contender.temperature is None else f"--t{_fmt_temp(contender.temperature)}"  # none set: none said
         self.name = _safe_name(f"{dataset}--{contender.model}{via}{routed}--{contender.effort or 'default'}{temp}")
 
-    def model(self, ledger: _Ledger | None = None, steps: Sequence[_Step] = ()) -> Model:
-        """The adapter's handle for one run of one case (``ledger``), its calls walking ``steps``."""
+    def model(self, ledger: _Ledger | None = None, steps: Sequence[_Step] = (), stop: _Stop | None = None) -> Model:
+        """The adapter's handle for one run of one case (``ledger``), its calls walking ``steps``;
+        ``stop``: the run's flag, which its retries wait on."""
         c = self.contender
         return Model(
             c.model,
@@ -5163,7 +5158,7 @@ class Experiment:
             routing=c.routing,
             service_tier=c.tier,
             max_turns=self.max_turns,
-            stop=self.stop,
+            stop=stop,
             steps=steps,
             ledger=ledger,
         )
@@ -5414,7 +5409,7 @@ class _Batch(_Step):
 
     def collect_earlier(self, run: _ExperimentRun) -> None:
         """--resume: the batches the run it continues sent, collected (never sent again)."""
-        model = run.experiment.model()
+        model = run.experiment.model(stop=run.run.stop)
         for record in self.earlier:
             run.run.journal_write(run.journal, _json_dumps({"batch": record}) + "\n")
             run.experiment.batches.append(dict(record))
@@ -5492,9 +5487,6 @@ class _Batch(_Step):
             )
 
 
-_READ_FIRST = 1.0  # seconds a run reads its cases before its threads start (_read_cases)
-
-
 class _ExperimentRun:
     """One experiment in flight: ``parallelism`` daemon threads take the next case until
     none is left or the run stops. Each finished case goes to the journal at once (so a
@@ -5508,8 +5500,6 @@ class _ExperimentRun:
         import itertools
 
         self.run, self.experiment = run, experiment
-        experiment.stop = run.stop  # its models' retries wait on the run's flag
-        experiment.exchanges = bool(run.couriers)  # a tracker shows each model call
         # a run of a case is a unit, in case order: unit i is case i // repeat, repeat i % repeat;
         # the case itself is read when a worker takes it
         self.repeat = experiment.repeat
@@ -5543,9 +5533,9 @@ class _ExperimentRun:
         self.batch: _Batch | None = None
         if run.batch:
             earlier = run.earlier_batches.get((_contender_key(experiment.contender), experiment.dataset), ())
-            self.batch = _Batch(run.batch, earlier, experiment.budget)
+            self.batch = _Batch(run.batch, earlier, run.budget)
         # what each model call walks: the response cache, the batch, the budget
-        self.steps = tuple(s for s in (experiment.cache, self.batch, experiment.budget) if s is not None)
+        self.steps = tuple(s for s in (run.cache, self.batch, run.budget) if s is not None)
 
     def start(self) -> None:
         self.experiment.started_at = time.strftime("%Y-%m-%dT%H:%M:%S%z")
@@ -5560,32 +5550,12 @@ class _ExperimentRun:
             with self.run.lock:
                 self._settle()
         else:
-            self._read_cases()
             # every thread waits at the gate until all have started: a start() waits for its
             # thread to run, which under hundreds of busy threads would take seconds
             gate = threading.Event()
             for _ in range(self.active):
                 self._spawn(_Owner(), gate)
             gate.set()
-
-    def _read_cases(self) -> None:
-        """The cases it will ask, read before its threads start (among 256 threads each file's
-        system calls handed the GIL round: 0.4 s more at 10,000 cases), for ``_READ_FIRST`` s
-        at most: a slow disk's rest is read on a thread while the first cases are asked.
-        A Ctrl-C meanwhile ends it with none asked, finished as one in flight is."""
-        if isinstance(cases := self.experiment.cases, _Cases):
-            places, until = list(dict.fromkeys(i // self.repeat for i in self.todo)), time.monotonic() + _READ_FIRST
-            try:
-                for n, k in enumerate(places):
-                    if time.monotonic() > until:
-                        threading.Thread(target=cases.read, args=(places[n:],), name="cases", daemon=True).start()
-                        return
-                    cases[k]
-            except KeyboardInterrupt:
-                with self.run.lock:
-                    self.active = 0
-                    self._settle()
-                raise
 
     def _spawn(self, owner: _Owner, gate: threading.Event | None = None) -> None:
         """Start a thread for ``owner``. A system that refuses one more thread (-p and -j
@@ -5642,8 +5612,6 @@ class _ExperimentRun:
             wanted = len(units) if not earlier else len(self.todo)
             spawn = 0 if self.run.stop.event.is_set() else min(self.experiment.parallelism, wanted)
             self.active += spawn
-        if earlier:
-            self._read_cases()
         for _ in range(spawn):
             self._spawn(_Owner())
         with self.run.lock:
@@ -5651,8 +5619,9 @@ class _ExperimentRun:
 
     def _begin(self, i: int, owner: _Owner) -> tuple[int, Model, float]:
         """The case's place, its model and its start; the case is in flight from here."""
-        ledger = _Ledger(f"{self.ids[i // self.repeat]}#{i % self.repeat}", i % self.repeat, self.experiment.exchanges)
-        model = self.experiment.model(ledger, self.steps)
+        # a tracker that shows each model call gets them from the ledger
+        ledger = _Ledger(f"{self.ids[i // self.repeat]}#{i % self.repeat}", i % self.repeat, bool(self.run.couriers))
+        model = self.experiment.model(ledger, self.steps, self.run.stop)
         self.inflight[i] = (time.monotonic(), model, owner, i // self.repeat)
         return i // self.repeat, model, time.perf_counter()
 
@@ -6052,6 +6021,12 @@ class _Session:
         tracker_timeout: float = 0.0,
         previous: Mapping[tuple[str, str], Mapping[tuple[str, int], RunResult]] | None = None,
         pace: _Pace | None = None,
+        labels: Mapping[str, object] | None = None,
+        until_decided: str | None = None,
+        batch: str | None = None,
+        earlier_batches: Mapping[tuple[str, str], Sequence[Mapping[str, object]]] | None = None,
+        cache: _Cache | None = None,
+        budget: _Budget | None = None,
     ) -> None:
         import queue
 
@@ -6070,12 +6045,13 @@ class _Session:
         self.unwritten_lock = threading.Lock()
         self.stop = _Stop(pace)  # this run's: Ctrl-C, a refused key or a full disk set it
         self.tracker_timeout = tracker_timeout
-        self.labels: dict[str, object] = {}  # a shard's "shard" and "run_id", in each journal's header
-        self.until_decided: str | None = None  # --until-decided: the primary metric each dataset's _Decider tests
+        self.labels = labels or {}  # a shard's "shard" and "run_id", in each journal's header
+        self.until_decided = until_decided  # --until-decided: the primary metric each dataset's _Decider tests
         self.decisions: list[str] = []  # what --until-decided settled, in order
-        self.batch: str | None = None  # --batch: what asks again what a batch left unanswered ("batch", "sync")
+        self.batch = batch  # --batch: what asks again what a batch left unanswered ("batch", "sync")
         # (contender key, dataset) -> the batches of the run --resume continues, collected before any case
-        self.earlier_batches: Mapping[tuple[str, str], Sequence[Mapping[str, object]]] = {}
+        self.earlier_batches = earlier_batches or {}
+        self.cache, self.budget = cache, budget  # --cache and --budget: steps of every model call
         self.batches = 0  # batches sent or collected so far: each one's number
         self.couriers = {t: _Courier(t, self) for t in trackers if not isinstance(t, LocalTracker)}
         # the trackers whose begin() does something, entered around each case on its thread
@@ -7723,8 +7699,12 @@ def _logged_experiment(record: Mapping[str, Any], cases: Mapping[tuple[str, str]
     provider = Provider()
     provider.name = str(record.get("provider") or "logged")
     dataset = record["dataset"]
-    experiment = Experiment(Contender(**record["contender"]), provider, dataset, [], 1, int(record.get("repeat") or 1))
-    experiment.order = int(record.get("order") or 0)
+    contender, repeat, order = (
+        Contender(**record["contender"]),
+        int(record.get("repeat") or 1),
+        int(record.get("order") or 0),
+    )
+    experiment = Experiment(contender, provider, dataset, [], 1, repeat, order=order)
     experiment.duration = float((record.get("summary") or {}).get("duration") or 0.0)
     for row in record.get("rows", ()):
         logged = (record.get("cases") or {}).get(row["case"]) or {}
@@ -9016,10 +8996,7 @@ def _within_budget(
             f"--budget {_fmt_cost(limit)}: the {_forecast_line(keep, decided)}; raise --budget, or ask fewer "
             "cases or contenders (-d, -c, -m)"
         )
-    budget = _Budget(limit)
-    for f in keep:
-        f.experiment.budget = budget
-    return keep, budget
+    return keep, _Budget(limit)
 
 
 # ═══════════════════════════════════════════════════════════════════════════════
@@ -10516,6 +10493,7 @@ class _Plan:
     baseline: Mapping[tuple[str, str], Mapping[str, object]] | None = None
     forecasts: list[_Forecast] = field(default_factory=list)
     budget: _Budget | None = None
+    cache: _Cache | None = None  # --cache
     decided: bool = False  # --until-decided
     batches: dict[tuple[str, str], list[dict[str, object]]] = field(default_factory=dict)  # --resume: to collect
 
@@ -10553,16 +10531,12 @@ def _plan_run(args: argparse.Namespace) -> _Plan:
         )
     parallelism = args.parallelism or suite.config.defaults.parallelism
     repeat = args.repeat or suite.config.defaults.repeat
+    max_turns, keep_raw = args.max_turns or suite.config.defaults.max_turns, not args.no_raw
     experiments = [
-        Experiment(contender, provider, dataset, group, parallelism, repeat)
+        Experiment(c, p, dataset, group, parallelism, repeat, order=n, max_turns=max_turns, keep_raw=keep_raw)
         for dataset, group in by_dataset.items()
-        for contender, provider in lineup.contenders
+        for n, (c, p) in enumerate(lineup.contenders)
     ]
-    contenders = [c for c, _ in lineup.contenders]
-    max_turns = args.max_turns or suite.config.defaults.max_turns
-    for experiment in experiments:
-        experiment.order = contenders.index(experiment.contender)
-        experiment.max_turns = max_turns
     if args.shard:
         args.shard = _shard_spec(args.shard, os.environ)
         experiments = _shard(experiments, args.shard)
@@ -10660,10 +10634,7 @@ def _prepare_run(args: argparse.Namespace, plan: _Plan) -> None:
     _apply_budget(plan, budget)
     _check_credit(plan.forecasts, budget)
     plan.baseline = _read_run(args.baseline, log_dir, "--baseline") if args.baseline else None
-    cache = _Cache(log_dir / "cache" / "completions.sqlite3") if args.cache or suite.config.cache else None
-    for experiment in plan.experiments:
-        experiment.keep_raw = not args.no_raw
-        experiment.cache = cache
+    plan.cache = _Cache(log_dir / "cache" / "completions.sqlite3") if args.cache or suite.config.cache else None
 
 
 def _chosen(flag: object, configured: object) -> Any:
@@ -10729,7 +10700,7 @@ def _session(args: argparse.Namespace, plan: _Plan, stamp: str) -> _Session:
     progress.done = sum(len(v) for v in plan.previous.values())
     servers = {_origin(e.provider.base_url)[1] for e in experiments if isinstance(e.provider, OpenRouter)}
     progress.waiting = ", ".join(sorted(servers))
-    session = _Session(
+    return _Session(
         suite,
         [t for t in trackers if t.enabled()],
         journal_dir=plan.log_dir,
@@ -10739,11 +10710,13 @@ def _session(args: argparse.Namespace, plan: _Plan, stamp: str) -> _Session:
         tracker_timeout=_chosen(args.tracker_timeout, suite.config.defaults.tracker_timeout),
         previous=plan.previous,
         pace=pace,
+        labels={k: context[k] for k in ("shard", "run_id") if context[k]},
+        until_decided=_primary(suite.metrics).name if args.until_decided else None,
+        batch=args.batch_fallback if args.batch else None,
+        earlier_batches=plan.batches,
+        cache=plan.cache,
+        budget=plan.budget,
     )
-    session.labels = {k: context[k] for k in ("shard", "run_id") if context[k]}
-    session.until_decided = _primary(suite.metrics).name if args.until_decided else None
-    session.batch, session.earlier_batches = (args.batch_fallback if args.batch else None), plan.batches
-    return session
 
 
 def _report(args: argparse.Namespace, plan: _Plan, session: _Session, interrupted: bool) -> int:
@@ -11154,8 +11127,8 @@ def _cmd_rescore(args: argparse.Namespace) -> int:
     experiments = []
     for record in records.values():
         old = _logged_experiment(record, known)
-        experiment = Experiment(old.contender, old.provider, old.dataset, old.cases, 1, old.repeat)
-        experiment.order, experiment.duration = old.order, old.duration
+        experiment = Experiment(old.contender, old.provider, old.dataset, old.cases, 1, old.repeat, order=old.order)
+        experiment.duration = old.duration
         failure = _prepare_dataset(suite, experiment.dataset)
         if failure:
             raise SuiteError(failure)
