@@ -2552,7 +2552,8 @@ def _configure_from(conf: _Configuration, data: Mapping[str, Any], where: str) -
             except ConfigError:
                 kind = "an Adapter" if key == "adapter" else "a Scorer"
                 raise ConfigError(
-                    f"{where}: {key}: {data[key]} is {_shown(getattr(conf, key))}, not {kind}; name its class as module:Class"
+                    f"{where}: {key}: {data[key]} is {_shown(getattr(conf, key))}, not {kind}; name its class as "
+                    "module:Class"
                 ) from None
 
 
@@ -3070,7 +3071,8 @@ def _build_lineup(suite: _Suite, overrides: _Overrides, models: list[str]) -> _L
             if effort != "default" and provider.efforts is not None and effort not in provider.efforts:
                 accepted = ", ".join(["default", *provider.efforts])
                 raise ConfigError(
-                    f"{contender.model}: effort {effort!r} is not accepted by provider {provider.name} (accepts: {accepted})"
+                    f"{contender.model}: effort {effort!r} is not accepted by provider {provider.name} (accepts: "
+                    f"{accepted})"
                 )
             lineup.contenders.append((contender, provider))
     return lineup
@@ -5425,7 +5427,10 @@ class _Batch(_Step):
         with session.lock:
             session.batches += 1
             number = session.batches
-        label = f"batch {number} [{run.experiment.dataset}] {run.experiment.contender.label} ({batch_id}, {_n(size, 'request')})"
+        label = (
+            f"batch {number} [{run.experiment.dataset}] {run.experiment.contender.label} ({batch_id}, "
+            f"{_n(size, 'request')})"
+        )
         interval, failures, shown = first, 0, ""
         while not session.stop.event.wait(interval):
             interval = min(interval * 1.5, max(first, 60.0))
@@ -6347,7 +6352,10 @@ class _Progress:
         if self.limiters is not None and (held := self.limiters.held):
             line += f" · rate-limited: {held} held back"
         if not self.heard and self.waiting and now - self.started >= 3:  # a hung server is not a quiet one
-            line = f"{self.done}/{self.total} cases · waiting for the first answer from {self.waiting} ({now - self.started:.0f} s)"
+            line = (
+                f"{self.done}/{self.total} cases · waiting for the first answer from {self.waiting} "
+                f"({now - self.started:.0f} s)"
+            )
         with self.lock:
             self.stream.write(f"\r{line[: width - 1]}\x1b[K")
             self.stream.flush()
@@ -6755,7 +6763,8 @@ class Braintrust(Tracker):
         super().__init__(context)
         if not (self.context.get("project") or self.context.get("project_id")):
             raise ConfigError(
-                "tracker braintrust: no project; name it with --project, project: in the config, or BRAINTRUST_PROJECT_ID"
+                "tracker braintrust: no project; name it with --project, project: in the config, or "
+                "BRAINTRUST_PROJECT_ID"
             )
         self.experiments: dict[int, Any] = {}
         self.state: Any = None  # its own login and background logger: the app's own use of the SDK is left alone
@@ -9320,7 +9329,10 @@ def _change_document(change: _Change) -> dict[str, object]:
 
 
 def _change_text(c: _Change) -> str:
-    who = f"{_shown_model(c.contender.get('model'), c.contender.get('provider'))} effort={c.contender.get('effort') or 'default'}"
+    who = (
+        f"{_shown_model(c.contender.get('model'), c.contender.get('provider'))} "
+        f"effort={c.contender.get('effort') or 'default'}"
+    )
     if c.metric == ERRORS:
         return (
             f"[{c.dataset}] {who}: {c.raised} cases raise now that answered before ({c.fixed} no longer raise); "
@@ -9453,18 +9465,26 @@ def _md(text: str) -> str:
 
 
 _HTML_STYLE = """
-:root{color-scheme:light dark;--bg:#fff;--fg:#1b1f24;--muted:#57606a;--line:#d0d7de;--accent:#0969da;--bad:#cf222e;--good:#1a7f37;--card:#f6f8fa}
-@media (prefers-color-scheme:dark){:root{--bg:#0d1117;--fg:#e6edf3;--muted:#8d96a0;--line:#30363d;--accent:#4493f8;--bad:#f85149;--good:#3fb950;--card:#161b22}}
-body{margin:0 auto;max-width:1200px;padding:1rem 1.5rem;background:var(--bg);color:var(--fg);font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif}
-h1{font-size:1.4rem;margin:.2rem 0}h2{font-size:1.15rem;margin:1.6rem 0 .4rem;border-bottom:1px solid var(--line)}h3{font-size:1rem;margin:1rem 0 .3rem}
-.muted{color:var(--muted)}table{border-collapse:collapse;width:100%;margin:.4rem 0 1rem;font-variant-numeric:tabular-nums}
-th,td{border-bottom:1px solid var(--line);padding:.3rem .5rem;text-align:left;vertical-align:top}td.n,th.n{text-align:right}
+:root{color-scheme:light dark;--bg:#fff;--fg:#1b1f24;--muted:#57606a;--line:#d0d7de;--accent:#0969da;--bad:#cf222e;
+--good:#1a7f37;--card:#f6f8fa}
+@media (prefers-color-scheme:dark){:root{--bg:#0d1117;--fg:#e6edf3;--muted:#8d96a0;--line:#30363d;--accent:#4493f8;
+--bad:#f85149;--good:#3fb950;--card:#161b22}}
+body{margin:0 auto;max-width:1200px;padding:1rem 1.5rem;background:var(--bg);color:var(--fg);
+font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif}
+h1{font-size:1.4rem;margin:.2rem 0}h2{font-size:1.15rem;margin:1.6rem 0 .4rem;border-bottom:1px solid var(--line)}
+h3{font-size:1rem;margin:1rem 0 .3rem}
+.muted{color:var(--muted)}table{border-collapse:collapse;width:100%;margin:.4rem 0 1rem;
+font-variant-numeric:tabular-nums}
+th,td{border-bottom:1px solid var(--line);padding:.3rem .5rem;text-align:left;vertical-align:top}
+td.n,th.n{text-align:right}
 th button{all:unset;cursor:pointer;font-weight:600}th button:focus-visible{outline:2px solid var(--accent)}
 tr.best td{background:color-mix(in srgb,var(--good) 12%,transparent)}.err{color:var(--bad)}
 .plot{width:100%;max-width:760px;height:auto;background:var(--card);border:1px solid var(--line);border-radius:6px}
-.plot text{fill:var(--muted);font-size:11px}.plot .axis{stroke:var(--line)}.plot .frontier{stroke:var(--accent);fill:none;stroke-width:1.5}
+.plot text{fill:var(--muted);font-size:11px}.plot .axis{stroke:var(--line)}.plot .frontier{stroke:var(--accent);
+fill:none;stroke-width:1.5}
 .plot circle{fill:var(--accent)}.plot circle.best{fill:var(--good);stroke:var(--fg);stroke-width:2}
-details{border:1px solid var(--line);border-radius:6px;margin:.4rem 0;padding:.3rem .6rem}summary{cursor:pointer;font-weight:600}
+details{border:1px solid var(--line);border-radius:6px;margin:.4rem 0;padding:.3rem .6rem}summary{cursor:pointer;
+font-weight:600}
 pre{white-space:pre-wrap;word-break:break-word;margin:0;max-height:12rem;overflow:auto;font-size:12px}
 .filters{margin:.5rem 0}.filters button{margin-right:.4rem}
 body.only-errors tr.case:not(.error),body.only-wrong tr.case:not(.wrong){display:none}
@@ -9472,8 +9492,10 @@ body.only-errors tr.case:not(.error),body.only-wrong tr.case:not(.wrong){display
 table.grid td.err{color:var(--bad)}table.grid td.wrong{color:var(--muted)}table.grid a{color:inherit}
 table.only-differ tr.g:not(.differ),table.only-errors tr.g:not(.has-error){display:none}
 tr:target td{outline:2px solid var(--accent)}@media (max-width:600px){body{padding:.5rem}}
-button.side{all:unset;cursor:pointer;text-decoration:underline dotted}button.side:focus-visible{outline:2px solid var(--accent)}
-.side-grid{display:grid;grid-template-columns:repeat(auto-fit,minmax(15rem,1fr));gap:.6rem}.side h4{margin:.4rem 0 .1rem;font-size:12px}
+button.side{all:unset;cursor:pointer;text-decoration:underline dotted}
+button.side:focus-visible{outline:2px solid var(--accent)}
+.side-grid{display:grid;grid-template-columns:repeat(auto-fit,minmax(15rem,1fr));gap:.6rem}
+.side h4{margin:.4rem 0 .1rem;font-size:12px}
 """
 
 _HTML_SCRIPT = """
@@ -9484,8 +9506,10 @@ document.querySelectorAll("table.sortable th").forEach(function (th) {
     var down = th.getAttribute("aria-sort") !== "descending";
     table.querySelectorAll("th").forEach(function (h) { h.removeAttribute("aria-sort"); });
     th.setAttribute("aria-sort", down ? "descending" : "ascending");
-    function key(row) { var c = row.cells[index]; var v = c.getAttribute("data-value"); return v === null ? c.textContent : parseFloat(v); }
-    rows.sort(function (a, b) { var x = key(a), y = key(b); var o = x < y ? -1 : x > y ? 1 : 0; return down ? -o : o; });
+    function key(row) { var c = row.cells[index]; var v = c.getAttribute("data-value");
+    return v === null ? c.textContent : parseFloat(v); }
+    rows.sort(function (a, b) { var x = key(a), y = key(b); var o = x < y ? -1 : x > y ? 1 : 0; return down ? -o : o;
+    });
     rows.forEach(function (row) { body.appendChild(row); });
   });
 });
@@ -9513,14 +9537,17 @@ function copy(box, title, cell) {
 document.querySelectorAll("table.grid button.side").forEach(function (button) {
   button.addEventListener("click", function () {
     var row = button.closest("tr"), next = row.nextElementSibling;
-    if (next && next.classList.contains("side")) { next.remove(); button.setAttribute("aria-expanded", "false"); return; }
-    var heads = row.closest("table").tHead.rows[0].cells, top = document.createElement("div"), grid = document.createElement("div");
+    if (next && next.classList.contains("side")) { next.remove(); button.setAttribute("aria-expanded", "false");
+    return; }
+    var heads = row.closest("table").tHead.rows[0].cells, top = document.createElement("div"),
+    grid = document.createElement("div");
     grid.className = "side-grid";
     Array.prototype.forEach.call(row.cells, function (cell, i) {
       var link = cell.querySelector("a"), source = link && document.getElementById(link.getAttribute("href").slice(1));
       if (!source) { return; }
       var n = source.cells.length, box = document.createElement("div");
-      if (!top.childNodes.length) { copy(top, "input", source.cells[n - 5]); copy(top, "expected", source.cells[n - 4]); }
+      if (!top.childNodes.length) { copy(top, "input", source.cells[n - 5]);
+      copy(top, "expected", source.cells[n - 4]); }
       copy(box, heads[i].textContent + " · " + cell.textContent, source.cells[n - 3]);
       copy(box, "diagnostics / error", source.cells[n - 2]);
       grid.appendChild(box);
@@ -9725,10 +9752,13 @@ def _render_html(
     out = [
         "<!doctype html><html lang=en><head><meta charset=utf-8>",
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
-        "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:\">",
+        "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; "
+        "script-src 'unsafe-inline'; img-src data:\">",
         f"<title>{_h(title)}</title><style>{_HTML_STYLE}</style></head><body>",
-        f"<header><h1>{_h(title)}</h1><p class=muted>agent-evals {__version__} · {_n(len(experiments), 'experiment')} · "
-        f"primary metric <strong>{_h(primary.name)}</strong> · generated {_h(time.strftime('%Y-%m-%d %H:%M'))}</p></header>",
+        f"<header><h1>{_h(title)}</h1><p class=muted>agent-evals {__version__} · "
+        f"{_n(len(experiments), 'experiment')} · "
+        f"primary metric <strong>{_h(primary.name)}</strong> · generated "
+        f"{_h(time.strftime('%Y-%m-%d %H:%M'))}</p></header>",
     ]
     if refused:
         out.append("<p><strong>Refused</strong> (not scored): " + "; ".join(_h(r) for r in refused) + "</p>")
@@ -9753,14 +9783,16 @@ def _render_html(
     out.append(f"<section><h2>Leaderboard, all datasets</h2>{_html_table(headers, cells, numeric)}</section>")
     out.append("<section><h2>Cases</h2><div class=filters role=group aria-label=Show>")
     out.append(
-        '<button type=button data-filter="">all</button><button type=button data-filter="only-errors">errors only</button>'
+        '<button type=button data-filter="">all</button><button type=button data-filter="only-errors">errors '
+        "only</button>"
     )
     out.append('<button type=button data-filter="only-wrong">wrong only</button></div>')
     for experiment in experiments:
         wrong = sum(1 for r in experiment.results if r.score is not None and r.score.value < 1)
         errors = sum(1 for r in experiment.results if r.error)
         out.append(
-            f"<details><summary>{_h(experiment.dataset)} · {_h(experiment.contender.label)} — {len(experiment.results)} runs, {wrong} wrong, {errors} errors</summary>"
+            f"<details><summary>{_h(experiment.dataset)} · {_h(experiment.contender.label)} — "
+            f"{len(experiment.results)} runs, {wrong} wrong, {errors} errors</summary>"
         )
         out.append(_html_cases(experiment, metrics, places[id(experiment)]))
         out.append("</details>")
@@ -9819,7 +9851,8 @@ def _html_grid(experiments: Sequence[Experiment], places: Mapping[int, int]) -> 
         )
         body.append(f'<tr class="{css}"><td>{side}</td>{tds}</tr>')
     filters = (
-        '<div class="filters grid-filters" role=group aria-label="Show cases"><button type=button data-grid="">all cases'
+        '<div class="filters grid-filters" role=group aria-label="Show cases"><button type=button '
+        'data-grid="">all cases'
         '</button><button type=button data-grid="only-differ">where they differ</button>'
         '<button type=button data-grid="only-errors">errors only</button></div>'
     )
@@ -9865,7 +9898,8 @@ def _html_cases(experiment: Experiment, metrics: Sequence[Metric], place: int = 
             usage += f" · {r.turns} turns"
         transcript = _html_transcript(r.transcript)
         rows.append(
-            f'<tr class="case {kind}" id="c{place}-{k}"><td>{_h(r.label)}</td><td class=n>{_h(score)}</td>{metric_cells}'
+            f'<tr class="case {kind}" id="c{place}-{k}"><td>{_h(r.label)}</td><td '
+            f"class=n>{_h(score)}</td>{metric_cells}"
             f"<td><pre>{_h(r.case.input)}</pre></td><td><pre>{_h(r.case.expected)}</pre></td>"
             f"<td><pre>{_h(output)}</pre>{transcript}</td><td>{note}</td><td>{_h(usage)}</td></tr>"
         )
@@ -10071,66 +10105,222 @@ def _epilog(providers: Sequence[Provider] | None = None) -> str:
 # The command line's flags, as data: (where, flags, options), in --help's order. ``where`` is
 # a parser the commands share (debug, suite, common, running, listing), one of running's
 # groups (running/<group>), or a command. "running/settings" is where _SETTINGS' flags go.
-# fmt: off
 _ON: dict[str, object] = {"action": "store_true"}
 _MAYBE: dict[str, object] = {"nargs": "?", "const": True}  # a flag whose value may be left out
 _LIST: dict[str, object] = {"action": "append"}
 _SENT = "what the models are sent (beats the config file's defaults and entries)"
 _HOW = "how the run goes (beats the config file's defaults)"
-_FORMAT = "table: the tables for people; json: one JSON document on STDOUT for scripts (README: Machine-readable results); markdown: the summary a pull request shows (GitHub Actions: added to GITHUB_STEP_SUMMARY whatever the format)"
+_FORMAT = (
+    "table: the tables for people; json: one JSON document on STDOUT for scripts (README: Machine-readable "
+    "results); markdown: the summary a pull request shows (GitHub Actions: added to GITHUB_STEP_SUMMARY whatever "
+    "the format)"
+)
 _FORMATS = {"choices": ("table", "json", "markdown"), "default": "table", "help": _FORMAT}
-_FLAKY: dict[str, object] = {"choices": ("mean", "wrong", "exclude"), "default": "mean", "help": "how a case whose --repeat answers disagree counts in the gates and the baseline: mean (default: the share of its repeats right, as the tables show), wrong (pass^k: right only when every repeat is) or exclude (left out)"}
+_FLAKY: dict[str, object] = {
+    "choices": ("mean", "wrong", "exclude"),
+    "default": "mean",
+    "help": "how a case whose --repeat answers disagree counts in the gates and the baseline: mean (default: the "
+    "share of its repeats right, as the tables show), wrong (pass^k: right only when every repeat is) or exclude "
+    "(left out)",
+}
 _FLAGS: tuple[tuple[str, tuple[str, ...], dict[str, Any]], ...] = (
     ("debug", ("--debug",), {**_ON, "help": "show tracebacks"}),
-    ("suite", ("--helper",), {"metavar": "PATH", "help": "the suite's eval_helper.py, config file or evals/ folder (or AGENT_EVALS_HELPER)"}),
+    (
+        "suite",
+        ("--helper",),
+        {"metavar": "PATH", "help": "the suite's eval_helper.py, config file or evals/ folder (or AGENT_EVALS_HELPER)"},
+    ),
     ("common", ("-C", "--config"), {"metavar": "FILE", "help": f"the lineup file instead of evals/{CONFIG_NAME}"}),
-    ("common", ("-d", "--dataset"), {**_LIST, "metavar": "NAME", "help": "only these datasets (repeat or comma-separate)"}),
+    (
+        "common",
+        ("-d", "--dataset"),
+        {**_LIST, "metavar": "NAME", "help": "only these datasets (repeat or comma-separate)"},
+    ),
     ("common", ("-c", "--case"), {**_LIST, "metavar": "ID", "help": "only this variant or variant/NNN case"}),
     ("common", ("-v", "--verbose"), {**_ON, "help": "notes on STDERR: the suite, the tracker and why"}),
-    ("running/what runs", ("-m", "--models"), {**_LIST, "metavar": "ID", "help": "only these lineup models (repeat or comma-separate)"}),
+    (
+        "running/what runs",
+        ("-m", "--models"),
+        {**_LIST, "metavar": "ID", "help": "only these lineup models (repeat or comma-separate)"},
+    ),
     ("running/what runs", ("-n", "--dry-run"), {**_ON, "help": "show the experiment matrix; call nothing"}),
-    ("running/what runs", ("--shard",), {"metavar": "K/N", "help": "run only the K-th of N stable slices of the experiment matrix (CI matrices)"}),
-    ("running/what runs", ("--resume",), {**_MAYBE, "metavar": "LOG", "help": "skip the cases a run already finished (default: the newest run in log/agent-evals)"}),
-    ("running/what runs", ("--retry-errors",), {**_ON, "help": "with --resume: ask the cases that ended in an error again"}),
-    ("running/what runs", ("--batch",), {**_ON, "help": "ask through OpenRouter's Batch API: about half price, answers in minutes to hours, an agent's turns a batch each (README: Providers)"}),
-    ("running/what runs", ("--batch-fallback",), {"choices": ("batch", "sync"), "default": "batch", "help": "what asks again the requests a batch left unanswered (expired, cancelled, refused): a new batch (default), or one by one now (sync)"}),
-    ("running/what runs", ("--until-decided",), {**_ON, "help": "ask cases in rounds, in a seeded random order, and stop asking a contender once it is shown below the top (sequential tests: README, How the numbers are computed)"}),
+    (
+        "running/what runs",
+        ("--shard",),
+        {"metavar": "K/N", "help": "run only the K-th of N stable slices of the experiment matrix (CI matrices)"},
+    ),
+    (
+        "running/what runs",
+        ("--resume",),
+        {
+            **_MAYBE,
+            "metavar": "LOG",
+            "help": "skip the cases a run already finished (default: the newest run in log/agent-evals)",
+        },
+    ),
+    (
+        "running/what runs",
+        ("--retry-errors",),
+        {**_ON, "help": "with --resume: ask the cases that ended in an error again"},
+    ),
+    (
+        "running/what runs",
+        ("--batch",),
+        {
+            **_ON,
+            "help": "ask through OpenRouter's Batch API: about half price, answers in minutes to hours, an "
+            "agent's turns a batch each (README: Providers)",
+        },
+    ),
+    (
+        "running/what runs",
+        ("--batch-fallback",),
+        {
+            "choices": ("batch", "sync"),
+            "default": "batch",
+            "help": "what asks again the requests a batch left unanswered (expired, cancelled, refused): a new "
+            "batch (default), or one by one now (sync)",
+        },
+    ),
+    (
+        "running/what runs",
+        ("--until-decided",),
+        {
+            **_ON,
+            "help": "ask cases in rounds, in a seeded random order, and stop asking a contender once it is shown "
+            "below the top (sequential tests: README, How the numbers are computed)",
+        },
+    ),
     ("running/settings", (), {}),
-    (f"running/{_HOW}", ("--cache",), {**_ON, "help": "answer from, and store in, the response cache (or cache: true)"}),
+    (
+        f"running/{_HOW}",
+        ("--cache",),
+        {**_ON, "help": "answer from, and store in, the response cache (or cache: true)"},
+    ),
     ("running/trackers and files", ("--format",), _FORMATS),
     ("running/trackers and files", ("--project",), {"metavar": "NAME", "help": "the tracker's project name"}),
-    ("running/trackers and files", ("--tracker",), {"metavar": "NAME", "help": "the remote tracker beside the local log (none: no remote)"}),
+    (
+        "running/trackers and files",
+        ("--tracker",),
+        {"metavar": "NAME", "help": "the remote tracker beside the local log (none: no remote)"},
+    ),
     ("running/trackers and files", ("--local",), {**_ON, "help": "no remote tracker; the local log only"}),
-    ("running/trackers and files", ("--no-open",), {**_ON, "help": "do not open the tracker's page when the run finishes"}),
-    ("running/trackers and files", ("--html",), {**_MAYBE, "metavar": "FILE", "help": "also write the HTML report (default: log/<command>.<stamp>.html)"}),
+    (
+        "running/trackers and files",
+        ("--no-open",),
+        {**_ON, "help": "do not open the tracker's page when the run finishes"},
+    ),
+    (
+        "running/trackers and files",
+        ("--html",),
+        {**_MAYBE, "metavar": "FILE", "help": "also write the HTML report (default: log/<command>.<stamp>.html)"},
+    ),
     ("running/trackers and files", ("--open",), {**_ON, "help": "open the HTML report in a browser (on a terminal)"}),
-    ("running/trackers and files", ("--no-raw",), {**_ON, "help": "leave each reply's raw text out of the logs (output stays)"}),
-    ("running/trackers and files", ("-o", "--output"), {**_MAYBE, "metavar": "FILE", "help": "write the per-case breakdowns to FILE (default: log/<command>.<stamp>.txt)"}),
-    ("running/trackers and files", ("--junit",), {"metavar": "FILE", "help": "write JUnit XML: a testcase per case run, errors as errors, wrong answers as failures"}),
-    ("running/gates: exit 1 when", ("--baseline",), {**_MAYBE, "metavar": "LOG", "help": "compare with an earlier run (default: the newest in log/agent-evals) and mark regressions"}),
-    ("running/gates: exit 1 when", ("--fail-under",), {**_LIST, "metavar": "[METRIC=]PCT", "help": "exit 1 when an experiment's metric (the primary by default) is below PCT percent"}),
-    ("running/gates: exit 1 when", ("--max-errors",), {"metavar": "N|PCT%", "help": "exit 1 when an experiment has more errors than N (or than PCT%% of its runs)"}),
-    ("running/gates: exit 1 when", ("--fail-on-regression",), {**_ON, "help": "with --baseline: exit 1 when the primary metric regressed significantly (Holm-adjusted over the experiments) or more cases raise than before"}),
+    (
+        "running/trackers and files",
+        ("--no-raw",),
+        {**_ON, "help": "leave each reply's raw text out of the logs (output stays)"},
+    ),
+    (
+        "running/trackers and files",
+        ("-o", "--output"),
+        {
+            **_MAYBE,
+            "metavar": "FILE",
+            "help": "write the per-case breakdowns to FILE (default: log/<command>.<stamp>.txt)",
+        },
+    ),
+    (
+        "running/trackers and files",
+        ("--junit",),
+        {
+            "metavar": "FILE",
+            "help": "write JUnit XML: a testcase per case run, errors as errors, wrong answers as failures",
+        },
+    ),
+    (
+        "running/gates: exit 1 when",
+        ("--baseline",),
+        {
+            **_MAYBE,
+            "metavar": "LOG",
+            "help": "compare with an earlier run (default: the newest in log/agent-evals) and mark regressions",
+        },
+    ),
+    (
+        "running/gates: exit 1 when",
+        ("--fail-under",),
+        {
+            **_LIST,
+            "metavar": "[METRIC=]PCT",
+            "help": "exit 1 when an experiment's metric (the primary by default) is below PCT percent",
+        },
+    ),
+    (
+        "running/gates: exit 1 when",
+        ("--max-errors",),
+        {"metavar": "N|PCT%", "help": "exit 1 when an experiment has more errors than N (or than PCT%% of its runs)"},
+    ),
+    (
+        "running/gates: exit 1 when",
+        ("--fail-on-regression",),
+        {
+            **_ON,
+            "help": "with --baseline: exit 1 when the primary metric regressed significantly (Holm-adjusted over "
+            "the experiments) or more cases raise than before",
+        },
+    ),
     ("running/gates: exit 1 when", ("--flaky",), {**_FLAKY}),
     ("running/reserved", ("-l",), {**_ON, "dest": "reserved", "help": "reserved for logging; not yet implemented"}),
     ("running/reserved", ("-L",), {**_ON, "dest": "reserved", "help": "reserved for logging; not yet implemented"}),
-    ("listing", ("--format",), {"choices": ("table", "json"), "default": "table", "help": "table, or one JSON document for scripts"}),
-    ("report", ("logs",), {"nargs": "+", "metavar": "LOG", "help": "a log or journal of each run (its whole run is read)"}),
+    (
+        "listing",
+        ("--format",),
+        {"choices": ("table", "json"), "default": "table", "help": "table, or one JSON document for scripts"},
+    ),
+    (
+        "report",
+        ("logs",),
+        {"nargs": "+", "metavar": "LOG", "help": "a log or journal of each run (its whole run is read)"},
+    ),
     ("report", ("--format",), _FORMATS),
     ("report", ("-o", "--output"), {"metavar": "FILE", "help": "write the report as one self-contained HTML file"}),
     ("report", ("--open",), {**_ON, "help": "open the HTML report in a browser (on a terminal)"}),
     ("rescore", ("logs",), {"nargs": "+", "metavar": "LOG", "help": "a log or journal of each run to rescore"}),
     ("cache", ("action",), {"choices": ("stats", "clear"), "help": "stats: what it holds; clear: empty it"}),
-    ("models", ("pattern",), {"nargs": "?", "metavar": "PATTERN", "help": "only ids containing PATTERN (or a glob: *mini*)"}),
-    ("models", ("--refresh",), {**_ON, "help": "fetch the catalogs now (default: the cached ones; a first one is fetched)"}),
+    (
+        "models",
+        ("pattern",),
+        {"nargs": "?", "metavar": "PATTERN", "help": "only ids containing PATTERN (or a glob: *mini*)"},
+    ),
+    (
+        "models",
+        ("--refresh",),
+        {**_ON, "help": "fetch the catalogs now (default: the cached ones; a first one is fetched)"},
+    ),
     ("models", ("--provider",), {"metavar": "NAME", "help": "only this provider's models (openrouter, local, ...)"}),
-    ("runs", ("folder",), {"nargs": "?", "metavar": "FOLDER", "help": "the log folder (default: the suite's log/agent-evals)"}),
+    (
+        "runs",
+        ("folder",),
+        {"nargs": "?", "metavar": "FOLDER", "help": "the log folder (default: the suite's log/agent-evals)"},
+    ),
     ("completion", ("shell",), {"choices": tuple(_SHELLS), "help": "the shell to complete in"}),
     ("diff", ("old",), {"metavar": "OLD", "help": "a log or journal of the earlier run (its whole run is read)"}),
     ("diff", ("new",), {"metavar": "NEW", "help": "a log or journal of the later run"}),
-    ("diff", ("--fail-on-regression",), {**_ON, "help": "exit 1 when the primary metric regressed significantly or more cases raise than before"}),
+    (
+        "diff",
+        ("--fail-on-regression",),
+        {**_ON, "help": "exit 1 when the primary metric regressed significantly or more cases raise than before"},
+    ),
     ("diff", ("--flaky",), {**_FLAKY}),
-    ("diff", ("--effect",), {"metavar": "PTS", "help": "the change in points worth finding (5: five points): the cases a test needs for it at 80%% power"}),
+    (
+        "diff",
+        ("--effect",),
+        {
+            "metavar": "PTS",
+            "help": "the change in points worth finding (5: five points): the cases a test needs for it at 80%% power",
+        },
+    ),
 )
 # The shared parsers, each with those it builds on, and the commands, with theirs.
 _SHARED = {"debug": (), "suite": ("debug",), "common": ("suite",), "running": (), "listing": ()}
@@ -10147,7 +10337,6 @@ _SUBCOMMANDS = (
     ("completion", (), "print a shell completion script (bash or zsh)"),
     ("diff", ("debug",), "compare two runs' logs: each metric's delta and its paired significance"),
 )
-# fmt: on
 
 
 def _parser(providers: Sequence[Provider] | None = None) -> _Parser:
@@ -10869,13 +11058,15 @@ def _print_failures(
         asked = f"{len(e.results)} of {len(e.cases) * e.repeat} cases"
         if e.halted:
             failures.append(
-                f"error: [{e.dataset}] {e.contender.label} stopped after {asked}: {e.halted}; --resume asks the rest once it is fixed"
+                f"error: [{e.dataset}] {e.contender.label} stopped after {asked}: {e.halted}; --resume asks the "
+                "rest once it is fixed"
             )
         # a contender whose server answered none of its cases compared nothing: never a run that did its job
         elif e.results and all(str(r.error).startswith("ProviderError: ") for r in e.results):
             first = _redact(str(e.results[0].error))
             failures.append(
-                f"error: [{e.dataset}] {e.contender.label} got no answer at all: its {_n(len(e.results), 'case')} failed (the first: {first})"
+                f"error: [{e.dataset}] {e.contender.label} got no answer at all: its {_n(len(e.results), 'case')} "
+                f"failed (the first: {first})"
             )
     for line in failures:
         print(line, file=err)
@@ -10920,7 +11111,8 @@ def _cache_lines(experiments: Sequence[Experiment]) -> list[str]:
         if hits:
             saved = sum(r.saved for r in experiment.results)
             lines.append(
-                f"cache [{experiment.dataset}] {experiment.contender.label}: {hits} answers of {runs} runs from the cache; "
+                f"cache [{experiment.dataset}] {experiment.contender.label}: {hits} answers of {runs} runs from "
+                "the cache; "
                 f"{_fmt_cost(saved)} not spent again (the cost column counts what the answers cost; "
                 f"this run spent {_fmt_cost(sum(r.usage.cost_usd for r in experiment.results))})"
             )

@@ -143,7 +143,8 @@ class Agent(ae.Adapter):
             if not completion.tool_calls:
                 return ae.Reply(output={"answer": completion.text}, transcript=messages)
             for call in completion.tool_calls:
-                messages.append({"role": "tool", "tool_call_id": call.id, "content": f"step {call.arguments['n']} done"})
+                done = f"step {call.arguments['n']} done"
+                messages.append({"role": "tool", "tool_call_id": call.id, "content": done})
         return ae.Reply(output={"answer": None}, transcript=messages)
 """
     + SCORER

@@ -18,7 +18,10 @@ from servers import Answer, BatchAPI, OpenAICompatible, chat_answer
 import agent_evals as ae
 from conftest import EXACT_HELPER, ROOT, many, read_logs, run_agent_evals
 
-LINEUP = "request_types: [prompt]\ndefaults:\n  max_tokens: 64\nvendors:\n  openai:\n    - model: gpt-4o-mini\n    - model: gpt-4.1-mini\n"
+LINEUP = (
+    "request_types: [prompt]\ndefaults:\n  max_tokens: 64\nvendors:\n  openai:\n    - model: gpt-4o-mini\n   "
+    " - model: gpt-4.1-mini\n"
+)
 POLL = {"AGENT_EVALS_BATCH_POLL": "0.02"}
 
 
@@ -243,7 +246,10 @@ def test_a_request_that_differs_each_time_the_case_runs_is_that_case_error_not_a
 
 def test_repeats_cache_budget_and_until_decided_hold_under_batch(make_suite, cli, monkeypatch) -> None:
     api = BatchAPI()
-    lineup = "request_types: [prompt]\ndefaults:\n  max_tokens: 16\nvendors:\n  openai:\n    - model: gpt-4o-mini\n    - model: gpt-4.1-mini\n"
+    lineup = (
+        "request_types: [prompt]\ndefaults:\n  max_tokens: 16\nvendors:\n  openai:\n    - model: "
+        "gpt-4o-mini\n    - model: gpt-4.1-mini\n"
+    )
     with OpenAICompatible(api) as server:
         monkeypatch.setenv("OPENROUTER_BASE_URL", server.url + "/api/v1")
         monkeypatch.setenv("OPENROUTER_API_KEY", "sk-or-batch")

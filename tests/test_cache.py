@@ -33,8 +33,8 @@ def test_a_second_cached_compare_asks_nothing_and_scores_the_same(make_suite, cl
         assert len(server.chats()) == asked  # every answer came from the cache
         assert table(second) == table(first) == ["100.0%"]
         assert (
-            "cache [ds] openai/gpt-4.1-mini effort=default temp=0.2: 4 answers of 4 runs from the cache; $0.0008 not spent again"
-            in second
+            "cache [ds] openai/gpt-4.1-mini effort=default temp=0.2: 4 answers of 4 runs from the cache; $0.0008 "
+            "not spent again" in second
         )
         # the cost column is what the answers cost, cached or not; the cache line says this run spent nothing
         assert "│ $0.0008 │" in second.split("best value")[0] and "│ $0.0008 │" in first.split("best value")[0]

@@ -155,7 +155,8 @@ def test_vendored_single_file_next_to_a_suite(toy: Path) -> None:
         (["run", "--modles=x"], 'error: unknown to agent-evals run: --modles=x (did you mean "--models"?)'),
         (
             ["compare", "--format", "jsn"],
-            "error: no --format value 'jsn' (did you mean \"json\"?); choose from table, json, markdown (see agent-evals compare --help)",
+            "error: no --format value 'jsn' (did you mean \"json\"?); choose from table, json, markdown (see "
+            "agent-evals compare --help)",
         ),
         (["compare", "--budget"], "error: argument --budget: expected one argument (see agent-evals compare --help)"),
     ],

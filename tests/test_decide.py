@@ -101,8 +101,8 @@ def test_a_run_that_decides_within_the_budget_is_not_refused_for_its_every_case_
     code, _, err = cli("compare", "--local", "--until-decided", "--budget", "0.25", "-p", "4", cwd=project)
     assert code == 0, err
     assert (
-        "forecast: $0.6000 to $0.6000 (from the inputs alone to the full max_tokens out: no expected figure before a run has answered), over 600 case runs (2 from input size); "
-        in err
+        "forecast: $0.6000 to $0.6000 (from the inputs alone to the full max_tokens out: no expected figure "
+        "before a run has answered), over 600 case runs (2 from input size); " in err
     )
     assert "--until-decided asks them all only if nothing is decided, from $0.0600 a round" in err
     assert "decided [ds] fake/sloppy effort=default: below" in err

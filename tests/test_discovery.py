@@ -22,7 +22,8 @@ class Scorer(ae.Scorer):
         return [ae.Metric("exact", "right", primary=True)]
 
     def call(self, case, reply, context):
-        return ae.Score(value=float(reply.output == case.expected), metrics={"exact": float(reply.output == case.expected)})
+        exact = float(reply.output == case.expected)
+        return ae.Score(value=exact, metrics={"exact": exact})
 
 ae.configure(providers=[ae.FakeProvider()])
 """
@@ -67,8 +68,8 @@ def test_helper_flag_may_name_the_config_file(make_suite, cli, tmp_path) -> None
 def test_config_only_suite_with_require(make_suite, cli, tmp_path) -> None:
     project = make_suite(
         helper=None,
-        config="require: plug_cfg_only.evals\nadapter: plug_cfg_only.evals:Adapter\nscorer: plug_cfg_only.evals.Scorer\n"
-        + CONFIG,
+        config="require: plug_cfg_only.evals\nadapter: plug_cfg_only.evals:Adapter\nscorer: "
+        "plug_cfg_only.evals.Scorer\n" + CONFIG,
     )
     write(tmp_path / "lib", {"plug_cfg_only/__init__.py": "", "plug_cfg_only/evals.py": PLUGIN})
     # without the plugin on the path: exit 2 naming the require: value

@@ -451,7 +451,10 @@ def test_resume_when_everything_finished_asks_nothing(make_suite, cli) -> None:
 
 
 def test_a_stopped_run_leaves_later_experiments_not_run(make_suite, cli) -> None:
-    fakes = "{'refused': lambda s, u: (_ for _ in ()).throw(__import__('agent_evals').ProviderError('key refused', stops_run=True))}"
+    fakes = (
+        "{'refused': lambda s, u: (_ for _ in ()).throw("
+        "__import__('agent_evals').ProviderError('key refused', stops_run=True))}"
+    )
     config = "request_types: [prompt]\nvendors:\n  fake:\n    - model: refused\n    - model: echo\n"
     project = make_suite(fakes=fakes, config=config, cases=many(3))
     code, out, err = cli("compare", "--local", "-p", "1", "-j", "1", cwd=project)

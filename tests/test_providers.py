@@ -122,10 +122,10 @@ def test_the_completion_scripts_come_from_the_parser(tmp_path) -> None:
     assert subprocess.run(["bash", "-n"], input=script, text=True).returncode == 0
     probe = tmp_path / "probe.sh"
     probe.write_text(
-        script
-        + '\ncomplete_words() { COMP_WORDS=("$@"); COMP_CWORD=$(( ${#COMP_WORDS[@]} - 1 )); _agent_evals; echo "${COMPREPLY[*]}"; }\n'
-        + "complete_words agent-evals co\ncomplete_words agent-evals compare --ret\ncomplete_words agent-evals run -e h\n"
-        + "complete_words agent-evals completion z\ncomplete_words agent-evals nothing --\n"
+        script + "\ncomplete_words() "
+        '{ COMP_WORDS=("$@"); COMP_CWORD=$(( ${#COMP_WORDS[@]} - 1 )); _agent_evals; echo "${COMPREPLY[*]}"; }\n'
+        + "complete_words agent-evals co\ncomplete_words agent-evals compare --ret\ncomplete_words agent-evals "
+        "run -e h\n" + "complete_words agent-evals completion z\ncomplete_words agent-evals nothing --\n"
     )
     lines = subprocess.run(["bash", str(probe)], capture_output=True, text=True, check=True).stdout.splitlines()
     assert lines == ["compare completion", "--retries --retry-errors --retry-wait", "high", "zsh", ""]
@@ -265,8 +265,8 @@ def test_litellm_missing_package_names_the_extra(make_suite, cli, monkeypatch) -
     code, _, err = cli("compare", "--local", cwd=project)
     assert code == 2
     assert (
-        err.strip()
-        == "error: the litellm provider (direct: litellm:) needs the litellm package: pip install 'agent-evals[litellm]'"
+        err.strip() == "error: the litellm provider (direct: litellm:) needs the litellm package: pip install "
+        "'agent-evals[litellm]'"
     )
 
 
@@ -339,8 +339,8 @@ def test_completion_offers_the_suites_trackers_models_datasets_and_cases(make_su
     (bin_dir / "agent-evals").chmod(0o755)
     probe = tmp_path / "probe.sh"
     probe.write_text(
-        script
-        + '\ncomplete_words() { COMP_WORDS=("$@"); COMP_CWORD=$(( ${#COMP_WORDS[@]} - 1 )); _agent_evals; echo "${COMPREPLY[*]}"; }\n'
+        script + "\ncomplete_words() "
+        '{ COMP_WORDS=("$@"); COMP_CWORD=$(( ${#COMP_WORDS[@]} - 1 )); _agent_evals; echo "${COMPREPLY[*]}"; }\n'
         + 'complete_words agent-evals compare --tracker ""\ncomplete_words agent-evals compare -m ""\n'
         + 'complete_words agent-evals run -d ""\ncomplete_words agent-evals run -c a/\n'
     )
@@ -433,7 +433,10 @@ def test_litellm_passes_tools_through_and_reads_the_tool_calls(routed, make_suit
         return Answer(body={**body, "choices": [{"index": 0, "finish_reason": "tool_calls", "message": message}]})
 
     routed.respond = respond
-    config = "request_types: [prompt]\ndefaults:\n  retry_backoff: 0.01\ndirect:\n  litellm:\n    - model: openai/gpt-4o-mini\n"
+    config = (
+        "request_types: [prompt]\ndefaults:\n  retry_backoff: 0.01\ndirect:\n  litellm:\n    - model: "
+        "openai/gpt-4o-mini\n"
+    )
     project = make_suite(helper=LITELLM_AGENT, config=config, cases=case_files("ds", "a/001", {"v": 1}))
     code, _out, err = cli("compare", "--local", cwd=project)
     assert code == 0, err

@@ -17,7 +17,10 @@ from servers import Answer, OpenAICompatible, chat_answer
 import agent_evals as ae
 from conftest import EXACT_HELPER, many, read_logs
 
-FOUR = "request_types: [prompt]\nvendors:\n  openai:\n    - model: gpt-4.1-mini\n      effort: [default, low, medium, high]\n"
+FOUR = (
+    "request_types: [prompt]\nvendors:\n  openai:\n    - model: gpt-4.1-mini\n      effort: [default, low, "
+    "medium, high]\n"
+)
 
 
 class Bucket:

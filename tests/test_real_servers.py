@@ -202,7 +202,10 @@ def test_a_setting_the_server_refuses_stops_the_contender_after_three_alike(open
 
 
 def test_model_variants_are_checked_by_their_base_id_and_sent_as_written(openrouter, make_suite, cli) -> None:
-    config = "request_types: [prompt]\nvendors:\n  openai:\n    - model: gpt-4.1-mini:floor\n    - model: gpt-4.1-mini:nitro\n"
+    config = (
+        "request_types: [prompt]\nvendors:\n  openai:\n    - model: gpt-4.1-mini:floor\n    - model: "
+        "gpt-4.1-mini:nitro\n"
+    )
     project = make_suite(helper=EXACT_HELPER, config=config, cases=many(2))
     with openrouter(lambda r: chat_answer(r.body["messages"][-1]["content"], cost=None)) as server:
         code, out, err = cli("compare", "--local", cwd=project)
@@ -415,7 +418,10 @@ def test_who_answered_is_logged_and_more_than_one_upstream_is_named(openrouter, 
     assert log["rows"][0]["served"] == [
         {"provider": "DeepInfra", "model": "meta-llama/llama-3.3-70b-instruct", "service_tier": "default"}
     ]
-    line = "upstreams [ds] meta-llama/llama-3.3-70b-instruct effort=default: answered by 2 upstreams, DeepInfra (6 cases), Together (3 cases)"
+    line = (
+        "upstreams [ds] meta-llama/llama-3.3-70b-instruct effort=default: answered by 2 upstreams, DeepInfra "
+        "(6 cases), Together (3 cases)"
+    )
     assert f"warning: {line}; scores can differ between them: pin one with provider: {{only: [NAME]}}" in err
     assert "models [ds]" not in err  # one model behind the id
     # against a run whose answers all came from one upstream, the change is said
@@ -490,8 +496,8 @@ def test_service_tiers_expand_are_sent_and_priced_as_billed(openrouter, make_sui
         assert logs["flex"]["summary"]["usage"]["cost_usd"] == pytest.approx(0.005)  # as billed: 3 flex, 1 standard
         assert "openai/gpt-4.1-mini tier=flex" in out
         assert (
-            "warning: tier [ds] openai/gpt-4.1-mini tier=flex effort=default: asked for flex, answered on standard (1 case)"
-            in err
+            "warning: tier [ds] openai/gpt-4.1-mini tier=flex effort=default: asked for flex, answered on "
+            "standard (1 case)" in err
         )
         assert "tier [ds] openai/gpt-4.1-mini tier=default" not in err
         # forecast from the catalog's price (no earlier runs): flex at half the default tier's

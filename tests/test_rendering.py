@@ -63,10 +63,13 @@ def test_results_table_golden() -> None:
     rows = [row("ds", "fake/echo", 1.0, 0.004), row("ds", "fake/broken", None, 0.0, errors=4, temp=0.2)]
     assert ae._results_table(rows, METRICS, "box") == (
         "┌─────────┬─────────────┬─────────┬──────┬────────┬────────┬────────┬────────┬───────┬────────┬─────────┬─────────┐\n"
-        "│ dataset │ model       │ effort  │ temp │    acc │ strict │ errors │ ranked │  time │ tok_in │ tok_out │    cost │\n"
+        "│ dataset │ model       │ effort  │ temp │    acc │ strict │ errors │ ranked │  time │ tok_in │ tok_out "
+        "│    cost │\n"
         "├─────────┼─────────────┼─────────┼──────┼────────┼────────┼────────┼────────┼───────┼────────┼─────────┼─────────┤\n"
-        "│ ds      │ fake/echo   │ default │    - │ 100.0% │      - │      0 │ 100.0% │ 1.50s │    100 │      20 │ $0.0040 │\n"
-        "│ ds      │ fake/broken │ default │  0.2 │      - │      - │      4 │      - │ 1.50s │    100 │      20 │ $0.0000 │\n"
+        "│ ds      │ fake/echo   │ default │    - │ 100.0% │      - │      0 │ 100.0% │ 1.50s │    100 │      20 "
+        "│ $0.0040 │\n"
+        "│ ds      │ fake/broken │ default │  0.2 │      - │      - │      4 │      - │ 1.50s │    100 │      20 "
+        "│ $0.0000 │\n"
         "└─────────┴─────────────┴─────────┴──────┴────────┴────────┴────────┴────────┴───────┴────────┴─────────┴─────────┘"
     )
     # no row with errors: no ranked column (it would repeat the primary metric)
@@ -115,9 +118,11 @@ def test_overall_is_case_weighted_and_ranked_by_primary_then_cost() -> None:
     ]
     table = ae._leaderboard_table(overall, METRICS, "ascii")
     assert table.splitlines()[3:5] == [
-        "| 1 | b     | default |    - |              62.5% |      - |      0 |  62.5% | 3.00s |    200 |      40 | $0.1000 |",
+        "| 1 | b     | default |    - |              62.5% |      - |      0 |  62.5% | 3.00s |    200 |      40 "
+        "| $0.1000 |",
         # the interval as it is: 62.5% is not its middle
-        "| 2 | a     | default |    - | 62.5% [22.7-100.0] |      - |      0 |  62.5% | 3.00s |    200 |      40 | $0.2000 |",
+        "| 2 | a     | default |    - | 62.5% [22.7-100.0] |      - |      0 |  62.5% | 3.00s |    200 |      40 "
+        "| $0.2000 |",
     ]
 
 

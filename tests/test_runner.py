@@ -112,7 +112,10 @@ import builtins; builtins._agent_evals_test_events = EVENTS
 
 
 def test_bad_env_file_line(make_suite, cli) -> None:
-    helper = "import agent_evals as ae\nae.configure(env_files=['.env'], adapter=ae.EchoAdapter(), scorer=ae.Scorer(), providers=[ae.FakeProvider()])\n"
+    helper = (
+        "import agent_evals as ae\nae.configure(env_files=['.env'], adapter=ae.EchoAdapter(), "
+        "scorer=ae.Scorer(), providers=[ae.FakeProvider()])\n"
+    )
     project = make_suite(helper=helper, extra={"evals/.env": "OK=1\nthis is not a pair\n"})
     code, _, err = cli("compare", "--local", cwd=project)
     assert code == 2 and err.strip() == "error: evals/.env:2: expected KEY=value"
@@ -189,18 +192,28 @@ ae.configure(adapter=A(), scorer=ae.Scorer(), providers=[ae.FakeProvider()])
 
 
 def test_before_run_or_metadata_failing_is_one_line(make_suite, cli) -> None:
-    helper = "import agent_evals as ae\nclass A(ae.EchoAdapter):\n    def metadata(self):\n        raise OSError('x')\nae.configure(adapter=A(), scorer=ae.Scorer(), providers=[ae.FakeProvider()])\n"
+    helper = (
+        "import agent_evals as ae\nclass A(ae.EchoAdapter):\n    def metadata(self):\n        raise "
+        "OSError('x')\nae.configure(adapter=A(), scorer=ae.Scorer(), providers=[ae.FakeProvider()])\n"
+    )
     project = make_suite(helper=helper)
     code, _, err = cli("compare", "--local", cwd=project)
     assert code == 2 and err.strip() == "error: adapter A.metadata() raised OSError: x", err
-    helper = "import agent_evals as ae\ndef b():\n    raise ValueError('reset failed')\nae.configure(adapter=ae.EchoAdapter(), scorer=ae.Scorer(), before_run=b, providers=[ae.FakeProvider()])\n"
+    helper = (
+        "import agent_evals as ae\ndef b():\n    raise ValueError('reset "
+        "failed')\nae.configure(adapter=ae.EchoAdapter(), scorer=ae.Scorer(), before_run=b, "
+        "providers=[ae.FakeProvider()])\n"
+    )
     project = make_suite(helper=helper)
     code, _, err = cli("compare", "--local", cwd=project)
     assert code == 2 and "before_run raised ValueError: reset failed" in err
 
 
 def test_local_log_is_complete_and_safely_named(make_suite, cli) -> None:
-    config = "project: proj\nrequest_types: [prompt]\ndefaults:\n  temperature: 0.5\nvendors:\n  fake:\n    - model: echo\n      effort: high\n"
+    config = (
+        "project: proj\nrequest_types: [prompt]\ndefaults:\n  temperature: 0.5\nvendors:\n  fake:\n    - "
+        "model: echo\n      effort: high\n"
+    )
     project = make_suite(config=config)
     code, _, err = cli("compare", "--local", cwd=project)
     assert code == 0, err
@@ -310,7 +323,8 @@ def test_a_registered_tracker_is_chosen_in_order_and_sees_every_case(make_suite,
 def test_two_tracker_keys_and_a_missing_package(make_suite, cli, monkeypatch) -> None:
     two = TRACKER_HELPER.replace("trackers=[Mine]", "trackers=[Mine, Other]").replace(
         "class S(ae.Scorer):",
-        'class Other(ae.Tracker):\n    name = "other"\n    env_key = "OTHER_KEY"\n    packages = ("surely_not_installed_pkg",)\n\nclass S(ae.Scorer):',
+        'class Other(ae.Tracker):\n    name = "other"\n    env_key = "OTHER_KEY"\n    packages = '
+        '("surely_not_installed_pkg",)\n\nclass S(ae.Scorer):',
     )
     project = make_suite(helper=two)
     monkeypatch.setenv("MINE_KEY", "1")
@@ -318,13 +332,15 @@ def test_two_tracker_keys_and_a_missing_package(make_suite, cli, monkeypatch) ->
     code, _, err = cli("compare", cwd=project)
     assert code == 2
     assert err.strip() == (
-        "error: MINE_KEY and OTHER_KEY are both set: choose a tracker with --tracker NAME or tracker: in evals/.agent-eval.config.yml"
+        "error: MINE_KEY and OTHER_KEY are both set: choose a tracker with --tracker NAME or tracker: in "
+        "evals/.agent-eval.config.yml"
     )
     monkeypatch.delenv("OTHER_KEY")
     code, _, err = cli("compare", "--tracker", "other")
     assert code == 2
     assert err.strip() == (
-        "error: tracker other: package surely_not_installed_pkg is not installed (pip install surely_not_installed_pkg); OTHER_KEY is not set"
+        "error: tracker other: package surely_not_installed_pkg is not installed (pip install "
+        "surely_not_installed_pkg); OTHER_KEY is not set"
     )
 
 
@@ -340,7 +356,11 @@ def test_breakdown_notes_say_why_a_case_lost(make_suite, cli) -> None:
 
 def test_ctrl_c_exits_130(make_suite, cli) -> None:
     # the user's Ctrl-C (a real SIGINT, through the command's handler) while prepare runs
-    helper = "import os, signal, time\nimport agent_evals as ae\nclass A(ae.EchoAdapter):\n    def prepare(self, dataset):\n        os.kill(os.getpid(), signal.SIGINT)\n        time.sleep(5)\nae.configure(adapter=A(), scorer=ae.Scorer(), providers=[ae.FakeProvider()])\n"
+    helper = (
+        "import os, signal, time\nimport agent_evals as ae\nclass A(ae.EchoAdapter):\n    def prepare(self, "
+        "dataset):\n        os.kill(os.getpid(), signal.SIGINT)\n        time.sleep(5)\nae.configure(adapter=A(), "
+        "scorer=ae.Scorer(), providers=[ae.FakeProvider()])\n"
+    )
     project = make_suite(helper=helper)
     code, out, _ = cli("compare", "--local", cwd=project)
     assert code == 130
@@ -370,7 +390,10 @@ def test_a_case_is_read_by_the_thread_that_runs_it_and_a_slow_disk_holds_no_othe
 
 
 def test_a_keyboard_interrupt_raised_by_suite_code_is_not_a_ctrl_c(make_suite, cli) -> None:
-    helper = "import agent_evals as ae\nclass A(ae.EchoAdapter):\n    def prepare(self, dataset):\n        raise KeyboardInterrupt\nae.configure(adapter=A(), scorer=ae.Scorer(), providers=[ae.FakeProvider()])\n"
+    helper = (
+        "import agent_evals as ae\nclass A(ae.EchoAdapter):\n    def prepare(self, dataset):\n        raise "
+        "KeyboardInterrupt\nae.configure(adapter=A(), scorer=ae.Scorer(), providers=[ae.FakeProvider()])\n"
+    )
     project = make_suite(helper=helper)
     code, out, err = cli("compare", "--local", cwd=project)
     assert code == 1 and out == ""
@@ -393,7 +416,8 @@ def test_missing_pyyaml_is_named_with_how_to_install(make_suite, monkeypatch, cl
 def test_a_tracker_that_raises_never_loses_the_run(make_suite, cli, monkeypatch) -> None:
     helper = TRACKER_HELPER.replace(
         "    def record(self, result):\n",
-        "    def record(self, result):\n        if result.case.id == 'a/002':\n            raise ConnectionError('service unreachable')\n",
+        "    def record(self, result):\n        if result.case.id == 'a/002':\n            raise "
+        "ConnectionError('service unreachable')\n",
     )
     project = make_suite(helper=helper)
     monkeypatch.setenv("MINE_KEY", "k")

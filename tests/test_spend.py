@@ -21,7 +21,10 @@ from conftest import EXACT_HELPER, ROOT, case_files, many, read_logs, run_agent_
 
 PRICE_IN, PRICE_OUT = 0.000002, 0.000008  # dollars per token, as the stand-in's catalog lists them
 CATALOG = [{"id": "openai/gpt-4.1-mini", "pricing": {"prompt": str(PRICE_IN), "completion": str(PRICE_OUT)}}]
-LINEUP = "request_types: [prompt]\ndefaults:\n  max_tokens: 400\n  retries: 0\nvendors:\n  openai:\n    - model: gpt-4.1-mini\n"
+LINEUP = (
+    "request_types: [prompt]\ndefaults:\n  max_tokens: 400\n  retries: 0\nvendors:\n  openai:\n    - model: "
+    "gpt-4.1-mini\n"
+)
 
 
 def cases(n: int, seed: int) -> dict[str, str]:

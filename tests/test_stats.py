@@ -150,8 +150,8 @@ def test_error_line_counts_the_errors_and_their_spend(make_suite, cli) -> None:
     code, out, _ = cli("compare", "--local", cwd=project)
     assert code == 1  # a contender no case of which was answered
     assert (
-        "errors [ds] fake/broken effort=default: 4 of 4 runs (100.0%) raised and are left out of the means; $0.0000 was spent on them"
-        in out
+        "errors [ds] fake/broken effort=default: 4 of 4 runs (100.0%) raised and are left out of the means; "
+        "$0.0000 was spent on them" in out
     )
     (log,) = read_logs(project)
     assert log["summary"]["error_rate"] == 1.0 and log["summary"]["lost_to_errors"]["cost_usd"] == 0.0
@@ -238,8 +238,8 @@ def test_the_pull_requests_summary_in_markdown(make_suite, tmp_path) -> None:
     assert planted.returncode == 1 and planted.stdout.startswith("## agent-evals: ")
     out = planted.stdout
     assert (
-        "**❌ 1 problem**\n- gate failed: --fail-on-regression: [ds] fake/echo effort=default exact fell 100.0% -> 50.0%"
-        in out
+        "**❌ 1 problem**\n- gate failed: --fail-on-regression: [ds] fake/echo effort=default "
+        "exact fell 100.0% -> 50.0%" in out
     )
     assert "| 1 | fake/echo | default | - | 50.0% [37.7-62.3] | 0 |" in out and "│" not in out
     assert "### Against the baseline" in out

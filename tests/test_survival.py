@@ -683,8 +683,10 @@ def test_verify_names_an_expected_answer_with_no_input_and_an_input_that_is_a_fo
     code, out, _ = run(project, "verify")
     assert code == 1
     assert out.splitlines()[:3] == [
-        "evals/datasets/ds/cases/ok/001/metadata.json: a folder where the case's metadata.json should be; make it a file",
-        "evals/datasets/ds/cases/ok/009/expected.json: an expected answer with no input file; add the input or remove it",
+        "evals/datasets/ds/cases/ok/001/metadata.json: a folder where the case's metadata.json should be; make it "
+        "a file",
+        "evals/datasets/ds/cases/ok/009/expected.json: an expected answer with no input file; add the input or "
+        "remove it",
         "evals/datasets/ds/cases/ok/010/input.txt: a folder where the case's input file should be; make it a file",
     ]
 
