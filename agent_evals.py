@@ -164,7 +164,17 @@ REQUEST_TYPES = ("prompt", "typesafe")
 # Reasoning efforts a lineup may name. "default" sends none, leaving the model's own.
 EFFORTS = ("default", "none", "minimal", "low", "medium", "high", "xhigh", "max")
 # OpenRouter's service tiers (OpenAI's names): flex is about half price where offered, priority dearer
-TIERS = ("auto", "default", "flex", "priority", "scale")
+# OpenRouter's service tiers, and what each does to the listed price (the standard tier's) in a forecast: the
+# least and the most it multiplies it by (None: no bound known), and the note that says so. Flex is about half
+# where offered (the standard price where not); priority and scale can cost more, as can ``:nitro`` (the
+# fastest upstream, which may be a priority one)
+TIERS: dict[str, tuple[float, float | None, str]] = {
+    "auto": (1.0, 1.0, ""),
+    "default": (1.0, 1.0, ""),
+    "flex": (0.5, 1.0, ", flex at half"),
+    "priority": (1.0, None, ", a dearer tier"),
+    "scale": (1.0, None, ", a dearer tier"),
+}
 
 
 @dataclass(frozen=True, eq=False)
@@ -205,7 +215,7 @@ _SETTINGS = (
         "OpenRouter's service tier, or a comma list (none: the server's own)",
         metavar="TIER",
         entry=True,
-        choices=TIERS,
+        choices=tuple(TIERS),
     ),
     _Setting(
         "temperature",
@@ -8819,24 +8829,12 @@ def _forecast(experiment: Experiment, log_dir: Path, cache: _Cache | None, turns
     )
     out = c.max_tokens if c.max_tokens is not None or price[1] else 0  # no max_tokens: the output has no bound
     cases = len(experiment.cases)
-    cheapest, dearest, tier = _tier_cost(c)
+    cheapest, dearest, tier = TIERS["priority" if c.model.endswith(":nitro") else c.tier or "default"]
     worst = None if out is None or dearest is None else _worst(price, size, cases, out) * repeat * turns * dearest
     if cache is not None and (mean_cost := cache.mean_cost(c.model)) is not None:
         return _Forecast(experiment, "the cache", mean_cost * runs, worst)
     least = _worst(price, size / 4, cases, 0) * repeat * cheapest  # the inputs alone, at 4 bytes a token
     return _Forecast(experiment, "no max_tokens" if out is None else f"input size{tier}", None, worst, least)
-
-
-def _tier_cost(c: Contender) -> tuple[float, float | None, str]:
-    """What a service tier does to the listed price, which is the standard tier's: the
-    least and the most it multiplies it by (None: no bound known), and the basis's note.
-    Flex is about half where offered (the standard price where not); priority, scale and
-    ``:nitro`` (the fastest upstream, which may be a priority one) can cost more."""
-    if c.tier == "flex":
-        return 0.5, 1.0, ", flex at half"
-    if c.tier in ("priority", "scale") or c.model.endswith(":nitro"):
-        return 1.0, None, ", a dearer tier"
-    return 1.0, 1.0, ""
 
 
 def _resumed(f: _Forecast, previous: Mapping[tuple[str, str], Mapping[tuple[str, int], RunResult]]) -> _Forecast:
