@@ -5608,6 +5608,10 @@ class _ExperimentRun:
             with self.run.lock:
                 self.blocked -= 1
 
+    def batched(self) -> bool:
+        """Nothing of it runs but its batch, which the provider works on (--batch)."""
+        return self.batch is not None and self.batch.running
+
     def _batch_round(self, earlier: bool = False) -> None:
         """A thread of its own: the batch's round (or, first, the batches --resume collects),
         then threads for the case runs it answered (or for the cases to ask)."""
@@ -6204,7 +6208,8 @@ def _run_dataset(
         decider = _Decider(dataset, threading.Condition(run.lock), len(group), run.until_decided, run.decisions)
     together = concurrency == 0 or decider is not None
     while pending or running:
-        while pending and not stop.event.is_set() and (together or len(running) < concurrency):
+        # an experiment waiting for its batch holds no slot: every experiment's batch waits side by side
+        while pending and not stop.event.is_set() and (together or sum(not r.batched() for r in running) < concurrency):
             experiment = pending.pop(0)
             key = (_contender_key(experiment.contender), experiment.dataset)
             started = _ExperimentRun(run, experiment, run.previous.get(key, {}))

@@ -325,3 +325,32 @@ def test_failed_requests_flaky_polls_routing_and_a_request_two_batches_leave_una
     assert errors["a/003"] is None
     assert "two batches ended without answering it (expired)" in errors["a/004"]
     assert "expired; 1 request of 4 unanswered are asked again in the next batch, once" in err
+
+
+def test_a_batch_wait_holds_no_concurrency_slot(make_suite, cli, monkeypatch) -> None:
+    # four contenders at -j 2: each batch is looked at as "in progress" until all four are sent (or 60 s
+    # pass, which fails the test): had a batch's wait held its slot, the second pair would never be sent
+    api = BatchAPI()
+    deadline = time.monotonic() + 60
+
+    def held(received):
+        route = received.path.split("/api/v1", 1)[-1]
+        if received.method == "GET" and route.startswith("/batches/") and "/results" not in route:
+            if len(api.submitted) < 4 and time.monotonic() < deadline:
+                return Answer(200, api._object(route.split("/")[2], "in_progress", (0, 0)))
+            completed.append(len(api.submitted))
+        return api(received)
+
+    completed: list[int] = []
+    models = "".join(f"    - model: {m}\n      temperature: [0.0, 0.7]\n" for m in ("gpt-4o-mini", "gpt-4.1-mini"))
+    lineup = "request_types: [prompt]\ndefaults:\n  max_tokens: 16\nvendors:\n  openai:\n" + models
+    with OpenAICompatible(held) as server:
+        monkeypatch.setenv("OPENROUTER_BASE_URL", server.url + "/api/v1")
+        monkeypatch.setenv("OPENROUTER_API_KEY", "sk-or-batch")
+        monkeypatch.setenv("AGENT_EVALS_BATCH_POLL", "0.02")
+        project = make_suite(helper=EXACT_HELPER, config=lineup, cases=many(3))
+        code, _, err = cli("compare", "--batch", "--local", "-j", "2", cwd=project)
+    assert code == 0, err
+    assert len(api.submitted) == 4 and api.sync == 0
+    assert completed and completed[0] == 4  # the first batch ended only once every batch had gone
+    assert all(log["summary"]["scored"] == 3 for log in read_logs(project))
