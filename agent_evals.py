@@ -7426,7 +7426,7 @@ def _read_record(path: Path, where: str) -> tuple[tuple[str, str], dict[str, obj
         text = path.read_bytes().decode("utf-8")
         if path.suffix == ".jsonl":
             lines, cut = [], 0
-            for line in text.rstrip("\0").splitlines():  # a killed run's journal ends in zeros
+            for line in text.rstrip("\0").splitlines():  # a journal an older version wrote may end in zeros
                 try:
                     lines.append(json.loads(line))
                 except ValueError:

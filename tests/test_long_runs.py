@@ -402,7 +402,7 @@ def journaled(project: Path) -> set[str]:
     return {
         json.loads(line).get("case")
         for path in (project / "log" / "agent-evals").glob("*.jsonl")
-        for line in path.read_text().rstrip("\0").splitlines()[1:]  # zeros follow the rows while it runs
+        for line in path.read_text().splitlines()[1:]
     }
 
 

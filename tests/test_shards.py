@@ -292,10 +292,7 @@ def shard_process(project: Path, spec: str, *argv: str) -> subprocess.Popen[str]
 
 
 def journal_rows(project: Path, shard: str) -> int:
-    return sum(
-        len(p.read_text().rstrip("\0").splitlines()) - 1
-        for p in (project / "log" / "agent-evals").glob(f"*{shard}.jsonl")
-    )
+    return sum(len(p.read_text().splitlines()) - 1 for p in (project / "log" / "agent-evals").glob(f"*{shard}.jsonl"))
 
 
 def test_a_shard_ended_by_sigterm_keeps_its_log_and_the_merge_shows_every_shard(make_suite, cli, monkeypatch) -> None:
