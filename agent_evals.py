@@ -163,11 +163,10 @@ REQUEST_TYPES = ("prompt", "typesafe")
 
 # Reasoning efforts a lineup may name. "default" sends none, leaving the model's own.
 EFFORTS = ("default", "none", "minimal", "low", "medium", "high", "xhigh", "max")
-# OpenRouter's service tiers (OpenAI's names): flex is about half price where offered, priority dearer
-# OpenRouter's service tiers, and what each does to the listed price (the standard tier's) in a forecast: the
-# least and the most it multiplies it by (None: no bound known), and the note that says so. Flex is about half
-# where offered (the standard price where not); priority and scale can cost more, as can ``:nitro`` (the
-# fastest upstream, which may be a priority one)
+# OpenRouter's service tiers (OpenAI's names), and what each does to the listed price (the standard
+# tier's) in a forecast: the least and the most it multiplies it by (None: no bound known), and the note
+# that says so. Flex is about half where offered (the standard price where not); priority and scale can
+# cost more, as can ``:nitro`` (the fastest upstream, which may be a priority one)
 TIERS: dict[str, tuple[float, float | None, str]] = {
     "auto": (1.0, 1.0, ""),
     "default": (1.0, 1.0, ""),
@@ -1502,6 +1501,8 @@ class _Step:
     sent), then ``after`` for each step walked, last first, once the call has ended;
     ``again`` when a provider tries the call once more (a retry, or a rate limit's refusal)."""
 
+    blocks = False  # its ``before`` may wait (an async call walks the steps on a thread then)
+
     def before(self, call: _Call) -> None:
         pass
 
@@ -1603,12 +1604,12 @@ class Model:
         tools: Sequence[Mapping[str, object]] | None = None,
         tool_choice: object = None,
     ) -> Completion:
-        """``complete`` for async code: the steps (a budget's wait) and the provider's request
-        run on threads of their own, so the event loop never blocks."""
+        """``complete`` for async code: a step that may wait (a budget's first call) and the
+        provider's request run on threads of their own, so the event loop never blocks."""
         import asyncio
 
         call = _Call(self, self._request(system, user, json, messages, tools, tool_choice))
-        if await asyncio.to_thread(call.walk):
+        if await asyncio.to_thread(call.walk) if any(s.blocks for s in self.steps) else call.walk():
             with call.sending():
                 call.answer = await self.provider.acomplete(self, **call.request)
         return call.end()
@@ -5252,7 +5253,7 @@ def _stop_if_fatal(error: BaseException, stop: _Stop, experiment: Experiment | N
         experiment.halted = _redact(str(error))
 
 
-def _check_reply(adapter: object, answer: object, model: Model | None = None) -> Reply:
+def _check_reply(adapter: object, answer: object, model: Model) -> Reply:
     if not isinstance(answer, Reply):
         raise SuiteError(f"adapter {type(adapter).__name__}.call returned {type(answer).__name__}, not a Reply")
     transcript = answer.transcript
@@ -5263,7 +5264,7 @@ def _check_reply(adapter: object, answer: object, model: Model | None = None) ->
             f"adapter {type(adapter).__name__}.call returned a Reply whose transcript is "
             f"{type(transcript).__name__}, not a list of messages (dicts with a role)"
         )
-    ledger = model.ledger if model is not None else _Ledger()
+    ledger = model.ledger
     if answer.error is not None and ledger.empty:  # why the adapter found nothing in it
         answer = dataclasses.replace(answer, error=f"{answer.error} ({ledger.empty})")
     if answer.transcript is None and ledger.transcript is not None:
@@ -8718,6 +8719,8 @@ class _Budget(_Step):
         self.seen: dict[tuple[str | None, ...], tuple[float, float]] = {}  # by (model id, routing, tier): observe's
         self.asking: set[tuple[str | None, ...]] = set()  # contenders whose first call is in flight
 
+    blocks = True  # a contender's first call is asked alone: the next ones wait for it
+
     def before(self, call: _Call) -> None:
         self.first_alone(call.model)
         call.hold = self.begin(call.model, call.request)
@@ -9786,8 +9789,8 @@ def _render_html(
     out.append(f"<section><h2>Leaderboard, all datasets</h2>{_html_table(headers, cells, numeric)}</section>")
     out.append("<section><h2>Cases</h2><div class=filters role=group aria-label=Show>")
     out.append(
-        '<button type=button data-filter="">all</button><button type=button data-filter="only-errors">errors '
-        "only</button>"
+        '<button type=button data-filter="">all</button>'
+        '<button type=button data-filter="only-errors">errors only</button>'
     )
     out.append('<button type=button data-filter="only-wrong">wrong only</button></div>')
     for experiment in experiments:
@@ -9854,9 +9857,9 @@ def _html_grid(experiments: Sequence[Experiment], places: Mapping[int, int]) -> 
         )
         body.append(f'<tr class="{css}"><td>{side}</td>{tds}</tr>')
     filters = (
-        '<div class="filters grid-filters" role=group aria-label="Show cases"><button type=button '
-        'data-grid="">all cases'
-        '</button><button type=button data-grid="only-differ">where they differ</button>'
+        '<div class="filters grid-filters" role=group aria-label="Show cases">'
+        '<button type=button data-grid="">all cases</button>'
+        '<button type=button data-grid="only-differ">where they differ</button>'
         '<button type=button data-grid="only-errors">errors only</button></div>'
     )
     table = (
@@ -9901,8 +9904,8 @@ def _html_cases(experiment: Experiment, metrics: Sequence[Metric], place: int = 
             usage += f" · {r.turns} turns"
         transcript = _html_transcript(r.transcript)
         rows.append(
-            f'<tr class="case {kind}" id="c{place}-{k}"><td>{_h(r.label)}</td><td '
-            f"class=n>{_h(score)}</td>{metric_cells}"
+            f'<tr class="case {kind}" id="c{place}-{k}"><td>{_h(r.label)}</td>'
+            f"<td class=n>{_h(score)}</td>{metric_cells}"
             f"<td><pre>{_h(r.case.input)}</pre></td><td><pre>{_h(r.case.expected)}</pre></td>"
             f"<td><pre>{_h(output)}</pre>{transcript}</td><td>{note}</td><td>{_h(usage)}</td></tr>"
         )
