@@ -5392,7 +5392,8 @@ class _Batch(_Step):
     def go(self, run: _ExperimentRun) -> list[int]:
         """One round: send, wait, take the answers; the case runs to run again (none when the
         run stopped meanwhile: the batch goes on at the provider, and --resume collects it)."""
-        waiting, self.waiting = self.waiting, {}
+        # in case order, whichever thread put each case off first: the same batch for the same run
+        waiting, self.waiting = dict(sorted(self.waiting.items())), {}
         asked = {custom: (model, request, hold) for model, calls in waiting.values() for custom, request, hold in calls}
         cases = {
             custom: f"{run.ids[unit // run.repeat]}#{unit % run.repeat}"
