@@ -5347,9 +5347,11 @@ class _Batch(_Step):
     batch's id goes to the journal, the thread waits for it, and the case runs waiting on
     it run again, finding their answers; an agent's next turn is the next round's."""
 
-    def __init__(self, fallback: str, earlier: Sequence[Mapping[str, object]], budget: _Budget | None) -> None:
+    def __init__(self, fallback: str | None, earlier: Sequence[Mapping[str, object]], budget: _Budget | None) -> None:
         self.budget = budget
-        self.fallback = fallback  # what asks again what a batch left unanswered: "batch" or "sync"
+        # what asks again what a batch left unanswered: "batch" or "sync"; None: no --batch, and this
+        # batch, never a step of a call, never holds a case
+        self.fallback = fallback
         self.answers: dict[str, object] = {}
         self.sync: set[str] = set()  # custom ids asked now, one by one (--batch-fallback sync)
         self.waiting: dict[int, tuple[Model, list[tuple[str, dict[str, object], object]]]] = {}
@@ -5357,7 +5359,7 @@ class _Batch(_Step):
         self.tries: dict[str, int] = {}  # custom id -> the batches that left it unanswered
         self.replays: list[int] = []  # case runs to run again, their batch collected
         self.earlier = earlier  # --resume: the batches to collect first (each has an id and its requests)
-        self.running = bool(self.earlier)
+        self.running = False  # a round is at the provider
         self.rounds = 0
 
     def before(self, call: _Call) -> None:
@@ -5387,7 +5389,62 @@ class _Batch(_Step):
             call.error = ProviderError(str(found))
 
     def due(self, stop: _Stop) -> bool:
-        return bool(self.waiting) and not self.running and not stop.event.is_set()
+        """A round is wanted: --resume's batches to collect, or case runs put off for the next."""
+        return bool(self.waiting or self.earlier) and not self.running and not stop.event.is_set()
+
+    def replay(self) -> int | None:
+        """A case run whose round came back, to run first: it holds the round's answers."""
+        if self.replays:
+            with contextlib.suppress(IndexError):  # another thread took the last
+                return self.replays.pop()
+        return None
+
+    def put_off(self, run: _ExperimentRun, i: int, model: Model, result: RunResult) -> RunResult | None:
+        """A case run that asked for the next batch waits for it (None). One that ran again
+        with its last batch's answers and took none of them, asking something else instead,
+        ends as that error: its requests differ from run to run, which --batch cannot answer."""
+        if (mine := model.ledger.notes.get(self)) is None or not mine.asked:
+            return result
+        fresh = self.fresh.pop(i, set())
+        if not fresh or fresh & mine.used:
+            with run.run.lock:
+                run.inflight.pop(i, None)
+                self.waiting[i] = (model, mine.asked)
+            return None
+        for custom in fresh:  # paid for all the same
+            if isinstance(answer := self.answers.get(custom), Completion):
+                model.ledger.note_spent(answer.usage)
+        for _, _, hold in mine.asked:
+            if hold is not None and self.budget is not None:
+                self.budget.end(hold, model, None)  # type: ignore[arg-type]
+        error = (
+            "SuiteError: the case asked the model something else when it ran again with its batch's answer "
+            "(a time, an id or a random choice in the prompt?): --batch runs a case once per round of calls "
+            "and needs the same requests each time; run it without --batch"
+        )
+        return dataclasses.replace(result, error=error, usage=model.usage, reply=None, score=None, traceback=None)
+
+    def launch(self, run: _ExperimentRun) -> None:
+        """The round the runner found due, on a thread of its own (the runner set ``running``);
+        then the case runs it answered (after --resume's batches: the cases to ask) go back
+        to the runner, which starts threads for them once their dataset's turn comes."""
+        threading.Thread(target=self._round, args=(run,), name="batch", daemon=True).start()
+
+    def _round(self, run: _ExperimentRun) -> None:
+        units: list[int] = []
+        threads = 0
+        try:
+            if self.earlier:
+                self.collect_earlier(run)
+                threads = len(run.todo)
+            else:
+                units = self.go(run)
+        except BaseException as e:  # the harness's own failure: the run stops, and --resume collects the batch
+            run.run.stop.set(f"batch [{run.experiment.dataset}] {run.experiment.contender.label}: {_describe(e)[0]}")
+        with run.run.lock:
+            self.running = False
+            self.replays.extend(units)
+        run.wake(min(run.experiment.parallelism, threads or len(units)))
 
     def go(self, run: _ExperimentRun) -> list[int]:
         """One round: send, wait, take the answers; the case runs to run again (none when the
@@ -5424,7 +5481,8 @@ class _Batch(_Step):
     def collect_earlier(self, run: _ExperimentRun) -> None:
         """--resume: the batches the run it continues sent, collected (never sent again)."""
         model = run.experiment.model(stop=run.run.stop)
-        for record in self.earlier:
+        earlier, self.earlier = self.earlier, ()
+        for record in earlier:
             run.run.journal_write(run.journal, _json_dumps({"batch": record}) + "\n")
             run.experiment.batches.append(dict(record))
             requests = _fields(record.get("requests"))
@@ -5513,7 +5571,7 @@ class _ExperimentRun:
     timeout becomes that case's error row, and its thread is replaced.
     """
 
-    def __init__(self, run: _Session, experiment: Experiment, previous: Mapping[tuple[str, int], RunResult]) -> None:
+    def __init__(self, run: _Session, experiment: Experiment) -> None:
         import itertools
 
         self.run, self.experiment = run, experiment
@@ -5524,7 +5582,8 @@ class _ExperimentRun:
         self.ids = ids
         size = len(ids) * self.repeat
         self.results: list[RunResult | None] = [None] * size
-        if previous:
+        # the finished cases of an earlier run that --resume keeps
+        if previous := run.previous.get((_contender_key(experiment.contender), experiment.dataset)):
             for i in range(size):
                 if (p := previous.get((ids[i // self.repeat], i % self.repeat))) is not None:
                     self.results[i] = dataclasses.replace(p, experiment=experiment)
@@ -5535,10 +5594,10 @@ class _ExperimentRun:
         self.claim = itertools.count().__next__  # atomic under the GIL
         self.recorded = 0
         self.closed = False
-        self.active = min(experiment.parallelism, len(self.todo))
-        self.workers = self.active
+        self.active = min(experiment.parallelism, len(self.todo))  # threads taking its cases
         self.spawned = 0  # worker threads started, replacements included
-        self.queued = False  # handed to the main thread to be finished
+        self.wanted = 0  # threads to start once its dataset's turn comes (the case runs a batch answered)
+        self.queued = False  # handed to the main thread, which does what it needs next (advance)
         self.started = time.perf_counter()
         # unit -> (when it started, its model, the owner running it, the case's place)
         self.inflight: dict[int, tuple[float, Model, _Owner, int]] = {}
@@ -5547,12 +5606,10 @@ class _ExperimentRun:
         self.journal = run.open_journal(experiment)
         run.journal_write(self.journal, "".join(f"{line}\n" for line in self.lines if line))
         self.blocked = 0  # threads waiting for --until-decided's next round: idle, as far as a batch goes
-        self.batch: _Batch | None = None
-        if run.batch:
-            earlier = run.earlier_batches.get((_contender_key(experiment.contender), experiment.dataset), ())
-            self.batch = _Batch(run.batch, earlier, run.budget)
+        earlier = run.earlier_batches.get((_contender_key(experiment.contender), experiment.dataset), ())
+        self.batch = _Batch(run.batch, earlier, run.budget)  # without --batch: one that never holds a case
         # what each model call walks: the response cache, the batch, the budget
-        self.steps = tuple(s for s in (run.cache, self.batch, run.budget) if s is not None)
+        self.steps = tuple(s for s in (run.cache, run.batch and self.batch, run.budget) if s)
 
     def start(self) -> None:
         self.experiment.started_at = time.strftime("%Y-%m-%dT%H:%M:%S%z")
@@ -5560,10 +5617,9 @@ class _ExperimentRun:
         for tracker in self.run.trackers:
             with self.run.lock:
                 self.run.call(tracker, "start", self.experiment)
-        if self.batch is not None and self.batch.running:  # --resume: first, the batches it sent
+        if self.batch.due(self.run.stop):  # --resume: first, the batches it sent
             self.active = 0  # its threads start once they are collected
-            threading.Thread(target=self._batch_round, args=(True,), name="batch", daemon=True).start()
-        elif not self.active:
+        if not self.active:
             with self.run.lock:
                 self._settle()
         else:
@@ -5588,9 +5644,8 @@ class _ExperimentRun:
         """The next unit to run, or None when none is left for this owner."""
         if owner.orphaned or self.closed or self.run.stop.event.is_set():
             return None
-        if self.batch is not None and self.batch.replays:  # a batch's cases first: they hold its answers
-            with contextlib.suppress(IndexError):
-                return self.batch.replays.pop()
+        if (unit := self.batch.replay()) is not None:
+            return unit
         if self.experiment.halted:
             return None
         k = self.claim()
@@ -5599,8 +5654,6 @@ class _ExperimentRun:
         return self.todo[k]
 
     def _admitted(self, decider: _Decider, k: int) -> bool:
-        if self.batch is None:
-            return decider.admits(self, k)
         with self.run.lock:  # a thread waiting for the next round is idle: the batch need not wait for it
             self.blocked += 1
             self._settle()
@@ -5609,34 +5662,6 @@ class _ExperimentRun:
         finally:
             with self.run.lock:
                 self.blocked -= 1
-
-    def batched(self) -> bool:
-        """Nothing of it runs but its batch, which the provider works on (--batch)."""
-        return self.batch is not None and self.batch.running
-
-    def _batch_round(self, earlier: bool = False) -> None:
-        """A thread of its own: the batch's round (or, first, the batches --resume collects),
-        then threads for the case runs it answered (or for the cases to ask)."""
-        batch = self.batch
-        assert batch is not None
-        units: list[int] = []
-        try:
-            if earlier:
-                batch.collect_earlier(self)
-            else:
-                units = batch.go(self)
-        except BaseException as e:  # the harness's own failure: the run stops, and --resume collects the batch
-            self.run.stop.set(f"batch [{self.experiment.dataset}] {self.experiment.contender.label}: {_describe(e)[0]}")
-        with self.run.lock:
-            batch.running = False
-            batch.replays.extend(units)
-            wanted = len(units) if not earlier else len(self.todo)
-            spawn = 0 if self.run.stop.event.is_set() else min(self.experiment.parallelism, wanted)
-            self.active += spawn
-        for _ in range(spawn):
-            self._spawn(_Owner())
-        with self.run.lock:
-            self._settle()
 
     def _begin(self, i: int, owner: _Owner) -> tuple[int, Model, float]:
         """The case's place, its model and its start; the case is in flight from here."""
@@ -5658,10 +5683,9 @@ class _ExperimentRun:
                         result = _run_case(run.suite, self.experiment, place, run.metric_names, model, started)
                 except BaseException as e:  # the harness's own failure: still that case's row
                     result = self._failed(i, place, model, started, e)
-                if (put_off := model.ledger.notes.get(self.batch)) is not None and put_off.asked:
-                    if (ended := self._put_off(i, model, put_off, result)) is None:
-                        continue  # it waits for the next batch
-                    result = ended
+                if (ended := self.batch.put_off(self, i, model, result)) is None:
+                    continue  # it waits for the next batch
+                result = ended
                 if model.ledger.waits:
                     with run.lock:
                         self.experiment.waits += model.ledger.waits
@@ -5673,31 +5697,6 @@ class _ExperimentRun:
             if (loop := _THREAD.__dict__.pop("loop", None)) is not None:
                 loop.close()
             self._done(owner)
-
-    def _put_off(self, i: int, model: Model, batching: _Batching, result: RunResult) -> RunResult | None:
-        """A case run that asked for the next batch waits for it (None). One that ran again
-        with its last batch's answers and took none of them, asking something else instead,
-        ends as that error: its requests differ from run to run, which --batch cannot answer."""
-        batch = self.batch
-        assert batch is not None
-        fresh = batch.fresh.pop(i, set())
-        if not fresh or fresh & batching.used:
-            with self.run.lock:
-                self.inflight.pop(i, None)
-                batch.waiting[i] = (model, batching.asked)
-            return None
-        for custom in fresh:  # paid for all the same
-            if isinstance(answer := batch.answers.get(custom), Completion):
-                model.ledger.note_spent(answer.usage)
-        for _, _, hold in batching.asked:
-            if hold is not None and batch.budget is not None:
-                batch.budget.end(hold, model, None)  # type: ignore[arg-type]
-        error = (
-            "SuiteError: the case asked the model something else when it ran again with its batch's answer "
-            "(a time, an id or a random choice in the prompt?): --batch runs a case once per round of calls "
-            "and needs the same requests each time; run it without --batch"
-        )
-        return dataclasses.replace(result, error=error, usage=model.usage, reply=None, score=None, traceback=None)
 
     def _within(self, place: int, repeat: int) -> contextlib.ExitStack:
         """The trackers' contexts a case runs in (``Tracker.begin``); one that fails is switched off."""
@@ -5800,19 +5799,59 @@ class _ExperimentRun:
             self._settle()
 
     def _settle(self) -> None:
-        """Hand the experiment to the main thread once no thread takes its cases and none is
-        in flight: a case still held by a stuck thread or loop ends first, as its answer or
-        as its timeout, unless the run was stopped (then it is written as abandoned, which
-        --resume asks again). The caller holds the lock."""
-        held = self.inflight and not self.run.stop.event.is_set()
-        if self.batch is not None and self.active == self.blocked and not held and self.batch.due(self.run.stop):
-            self.batch.running = True  # every case run is put off, done or waiting for its round: the batch goes
-            threading.Thread(target=self._batch_round, name="batch", daemon=True).start()
-        elif self.active == 0 and not held and not self.closed and not self.queued:
-            if self.batch is not None and self.batch.running:
-                return  # the batch's thread settles it when it is done
+        """Hand the experiment to the main thread (``advance``) once no thread takes its cases
+        (or every one that does waits for --until-decided's next round while its batch is due)
+        and none is in flight: a case still held by a stuck thread or loop ends first, as its
+        answer or as its timeout, unless the run was stopped (then it is written as abandoned,
+        which --resume asks again). The caller holds the lock."""
+        if self.queued or self.closed or (self.inflight and not self.run.stop.event.is_set()):
+            return
+        if (
+            self.wanted
+            or (self.active == 0 and not self.batch.running)
+            or (self.active == self.blocked and self.batch.due(self.run.stop))
+        ):
             self.queued = True
-            self.run.finished.put(self)
+            self.run.ready.put(self)
+
+    def advance(self) -> str:
+        """What it needs of the main thread now: its batch's round sent off (every case run is
+        put off, done or waiting for its round), then "cases" (threads to start for the case
+        runs its batch answered), "finish", or "" (nothing: it moved on meanwhile)."""
+        with self.run.lock:
+            self.queued, stopped = False, self.run.stop.event.is_set()
+            if self.wanted and not stopped:
+                return "cases"
+            self.wanted = 0
+            if self.inflight and not stopped:
+                return ""
+            if not (self.active == self.blocked and self.batch.due(self.run.stop)):
+                return "finish" if self.active == 0 and not self.batch.running else ""
+            self.batch.running = True
+        self.batch.launch(self)
+        return ""
+
+    def wake(self, threads: int) -> None:
+        """Its batch's round came back: ``threads`` to start for what it answered."""
+        with self.run.lock:
+            self.wanted += threads
+            self._settle()
+
+    def resume(self, failure: str | None = None) -> None:
+        """Start the threads its batch asked for: none once the run stops, or when its dataset's
+        prepare raised (``failure``: the cases its batch answered are not run)."""
+        if failure:
+            self.experiment.failure = self.experiment.halted = failure
+        with self.run.lock:
+            threads, self.wanted = (0 if self.run.stop.event.is_set() or failure else self.wanted), 0
+            self.active += threads
+            self._settle()
+        for _ in range(threads):
+            self._spawn(_Owner())
+
+    def working(self) -> bool:
+        """Some thread runs its cases: the adapter stays prepared for its dataset."""
+        return self.active > self.blocked
 
     def _record(self) -> None:
         """Record the finished prefix in case order (the caller holds the lock)."""
@@ -6059,7 +6098,7 @@ class _Session:
         self.previous = previous or {}
         self.metric_names = frozenset(m.name for m in suite.metrics)
         self.lock = threading.Lock()
-        self.finished: queue.SimpleQueue[_ExperimentRun] = queue.SimpleQueue()
+        self.ready: queue.SimpleQueue[_ExperimentRun] = queue.SimpleQueue()  # experiments that need the main thread
         self.failed: dict[Tracker, str] = {}
         self.pages: list[tuple[str, str]] = []  # (tracker, url) of the pages finish returned
         self.unwritten: list[str] = []  # "path (why)" of every file the run could not write
@@ -6133,8 +6172,8 @@ class _Session:
         if hook == "finish" and isinstance(answer, Mapping) and answer.get("url"):
             self.pages.append((tracker.name, str(answer["url"])))
 
-    def next_finished(self) -> _ExperimentRun | None:
-        """The next experiment to finish, or None after a tenth of a second.
+    def next_ready(self) -> _ExperimentRun | None:
+        """The next experiment that needs the main thread, or None after a tenth of a second.
 
         The wait sits in this helper, not in a loop's ``except`` clause: a Ctrl-C that
         lands on a ``continue`` inside an ``except`` escapes the enclosing ``try`` on
@@ -6143,7 +6182,7 @@ class _Session:
         import queue
 
         try:
-            return self.finished.get(timeout=0.1)
+            return self.ready.get(timeout=0.1)
         except queue.Empty:
             return None
 
@@ -6159,26 +6198,13 @@ class _Session:
 def _run_experiments(run: _Session, experiments: list[Experiment], concurrency: int) -> bool:
     """Run every experiment of a ready session; True when a Ctrl-C cut the run short.
 
-    Datasets go one after another: ``adapter.prepare`` runs once for each, outside the
-    threads, then that dataset's experiments run ``concurrency`` at a time (0: all).
     A first Ctrl-C starts no new case and gives those in flight ``GRACE_SECONDS``; a
     second one abandons them. Either way every experiment that started is written.
     A case past the session's case timeout (0: none) is given up on as that case's error.
     """
-    by_dataset: dict[str, list[Experiment]] = {}
-    for experiment in experiments:
-        by_dataset.setdefault(experiment.dataset, []).append(experiment)
     running: list[_ExperimentRun] = []  # shared with the handler below: what a Ctrl-C finds in flight
     try:
-        for dataset, group in by_dataset.items():
-            if run.stop.event.is_set():
-                break
-            if failure := _prepare_dataset(run.suite, dataset):
-                print(f"warning: {failure}: {_n(len(group), 'experiment')} not run", file=run.progress.err)
-                for experiment in group:
-                    experiment.not_run, experiment.failure = _ids(experiment.cases), failure
-                continue
-            _run_dataset(run, dataset, group, concurrency, running)
+        _schedule(run, experiments, concurrency, running)
     except KeyboardInterrupt:
         name, by, _ = _interruption()
         run.stop.set(f"interrupted ({name})")
@@ -6198,36 +6224,57 @@ def _run_experiments(run: _Session, experiments: list[Experiment], concurrency: 
     return False
 
 
-def _run_dataset(
-    run: _Session, dataset: str, group: list[Experiment], concurrency: int, running: list[_ExperimentRun]
-) -> None:
-    """One dataset's experiments, ``concurrency`` at a time, watched while they go (case
-    timeouts, trackers past their deadline, the progress line) until each has finished."""
-    stop, pending = run.stop, list(group)
-    # --until-decided asks a dataset's contenders round by round, side by side: all at once
-    decider = None
-    if run.until_decided:
-        decider = _Decider(dataset, threading.Condition(run.lock), len(group), run.until_decided, run.decisions)
-    together = concurrency == 0 or decider is not None
+def _schedule(run: _Session, experiments: list[Experiment], concurrency: int, running: list[_ExperimentRun]) -> None:
+    """The experiments, ``concurrency`` at a time (0: all), watched while they go (case
+    timeouts, trackers past their deadline, the progress line) until each has finished.
+
+    The adapter is prepared for one dataset at a time (``adapter.prepare``, outside the
+    threads), and only that dataset's cases run. An experiment whose batch waits at the
+    provider holds neither a slot nor the adapter: the next experiment, or the next dataset,
+    starts meanwhile, so every batch goes as soon as its cases are put off. A batch that
+    comes back runs its cases once no other dataset's do (the adapter prepared again for
+    its dataset if another's was prepared since).
+    """
+    order = [e.dataset for e in experiments]
+    pending = sorted(experiments, key=lambda e: order.index(e.dataset))
+    # --until-decided asks a dataset's contenders side by side: all at once
+    deciders = (
+        {d: _Decider(d, threading.Condition(run.lock), order.count(d), primary, run.decisions) for d in set(order)}
+        if (primary := run.until_decided)
+        else {}
+    )
+    waiting: list[_ExperimentRun] = []  # a batch answered their cases: they wait for their dataset's turn
+    held: str | None = None  # the dataset the adapter was last prepared for
+    failed: dict[str, str] = {}  # datasets whose prepare raised: none of their cases runs after it
     while pending or running:
-        # an experiment waiting for its batch holds no slot: every experiment's batch waits side by side
-        while pending and not stop.event.is_set() and (together or sum(not r.batched() for r in running) < concurrency):
-            experiment = pending.pop(0)
-            key = (_contender_key(experiment.contender), experiment.dataset)
-            started = _ExperimentRun(run, experiment, run.previous.get(key, {}))
-            if decider is not None:
+        slots = concurrency == 0 or deciders or sum(not r.batch.running for r in running) < concurrency
+        stopped = run.stop.event.is_set()
+        if not stopped and not any(r.working() for r in running):  # the adapter is free: the next dataset's turn
+            turn = pending[0].dataset if pending and slots else waiting[0].experiment.dataset if waiting else held
+            if turn is not None and turn != held:
+                held = turn
+                if failure := failed.get(turn) or _prepare_dataset(run.suite, turn):
+                    held, failed[turn] = None, failure
+                    gone = [e.dataset for e in pending] + [r.experiment.dataset for r in waiting]
+                    print(f"warning: {failure}: {_n(gone.count(turn), 'experiment')} not run", file=run.progress.err)
+        for experiment in [e for e in pending if stopped or e.dataset in failed]:
+            pending.remove(experiment)
+            experiment.not_run, experiment.failure = _ids(experiment.cases), failed.get(experiment.dataset)
+        for r in [r for r in waiting if stopped or r.experiment.dataset in (held, *failed)]:
+            waiting.remove(r)
+            r.resume(failed.get(r.experiment.dataset))
+        while pending and pending[0].dataset == held and slots:
+            running.append(started := _ExperimentRun(run, pending.pop(0)))
+            if decider := deciders.get(started.experiment.dataset):
                 decider.join(started)
-            running.append(started)
             started.start()
-        if stop.event.is_set():
-            for experiment in pending:
-                experiment.not_run = _ids(experiment.cases)
-            pending = []
-            if not running:
-                return
-        if (done := run.next_finished()) is not None:
-            done.finish()
-            running.remove(done)
+            slots = concurrency == 0 or deciders or sum(not r.batch.running for r in running) < concurrency
+        if (due := run.next_ready()) is not None:
+            if (step := due.advance()) == "cases":
+                waiting.append(due)
+            elif step == "finish":
+                due.finish()
+                running.remove(due)
             continue
         now = time.monotonic()
         for watched in running:
@@ -6271,10 +6318,11 @@ def _deliver(run: _Session, tracker: Tracker, courier: _Courier) -> None:
 
 def _drain(run: _Session, running: list[_ExperimentRun], deadline: float) -> None:
     """Wait for the experiments in flight until ``deadline`` or a second Ctrl-C."""
+    for r in running:  # the run stopped: one whose batch came back starts nothing, and ends
+        r.resume()
     try:
         while running and time.monotonic() < deadline:
-            done = run.next_finished()
-            if done is not None:
+            if (done := run.next_ready()) is not None and done.advance() == "finish":
                 done.finish()
                 running.remove(done)
     except KeyboardInterrupt:
@@ -10438,8 +10486,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not args.command:
             _parser().print_help(sys.stderr)
             return EXIT_USAGE
-        with _FewCollections():
-            code = _COMMANDS[args.command](args)
+        code = _COMMANDS[args.command](args)
         sys.stdout.flush()  # a closed pipe shows here, inside the handler below
         return code
     except _UsageError as e:
@@ -10546,34 +10593,6 @@ def _restore_ctrl_c(handlers: dict[int, Any]) -> None:
     for number, handler in handlers.items():
         signal.signal(number, handler)
     _SIGNALLED.clear()
-
-
-class _FewCollections:
-    """A command keeps thousands of cases and results alive to its end: with the default
-    thresholds the cyclic collector would walk them again and again (a tenth of a long
-    run's CPU). What the imports made is frozen out of its reach, and the young
-    generation is collected every 50,000 allocations instead of 700; both are put back.
-    At the process's exit all is frozen too (an exit handler): the interpreter's last
-    collection would walk a run's results only to free them as it frees the rest (0.1 s at
-    10,000 cases)."""
-
-    exiting = False
-
-    def __enter__(self) -> None:
-        import gc
-
-        if not _FewCollections.exiting:
-            _FewCollections.exiting = True
-            atexit.register(gc.freeze)  # registered first, it runs after the suite's and SDKs' own
-        self.thresholds = gc.get_threshold()
-        gc.freeze()
-        gc.set_threshold(50_000, 10, 10)
-
-    def __exit__(self, *exc: object) -> None:
-        import gc
-
-        gc.set_threshold(*self.thresholds)
-        gc.unfreeze()
 
 
 def _prepare(args: argparse.Namespace) -> tuple[_Suite, list[Case], _LoadedCases]:

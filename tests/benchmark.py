@@ -16,7 +16,7 @@ exact-match scorer, the local log) runs through ``python -m agent_evals compare 
 The adapter (``--adapter``): ``echo`` (the default) is EchoAdapter as it is;
 ``threads`` is the same with a ``call`` of its own; ``async`` does the same work in
 ``async def call``, awaited on each worker's own event loop. Printed for each
-run, then the best and the median: wall time, the ideal N×L/C, their ratio, the bare
+run, then the best and the median: wall time, the ideal ceil(N/C)×L, their ratio, the bare
 threaded client's wall against the same server right after and the CLI's against it
 (``vs_bare``, the figure #34's targets are set in), the experiment's own time, the CLI's
 CPU per case (user and system), its peak RSS, the TCP connections it opened, and the
@@ -105,9 +105,13 @@ What the tables say:
   machine costs two to three times what it does with the machine idle. With threads, a
   GIL hand-off per request on top of that doubles the wall time: for many cases in
   flight, use `EchoAdapter` as it is or write `call` as `async def`.
-- **Long runs.** A command freezes what its imports made out of the cyclic collector's
-  reach and collects the young generation every 50,000 allocations instead of 700:
-  with the defaults, a 10,000-case run spent 0.6 s of CPU in the collector.
+- **Long runs.** A command used to freeze what its imports made out of the cyclic collector's
+  reach, collect the young generation every 50,000 allocations instead of 700, and freeze all
+  at exit. Removed in #48: at (10,000, 256) and 50 ms it was worth 3.54 -> 4.14 s median wall
+  (0.36 -> 0.41 ms CPU a case), but at 1 s a request the same run is 40 s of waiting, and
+  the collector's 0.6 s of CPU overlaps it. Speed code pays its lines at real latency only.
+- **The ideal** is ceil(N / C) x L since #48 (was N x L / C): C slots each take a case at a
+  time, so 2,000 cases at -p 64 are 32 whole waves, and no runner can end before 32 L.
 - **Where (10,000, 256) went, and what moved it** (#34; phases timed on the main thread,
   worker CPU from RUSAGE_THREAD, system calls from strace -c):
   - Case files read on a read-ahead thread among 256 workers: each of their six system calls
@@ -168,6 +172,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import os
 import random
 import subprocess
@@ -485,7 +490,7 @@ def baseline(cases: int, concurrency: int, latency: float, busy_us: float, adapt
         finally:
             server.terminate()
             server.wait()
-    ideal = cases * latency / concurrency
+    ideal = math.ceil(cases / concurrency) * latency  # C slots, each case a latency: the waves are whole
     return {
         "baseline": "bare threaded client" if adapter == "threads" else "bare event-loop client",
         "cases": cases,
@@ -553,7 +558,7 @@ def scenario(
         (log_path,) = (root / "log" / "agent-evals").glob("*.json")
         log = json.loads(log_path.read_text())
     summary = log["summary"]
-    ideal = cases * latency / concurrency
+    ideal = math.ceil(cases / concurrency) * latency  # C slots, each case a latency: the waves are whole
     return {
         "adapter": adapter,
         "cases": cases,

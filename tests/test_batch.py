@@ -327,9 +327,39 @@ def test_failed_requests_flaky_polls_routing_and_a_request_two_batches_leave_una
     assert "expired; 1 request of 4 unanswered are asked again in the next batch, once" in err
 
 
-def test_a_batch_wait_holds_no_concurrency_slot(make_suite, cli, monkeypatch) -> None:
-    # four contenders at -j 2: each batch is looked at as "in progress" until all four are sent (or 60 s
-    # pass, which fails the test): had a batch's wait held its slot, the second pair would never be sent
+PREPARED_HELPER = EXACT_HELPER.replace(
+    "ae.configure(",
+    """class Prepared(ae.EchoAdapter):
+    dataset = None
+
+    def prepare(self, dataset):
+        import os
+
+        self.dataset = dataset
+        if dataset == os.environ.get("PREPARE_ONCE") and os.path.exists(__file__ + ".prepared"):
+            if dataset in open(__file__ + ".prepared").read().split():
+                raise OSError(f"{dataset} is gone")
+        with open(__file__ + ".prepared", "a") as calls:
+            calls.write(dataset + "\\n")
+
+    def call(self, case, model):
+        if case.dataset != self.dataset:
+            raise RuntimeError(f"prepared for {self.dataset}, ran {case.key}")
+        return super().call(case, model)
+
+ae.configure(""",
+).replace("adapter=ae.EchoAdapter()", "adapter=Prepared()")
+
+
+@pytest.mark.parametrize(("datasets", "once"), [(1, False), (2, False), (2, True)])
+def test_a_batch_wait_holds_no_concurrency_slot_and_no_dataset_waits_for_another(
+    datasets, once, make_suite, cli, monkeypatch
+) -> None:
+    # four experiments at -j 2 (four contenders of one dataset, or two of each of two datasets): each
+    # batch is looked at as "in progress" until all four are sent (or 60 s pass, which fails the test):
+    # had a batch's wait held its slot, or a dataset waited for the one before it, the second pair would
+    # never be sent. A batch that comes back runs its cases with the adapter prepared for its dataset;
+    # when that prepare fails (once: ds's second prepare raises), the cases it answered are not run, said.
     api = BatchAPI()
     deadline = time.monotonic() + 60
 
@@ -342,15 +372,32 @@ def test_a_batch_wait_holds_no_concurrency_slot(make_suite, cli, monkeypatch) ->
         return api(received)
 
     completed: list[int] = []
-    models = "".join(f"    - model: {m}\n      temperature: [0.0, 0.7]\n" for m in ("gpt-4o-mini", "gpt-4.1-mini"))
+    temperatures = "\n      temperature: [0.0, 0.7]" if datasets == 1 else ""
+    models = "".join(f"    - model: {m}{temperatures}\n" for m in ("gpt-4o-mini", "gpt-4.1-mini"))
     lineup = "request_types: [prompt]\ndefaults:\n  max_tokens: 16\nvendors:\n  openai:\n" + models
+    cases = many(3) if datasets == 1 else {**many(3), **{k.replace("/ds/", "/other/"): v for k, v in many(2).items()}}
     with OpenAICompatible(held) as server:
         monkeypatch.setenv("OPENROUTER_BASE_URL", server.url + "/api/v1")
         monkeypatch.setenv("OPENROUTER_API_KEY", "sk-or-batch")
         monkeypatch.setenv("AGENT_EVALS_BATCH_POLL", "0.02")
-        project = make_suite(helper=EXACT_HELPER, config=lineup, cases=many(3))
+        monkeypatch.setenv("PREPARE_ONCE", "ds" if once else "")
+        project = make_suite(helper=PREPARED_HELPER, config=lineup, cases=cases)
         code, _, err = cli("compare", "--batch", "--local", "-j", "2", cwd=project)
+    if once:  # ds came back after other was prepared: ds's prepare raised, its two experiments not run
+        assert code == 1 and err.count("Prepared.prepare('ds') raised OSError: ds is gone: 1 experiment not run") == 2
+        assert "ds] openai/gpt-4o-mini effort=default stopped after 0 of 3 cases: adapter Prepared.prepare" in err
+        assert err.count("prepare") == 4 and "prepare('other')" not in err
+        logs = read_logs(project)
+        assert sorted(log["summary"]["scored"] for log in logs) == [0, 0, 2, 2]
+        assert len(api.submitted) == 4 and api.sync == 0
+        return
     assert code == 0, err
     assert len(api.submitted) == 4 and api.sync == 0
     assert completed and completed[0] == 4  # the first batch ended only once every batch had gone
-    assert all(log["summary"]["scored"] == 3 for log in read_logs(project))
+    logs = read_logs(project)
+    assert sorted(log["summary"]["scored"] for log in logs) == ([3] * 4 if datasets == 1 else [2, 2, 3, 3])
+    assert all(row["error"] is None for log in logs for row in log["rows"])  # each ran with its dataset prepared
+    # each dataset prepared before its cases are put off, and again when its batches' answers run after
+    # the other's was prepared: at most once for each dataset's first pass and once for each round back
+    prepared = (project / "evals" / "eval_helper.py.prepared").read_text().split()
+    assert prepared[:datasets] == ["ds", "other"][:datasets] and len(prepared) <= datasets + 4, prepared
