@@ -5594,9 +5594,8 @@ class _ExperimentRun:
         self.claim = itertools.count().__next__  # atomic under the GIL
         self.recorded = 0
         self.closed = False
-        self.active = min(experiment.parallelism, len(self.todo))  # threads taking its cases
-        self.spawned = 0  # worker threads started, replacements included
-        self.wanted = 0  # threads to start once its dataset's turn comes (the case runs a batch answered)
+        self.active = 0  # threads taking its cases
+        self.wanted = 0  # threads to start (resume): for its cases, or for what its batch answered
         self.queued = False  # handed to the main thread, which does what it needs next (advance)
         self.started = time.perf_counter()
         # unit -> (when it started, its model, the owner running it, the case's place)
@@ -5617,25 +5616,15 @@ class _ExperimentRun:
         for tracker in self.run.trackers:
             with self.run.lock:
                 self.run.call(tracker, "start", self.experiment)
-        if self.batch.due(self.run.stop):  # --resume: first, the batches it sent
-            self.active = 0  # its threads start once they are collected
-        if not self.active:
-            with self.run.lock:
-                self._settle()
-        else:
-            # every thread waits at the gate until all have started: a start() waits for its
-            # thread to run, which under hundreds of busy threads would take seconds
-            gate = threading.Event()
-            for _ in range(self.active):
-                self._spawn(_Owner(), gate)
-            gate.set()
+        if not self.batch.due(self.run.stop):  # --resume: first, the batches it sent, collected
+            self.wanted = min(self.experiment.parallelism, len(self.todo))
+        self.resume()
 
     def _spawn(self, owner: _Owner, gate: threading.Event | None = None) -> None:
         """Start a thread for ``owner``. A system that refuses one more thread (-p and -j
         past its limit) stops the run with that said; the threads already running finish."""
-        self.spawned += 1
         try:
-            threading.Thread(target=self._work, args=(owner, gate), name=f"case-{self.spawned}", daemon=True).start()
+            threading.Thread(target=self._work, args=(owner, gate), name="case", daemon=True).start()
         except RuntimeError as e:  # "can't start new thread"
             self.run.stop.set(f"the system refused another thread ({e}); lower -p or -j")
             self._done(owner)
@@ -5682,7 +5671,8 @@ class _ExperimentRun:
                     with self._within(place, model.ledger.repeat) if run.live else contextlib.nullcontext():
                         result = _run_case(run.suite, self.experiment, place, run.metric_names, model, started)
                 except BaseException as e:  # the harness's own failure: still that case's row
-                    result = self._failed(i, place, model, started, e)
+                    took = time.perf_counter() - started
+                    result = _result(self.experiment, self._case(place), model, took, None, None, *_describe(e))
                 if (ended := self.batch.put_off(self, i, model, result)) is None:
                     continue  # it waits for the next batch
                 result = ended
@@ -5710,12 +5700,6 @@ class _ExperimentRun:
                 self.run.failed.setdefault(tracker, f"tracker {tracker.name}: begin raised {_describe(e)[0]}")
         return stack
 
-    def _failed(self, i: int, place: int, model: Model, started: float, error: BaseException) -> RunResult:
-        error_text, trace = _describe(error)
-        return _result(
-            self.experiment, self._case(place), model, time.perf_counter() - started, None, None, error_text, trace
-        )
-
     def _case(self, place: int) -> Case:
         """The case at ``place`` if it was read, else its name alone (never waits on a read)."""
         cases = self.experiment.cases
@@ -5736,20 +5720,20 @@ class _ExperimentRun:
             self._settle()
             if self.closed or self.results[i] is not None or unasked:
                 return None
-            self.results[i], self.lines[i] = result, line
-            run.progress.add(result)
-            self._record()
-            self._judge(result)
-            if self.decider is not None:
-                self.decider.update(self)
+            self._keep(i, result, line)
         return line
 
-    def _judge(self, result: RunResult) -> None:
-        """A contender whose first three cases fail with the same provider error and none
-        answered is stopped, not asked the same way for every case (the caller holds the
-        lock): a 400 for what it sends (an effort its server does not take), a server that
-        answers 500 to all (a model that cannot load) or never answers (timeouts). A rate
-        limit is the key's, not the contender's: never."""
+    def _keep(self, i: int, result: RunResult, line: str) -> None:
+        """A finished case run's row, counted and recorded (the caller holds the lock). A
+        contender whose first three cases fail with the same provider error and none answered
+        is stopped, not asked the same way for every case: a 400 for what it sends (an effort
+        its server does not take), a server that answers 500 to all (a model that cannot
+        load) or never answers (timeouts). A rate limit is the key's, not the contender's."""
+        self.results[i], self.lines[i] = result, line
+        self.run.progress.add(result)
+        self._record()
+        if self.decider is not None:
+            self.decider.update(self)
         error = result.error
         if error is None:
             self.answered = True
@@ -5780,11 +5764,7 @@ class _ExperimentRun:
                 replace, owner.orphaned = not owner.orphaned, True
                 self._settle()
                 if self.results[i] is None:
-                    self.results[i], self.lines[i] = result, line
-                    self.run.progress.add(result)
-                    self._record()
-                    if self.decider is not None:
-                        self.decider.update(self)
+                    self._keep(i, result, line)
                 else:
                     line = ""
             self.run.journal_write(self.journal, f"{line}\n" if line else "")
@@ -5846,8 +5826,12 @@ class _ExperimentRun:
             threads, self.wanted = (0 if self.run.stop.event.is_set() or failure else self.wanted), 0
             self.active += threads
             self._settle()
+        # every thread waits at the gate until all have started: a start() waits for its thread
+        # to run, which under hundreds of busy threads would take seconds
+        gate = threading.Event()
         for _ in range(threads):
-            self._spawn(_Owner())
+            self._spawn(_Owner(), gate)
+        gate.set()
 
     def working(self) -> bool:
         """Some thread runs its cases: the adapter stays prepared for its dataset."""
@@ -6062,6 +6046,26 @@ class _Journal:
             if not self.closed:
                 self.closed = True
                 os.close(self.fd)
+
+    @staticmethod
+    def read(text: str, path: Path) -> Any:
+        """A journal as its experiment's log record: the header, with the rows and the batches
+        --batch sent between them. A line cut short by a kill is left out, said once."""
+        lines, cut = [], 0
+        for line in text.rstrip("\0").splitlines():  # a journal an older version wrote may end in zeros
+            try:
+                lines.append(json.loads(line))
+            except ValueError:
+                cut += 1
+        if cut:
+            _warn(f"{_display(path)}: {cut} line{'s' if cut > 1 else ''} cut short (a killed run?) left out")
+        if not lines:
+            raise ValueError("an empty journal")
+        if not isinstance(lines[0], dict):
+            return lines[0]  # not a header: the log's check names what it is
+        batches = [line["batch"] for line in lines[1:] if isinstance(line, dict) and "batch" in line]
+        rows = [line for line in lines[1:] if not (isinstance(line, dict) and "batch" in line)]
+        return {**lines[0], "rows": rows, "batches": batches}
 
 
 class _Session:
@@ -7474,25 +7478,7 @@ def _read_record(path: Path, where: str) -> tuple[tuple[str, str], dict[str, obj
     """One log or journal as (its key, its record); a ConfigError naming it when it cannot be."""
     try:
         text = path.read_bytes().decode("utf-8")
-        if path.suffix == ".jsonl":
-            lines, cut = [], 0
-            for line in text.rstrip("\0").splitlines():  # a journal an older version wrote may end in zeros
-                try:
-                    lines.append(json.loads(line))
-                except ValueError:
-                    cut += 1  # a line cut short by a kill
-            if cut:
-                _warn(f"{_display(path)}: {cut} line{'s' if cut > 1 else ''} cut short (a killed run?) left out")
-            if not lines:
-                raise ValueError("an empty journal")
-            if isinstance(lines[0], dict):  # its header, then rows, and the batches --batch sent between them
-                rows = [line for line in lines[1:] if not (isinstance(line, dict) and "batch" in line)]
-                batches = [line["batch"] for line in lines[1:] if isinstance(line, dict) and "batch" in line]
-                record = {**lines[0], "rows": rows, "batches": batches}
-            else:
-                record = lines[0]
-        else:
-            record = json.loads(text)
+        record = _Journal.read(text, path) if path.suffix == ".jsonl" else json.loads(text)
         _check_record(record)
         if stamp := _STAMP.search(path.name):  # a journal's header has none
             record.setdefault("stamp", stamp[1])
@@ -8073,6 +8059,119 @@ def _row(experiment: Experiment, metrics: Sequence[Metric], primary: Metric, fla
         any(v not in (0.0, 1.0) for values in repeats.values() for v in values),
         _latency([r.duration for r in results]),
     )
+
+
+def _run_lines(experiments: Sequence[Experiment], verbose: bool = False) -> list[tuple[str, bool]]:
+    """What a run's STDERR says of each experiment after its tables, each line with whether
+    it is a warning: retries, answers cut off at max_tokens, waits on the key's rate limit,
+    who served it, answers replayed, costs that are not prices; with -v, its case times as
+    users quote them."""
+    lines = []
+    for experiment in experiments:
+        results, label = experiment.results, f"[{experiment.dataset}] {experiment.contender.label}"
+        if verbose and (latency := _latency([r.duration for r in results])):
+            lines.append((f"latency {label}: p50 {latency[0]:.2f} s, p95 {latency[1]:.2f} s a case run", False))
+        if retries := sum(r.retries for r in results):
+            lines.append((f"retries {label}: {retries}", False))
+        if cut := sum(r.finish_reason == "length" for r in results):
+            limit = experiment.contender.max_tokens
+            lines.append(
+                (
+                    f"truncated {label}: {cut} of {len(results)} answers stopped at the output limit "
+                    f"(finish_reason: length; max_tokens {limit or 'the model default'}); they were scored as they "
+                    "are: raise --max-tokens (or max_tokens:) if that is not meant",
+                    True,
+                )
+            )
+        if experiment.waits:
+            held, summed = _held_back(experiment.waits)
+            lines.append(
+                (
+                    f"rate-limited {label}: the key's rate limit held its calls back for {held:.1f} s of the run "
+                    f"({summed:.1f} s summed over calls waiting side by side; paced with the run's other contenders "
+                    "on that key; never retries, never errors)",
+                    False,
+                )
+            )
+        lines += [(line, True) for line in _served_lines(label, results, experiment.contender.tier)]
+        lines += _replayed_lines(label, results)
+        if odd := sum(r.usage.no_price for r in results):
+            lines.append(
+                (
+                    f"{label}: {_n(odd, 'answer')} reported a cost that is not a price (NaN, infinite or below 0); "
+                    "taken as unknown (the catalog's price, else $0)",
+                    True,
+                )
+            )
+    return lines
+
+
+def _replayed_lines(label: str, results: Sequence[RunResult]) -> list[tuple[str, bool]]:
+    """Answers OpenRouter's response cache gave: counted when the config let it, a warning
+    when it answered requests sent with it off (a preset that turns it on)."""
+    if not (hits := sum(r.replayed[0] for r in results)):
+        return []
+    runs = sum(r.replayed[0] > 0 for r in results)
+    lines = [
+        (
+            f"replayed {label}: {_n(hits, 'answer')} in {runs} of {_n(len(results), 'case run')} came from "
+            "OpenRouter's response cache (free, the answer an earlier identical request had)",
+            False,
+        )
+    ]
+    if unasked := sum(r.replayed[1] for r in results):
+        lines.append(
+            (
+                f"replayed {label}: {_n(unasked, 'answer')} came from the response cache though agent-evals sent "
+                "X-OpenRouter-Cache: false (a preset with cache_enabled?); a replayed answer is not an independent "
+                "one, so repeats and intervals overstate agreement: turn the preset's cache off",
+                True,
+            )
+        )
+    return lines
+
+
+def _served_lines(label: str, results: Iterable[RunResult], tier: str | None = None) -> list[str]:
+    """A line when one contender's cases were answered by more than one upstream, or more
+    than one model (an alias that moved): scores can differ between them; and when a tier
+    asked for (flex, priority, scale) was not the one that answered."""
+    import collections
+
+    results = list(results)
+    lines = []
+    served = collections.Counter(s["service_tier"] for r in results for s in r.served[-1:] if s.get("service_tier"))
+    if tier in ("flex", "priority", "scale") and (
+        other := {t: n for t, n in served.items() if t != tier and (t, tier) != ("fast", "priority")}
+    ):
+        each = ", ".join(f"{name} ({_n(n, 'case')})" for name, n in other.items())
+        lines.append(f"tier {label}: asked for {tier}, answered on {each}; each is priced as billed (usage.cost)")
+    for key, what, fix in (
+        ("provider", "upstreams", "pin one with provider: {only: [NAME]}"),
+        ("model", "models", "name the model itself, not an alias"),
+    ):
+        counts = collections.Counter(s[key] for r in results for s in r.served[-1:] if s.get(key))
+        if len(counts) > 1:
+            each = ", ".join(f"{name} ({_n(n, 'case')})" for name, n in counts.most_common())
+            lines.append(
+                f"{what} {label}: answered by {len(counts)} {what}, {each}; scores can differ between them: {fix}"
+            )
+    return lines
+
+
+def _cache_lines(experiments: Sequence[Experiment]) -> list[str]:
+    """For each experiment the cache served: how many answers, and the spend not repeated."""
+    lines = []
+    for experiment in experiments:
+        hits, runs = sum(r.cached for r in experiment.results), len(experiment.results)
+        if hits:
+            saved = sum(r.saved for r in experiment.results)
+            lines.append(
+                f"cache [{experiment.dataset}] {experiment.contender.label}: {hits} answers of {runs} runs from "
+                "the cache; "
+                f"{_fmt_cost(saved)} not spent again (the cost column counts what the answers cost; "
+                f"this run spent {_fmt_cost(sum(r.usage.cost_usd for r in experiment.results))})"
+            )
+    return lines
 
 
 def _latency(durations: list[float]) -> tuple[float, float] | None:
@@ -10888,7 +10987,14 @@ def _execute(args: argparse.Namespace, plan: _Plan, stamp: str) -> tuple[_Sessio
     _warn_case_problems(plan.by_dataset.values(), plan.twice)
     if capture.file is not None:
         print(f"warnings: what the suite printed or logged during the run is in {_display(capture.path)}", file=err)
-    _report_transport(suite, experiments, args.verbose)
+    for line, warning in _run_lines(experiments, args.verbose):
+        if warning:
+            _warn(line)
+        else:
+            print(line, file=err)
+    for provider in suite.providers:
+        for model_id in sorted(getattr(provider, "unpriced", ())):
+            _warn(f"{model_id}: no cost in the response and no price in the catalog; its cost counts as $0")
     print(f"logs: {_display(log_dir)} ({stamp})", file=err)
     return session, interrupted
 
@@ -11129,22 +11235,6 @@ def _warn_case_problems(groups: Iterable[_Cases], twice: Sequence[tuple[str, str
         _warn(f"{problem} (agent-evals verify lists every problem)")
 
 
-def _cache_lines(experiments: Sequence[Experiment]) -> list[str]:
-    """For each experiment the cache served: how many answers, and the spend not repeated."""
-    lines = []
-    for experiment in experiments:
-        hits, runs = sum(r.cached for r in experiment.results), len(experiment.results)
-        if hits:
-            saved = sum(r.saved for r in experiment.results)
-            lines.append(
-                f"cache [{experiment.dataset}] {experiment.contender.label}: {hits} answers of {runs} runs from "
-                "the cache; "
-                f"{_fmt_cost(saved)} not spent again (the cost column counts what the answers cost; "
-                f"this run spent {_fmt_cost(sum(r.usage.cost_usd for r in experiment.results))})"
-            )
-    return lines
-
-
 def _show_pages(pages: Sequence[tuple[str, str]], *, open_them: bool) -> None:
     """Name each tracker page on STDERR; open the first in a browser when a person is
     at a terminal (never in CI, never with --no-open)."""
@@ -11205,90 +11295,6 @@ def _setup_providers(suite: _Suite, args: argparse.Namespace, *, offline: bool) 
         provider.app_name = app.get("title") or (
             suite.config.project or suite.name if app.get("url") else "agent-evals"
         )
-
-
-def _report_transport(suite: _Suite, experiments: Sequence[Experiment], verbose: bool = False) -> None:
-    """On STDERR: retries per experiment, answers cut off at max_tokens, and models whose
-    cost could not be known; with -v, each one's case times as users quote them."""
-    for experiment in experiments:
-        label = f"[{experiment.dataset}] {experiment.contender.label}"
-        if verbose and (latency := _latency([r.duration for r in experiment.results])):
-            print(f"latency {label}: p50 {latency[0]:.2f} s, p95 {latency[1]:.2f} s a case run", file=sys.stderr)
-        retries = sum(r.retries for r in experiment.results)
-        if retries:
-            print(f"retries {label}: {retries}", file=sys.stderr)
-        if cut := sum(r.finish_reason == "length" for r in experiment.results):
-            limit = experiment.contender.max_tokens
-            _warn(
-                f"truncated {label}: {cut} of {len(experiment.results)} answers stopped at the output limit "
-                f"(finish_reason: length; max_tokens {limit or 'the model default'}); they were scored as they "
-                "are: raise --max-tokens (or max_tokens:) if that is not meant"
-            )
-        if experiment.waits:
-            held, summed = _held_back(experiment.waits)
-            print(
-                f"rate-limited {label}: the key's rate limit held its calls back for {held:.1f} s of the run "
-                f"({summed:.1f} s summed over calls waiting side by side; paced with the run's other contenders "
-                "on that key; never retries, never errors)",
-                file=sys.stderr,
-            )
-        for line in _served_lines(label, experiment.results, experiment.contender.tier):
-            _warn(line)
-        _replayed_lines(label, experiment.results)
-        if odd := sum(r.usage.no_price for r in experiment.results):
-            _warn(
-                f"{label}: {_n(odd, 'answer')} reported a cost that is not a price (NaN, infinite or below 0); "
-                "taken as unknown (the catalog's price, else $0)"
-            )
-    for provider in suite.providers:
-        for model_id in sorted(getattr(provider, "unpriced", ())):
-            _warn(f"{model_id}: no cost in the response and no price in the catalog; its cost counts as $0")
-
-
-def _replayed_lines(label: str, results: Sequence[RunResult]) -> None:
-    """Answers OpenRouter's response cache gave: counted when the config let it, a warning
-    when it answered requests sent with it off (a preset that turns it on)."""
-    if not (hits := sum(r.replayed[0] for r in results)):
-        return
-    runs = sum(r.replayed[0] > 0 for r in results)
-    print(
-        f"replayed {label}: {_n(hits, 'answer')} in {runs} of {_n(len(results), 'case run')} came from OpenRouter's "
-        "response cache (free, the answer an earlier identical request had)",
-        file=sys.stderr,
-    )
-    if unasked := sum(r.replayed[1] for r in results):
-        _warn(
-            f"replayed {label}: {_n(unasked, 'answer')} came from the response cache though agent-evals sent "
-            "X-OpenRouter-Cache: false (a preset with cache_enabled?); a replayed answer is not an independent "
-            "one, so repeats and intervals overstate agreement: turn the preset's cache off"
-        )
-
-
-def _served_lines(label: str, results: Iterable[RunResult], tier: str | None = None) -> list[str]:
-    """A line when one contender's cases were answered by more than one upstream, or more
-    than one model (an alias that moved): scores can differ between them; and when a tier
-    asked for (flex, priority, scale) was not the one that answered."""
-    import collections
-
-    results = list(results)
-    lines = []
-    served = collections.Counter(s["service_tier"] for r in results for s in r.served[-1:] if s.get("service_tier"))
-    if tier in ("flex", "priority", "scale") and (
-        other := {t: n for t, n in served.items() if t != tier and (t, tier) != ("fast", "priority")}
-    ):
-        each = ", ".join(f"{name} ({_n(n, 'case')})" for name, n in other.items())
-        lines.append(f"tier {label}: asked for {tier}, answered on {each}; each is priced as billed (usage.cost)")
-    for key, what, fix in (
-        ("provider", "upstreams", "pin one with provider: {only: [NAME]}"),
-        ("model", "models", "name the model itself, not an alias"),
-    ):
-        counts = collections.Counter(s[key] for r in results for s in r.served[-1:] if s.get(key))
-        if len(counts) > 1:
-            each = ", ".join(f"{name} ({_n(n, 'case')})" for name, n in counts.most_common())
-            lines.append(
-                f"{what} {label}: answered by {len(counts)} {what}, {each}; scores can differ between them: {fix}"
-            )
-    return lines
 
 
 def _render_breakdowns(experiments: Sequence[Experiment], metrics: Sequence[Metric], style: str) -> str:
