@@ -5110,6 +5110,308 @@ def _unit(dataset: str, case_id: str, cluster: object) -> str:
 
 
 # ═══════════════════════════════════════════════════════════════════════════════
+# The response cache: completions kept on disk, so a rerun spends nothing
+# ═══════════════════════════════════════════════════════════════════════════════
+
+
+class _Cache(_Step):
+    """Completions already paid for, in SQLite (``--cache``): keyed by provider, model,
+    settings, prompt, JSON mode and repeat, so a repeat never reuses another repeat's
+    answer. Only successful completions are stored. One connection per thread, WAL and a
+    busy timeout: safe under the thread pool and across processes sharing the file."""
+
+    def __init__(self, path: Path) -> None:
+        import sqlite3
+
+        self.path = path
+        self._local = threading.local()
+        where = _display(path)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with self._db() as db:
+                db.execute(
+                    "CREATE TABLE IF NOT EXISTS completions (key TEXT PRIMARY KEY, model TEXT, text TEXT, "
+                    "usage TEXT, raw TEXT, created REAL)"
+                )
+                db.execute("SELECT key, text, usage, raw FROM completions LIMIT 1").fetchall()
+        except sqlite3.DatabaseError as e:
+            raise ConfigError(
+                f"{where}: the response cache is damaged ({e}); agent-evals cache clear repairs it"
+            ) from None
+        except OSError as e:
+            raise ConfigError(f"{where}: the response cache cannot be opened ({e.strerror or e})") from None
+
+    @staticmethod
+    def repair(path: Path) -> bool:
+        """Remove a damaged cache file (and its WAL); True when it was damaged."""
+        try:
+            _Cache(path)
+            return False
+        except ConfigError:
+            pass
+        for extra in ("", "-wal", "-shm", "-journal"):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(f"{path}{extra}")
+        return True
+
+    def _db(self) -> Any:
+        db = getattr(self._local, "db", None)
+        if db is None:
+            import sqlite3
+
+            db = sqlite3.connect(self.path, timeout=30.0)
+            # switching a new file to WAL takes a lock SQLite will not wait for: two processes
+            # opening the cache at once (shards on one machine) retry instead of failing
+            deadline = time.monotonic() + 30.0
+            while True:
+                try:
+                    db.execute("PRAGMA journal_mode=WAL")
+                    break
+                except sqlite3.OperationalError as e:
+                    if "locked" not in str(e) or time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.02)
+            self._local.db = db
+        return db
+
+    def before(self, call: _Call) -> None:
+        """An identical request answered before is answered from here, costing nothing now."""
+        call.key = self.key(call.model, call.request)
+        if (hit := self.get(call.key)) is not None:
+            call.origin, call.saved = "cache", hit.usage.cost_usd
+            call.answer = dataclasses.replace(hit, usage=dataclasses.replace(hit.usage, cost_usd=0.0))
+
+    def after(self, call: _Call) -> None:
+        if call.answer is not None and call.origin != "cache":
+            self.put(call.key, call.answer, call.model.id)
+
+    @staticmethod
+    def key(model: Model, request: Mapping[str, Any]) -> str:
+        """The request's identity: the contender, its settings and everything sent; a
+        conversation keys on its whole message list, tool definitions and tool choice."""
+        import hashlib
+
+        head = [model.provider.name, model.id, model.effort, model.temperature, model.max_tokens]
+        head += [model.routing] if model.routing else []  # routed elsewhere, answered elsewhere
+        head += [f"tier={model.service_tier}"] if model.service_tier else []
+        if "messages" in request:
+            sent: list[object] = ["conversation", request["messages"], request.get("tools"), request.get("tool_choice")]
+            parts = [*head, *sent, request["json"], model.ledger.repeat]
+        else:  # the system/user form keeps the keys of caches written before conversations
+            parts = [*head, request["system"], request["user"], request["json"], model.ledger.repeat]
+        return hashlib.sha256(_json_dumps(parts).encode()).hexdigest()
+
+    def get(self, key: str) -> Completion | None:
+        row = self._db().execute("SELECT text, usage, raw FROM completions WHERE key = ?", (key,)).fetchone()
+        if row is None:
+            return None
+        try:
+            raw = json.loads(row[2])
+            usage = Usage.coerce(json.loads(row[1])) or Usage()
+            if isinstance(raw, dict) and raw.get(self.TURN) == 1:  # a conversation's answer, tool calls and all
+                message = raw.get("message") if isinstance(raw.get("message"), dict) else None
+                return Completion(
+                    str(row[0]),
+                    usage,
+                    raw.get("raw"),
+                    message,
+                    ToolCall.of(message),
+                    raw.get("finish_reason"),
+                )
+            choices = raw.get("choices") if isinstance(raw, dict) else None
+            first = choices[0] if isinstance(choices, list) and choices and isinstance(choices[0], dict) else {}
+            reason = first.get("finish_reason")  # a cut-off answer is still one when it comes from the cache
+            return Completion(str(row[0]), usage, raw, finish_reason=reason if isinstance(reason, str) else None)
+        except (ValueError, TypeError, AttributeError):
+            return None  # an entry that no longer reads is no answer: the model is asked again
+
+    TURN = "agent_evals_turn"  # marks a stored conversation answer: its message and finish reason too
+
+    def put(self, key: str, completion: Completion, model: str = "") -> None:
+        raw = completion.raw
+        if completion.message is not None:
+            raw = {self.TURN: 1, "raw": raw, "message": completion.message, "finish_reason": completion.finish_reason}
+        with self._db() as db:
+            db.execute(
+                "INSERT OR REPLACE INTO completions VALUES (?, ?, ?, ?, ?, ?)",
+                (
+                    key,
+                    model,
+                    _redact(str(completion.text)),
+                    _json_dumps(completion.usage.to_json()),
+                    _redact_json(_json_dumps(raw), raw),
+                    time.time(),
+                ),
+            )
+
+    def stats(self) -> list[tuple[str, int, float]]:
+        """(model, answers, what they cost when first paid) per model id ("" for entries older than the column)."""
+        cost = "COALESCE(SUM(json_extract(usage, '$.cost_usd')), 0)"
+        return list(
+            self._db().execute(f"SELECT model, COUNT(*), {cost} FROM completions GROUP BY model ORDER BY model")
+        )
+
+    def mean_cost(self, model: str) -> float | None:
+        """What one of ``model``'s stored answers cost when it was first paid for, on average."""
+        (mean,) = (
+            self._db()
+            .execute("SELECT AVG(json_extract(usage, '$.cost_usd')) FROM completions WHERE model = ?", (model,))
+            .fetchone()
+        )
+        return None if mean is None else float(mean)
+
+    def clear(self) -> int:
+        with self._db() as db:
+            return db.execute("DELETE FROM completions").rowcount
+
+
+# ═══════════════════════════════════════════════════════════════════════════════
+# Spend: prices, worst cases and --budget's holds, a step of every model call
+# ═══════════════════════════════════════════════════════════════════════════════
+#
+# One worst case for both: a call costs at most each byte it sends as a token in, the full
+# max_tokens out, and the provider's price per request (_worst). The forecast sums it over
+# an experiment's cases; the budget holds it per call before the call is sent.
+
+
+def _price_of(provider: Provider, model_id: str) -> tuple[float, float, float] | None:
+    """The provider's price, or None when it cannot say: its catalog unreachable, its code
+    raising, or an answer that is no three finite dollar amounts from 0 up."""
+    try:
+        price: Any = provider.price(model_id)
+        ok = len(price) == 3 and all(not isinstance(p, bool) and 0 <= float(p) < math.inf for p in price)
+    except _SUITE_EXCEPTIONS as e:
+        _reraise_ctrl_c(e)
+        return None
+    return (float(price[0]), float(price[1]), float(price[2])) if ok else None
+
+
+def _worst(price: tuple[float, float, float], sent: float, calls: int, max_tokens: int) -> float:
+    """The most ``calls`` model calls sending ``sent`` bytes between them can cost.
+
+    >>> round(_worst((1e-6, 2e-6, 0.001), 1000, 2, 100), 6)  # 1000 in, then 2 x (100 out + a request)
+    0.0034
+    """
+    p_in, p_out, p_request = price
+    return sent * p_in + calls * (max_tokens * p_out + p_request)
+
+
+def _worst_call(model: Model, request: Mapping[str, object], seen: tuple[float, float] | None = None) -> float:
+    """The most one call of ``model`` sending ``request`` can cost (a token is at least a
+    byte, and a little more for the roles), at the dearer of the catalog's prices and what
+    its answers were seen to cost (``_Budget.observe``)."""
+    p_in, p_out, p_request = _price_of(model.provider, model.id) or (0.0, 0.0, 0.0)
+    factor, rate = seen or (1.0, 0.0)
+    price = (max(p_in * factor, rate), max(p_out * factor, rate), p_request * factor)
+    sent = {k: v for k, v in request.items() if k != "json"}
+    return _worst(price, len(_json_dumps(sent).encode()) + 16, 1, model.max_tokens or 0)
+
+
+_BUDGET = "budget reached"  # a case the budget stopped before its call: --resume asks it again
+
+
+class _Hold:
+    """One model call's share of ``--budget``: what it holds, and its worst case per try."""
+
+    __slots__ = ("held", "key", "worst")
+
+    def __init__(self, held: float, worst: float, key: tuple[str | None, ...]) -> None:
+        self.held, self.worst, self.key = held, worst, key
+
+
+class _Budget(_Step):
+    """``--budget``: what one run may spend. Every model call holds its worst case before it
+    is sent (``before``) and settles at what it spent when it returns (``after``), so what
+    was spent and what is held never passes the limit: with concurrency, retries (each try
+    holds again: ``again``), repeats and agents' turns. A call that does not fit stops the run.
+
+    A catalog's price is not trusted (a stale catalog, ``:online`` search fees, a proxy that
+    adds its own, a tier dearer than listed): a contender's first call is asked alone, and
+    every hold after it is at the dearer of the catalog's price and what its calls cost, so
+    a call that costs more than it held tightens that contender's holds at once. What
+    remains: the calls already in flight when a price rises may pass what they held."""
+
+    def __init__(self, limit: float) -> None:
+        self.limit, self.spent, self.held = limit, 0.0, 0.0
+        self.lock = threading.Lock()
+        self.answered = threading.Condition(self.lock)  # a contender's first call came back
+        self.seen: dict[tuple[str | None, ...], tuple[float, float]] = {}  # by (model id, routing, tier): observe's
+        self.asking: set[tuple[str | None, ...]] = set()  # contenders whose first call is in flight
+
+    blocks = True  # a contender's first call is asked alone: the next ones wait for it
+
+    def before(self, call: _Call) -> None:
+        self.first_alone(call.model)
+        call.hold = self.begin(call.model, call.request)
+
+    def after(self, call: _Call) -> None:
+        self.end(call.hold, call.model, None if call.answer is None else call.answer.usage, call.spent)
+
+    def again(self, call: _Call) -> None:
+        """A provider tries the call in flight again: the new try holds its own worst case."""
+        if isinstance(hold := call.hold, _Hold):
+            hold.held += self.hold(hold.worst, call.model.stop)
+
+    @staticmethod
+    def key(model: Model) -> tuple[str | None, ...]:
+        """A contender as its calls are priced: its model, routing and tier."""
+        return (model.id, model.routing, model.service_tier)
+
+    def first_alone(self, model: Model) -> None:
+        """Wait while the contender's first call is in flight: the next ones hold what it
+        really cost. With none answered yet, this call is its first."""
+        key = self.key(model)
+        with self.answered:
+            while key not in self.seen and key in self.asking and not model.stop.event.is_set():
+                self.answered.wait(0.5)
+            if key not in self.seen:
+                self.asking.add(key)
+
+    def begin(self, model: Model, request: Mapping[str, object]) -> _Hold:
+        key = self.key(model)
+        with self.lock:
+            seen = self.seen.get(key)
+        worst = _worst_call(model, request, seen)
+        return _Hold(self.hold(worst, model.stop), worst, key)
+
+    def end(self, hold: _Hold, model: Model, usage: Usage | None, spent: float = 0.0) -> None:
+        """The call came back (``usage``: what its answer said it spent, None when it failed;
+        ``spent``: what its failed tries cost, an in-band error carrying its price)."""
+        with self.answered:
+            self.held -= hold.held
+            self.spent += spent + (usage.cost_usd if usage is not None else 0.0)
+            self.asking.discard(hold.key)
+            if usage is not None:  # nothing learned from a call that failed: the next one asks alone
+                self.seen[hold.key] = self.observe(self.seen.get(hold.key), model, usage)
+            self.answered.notify_all()
+
+    @staticmethod
+    def observe(seen: tuple[float, float] | None, model: Model, usage: Usage) -> tuple[float, float]:
+        """What a contender's answers showed, with this one's: (the most they cost over the
+        catalog's price for their tokens; where that price came to $0, the most per token)."""
+        factor, rate = seen or (1.0, 0.0)
+        p_in, p_out, p_request = _price_of(model.provider, model.id) or (0.0, 0.0, 0.0)
+        tokens = usage.input_tokens + usage.output_tokens
+        if (listed := usage.input_tokens * p_in + usage.output_tokens * p_out + p_request) > 0:
+            return max(factor, usage.cost_usd / listed), rate
+        return factor, max(rate, usage.cost_usd / max(tokens, 1))
+
+    def hold(self, amount: float, stop: _Stop) -> float:
+        with self.lock:
+            if self.spent + self.held + amount > self.limit * (1 + 1e-12):  # 100 x $0.001 fit in $0.10
+                reason = f"{_BUDGET}: {_fmt_cost(self.spent)} of {_fmt_cost(self.limit)}"
+                stop.set(reason)
+                raise ProviderError(f"{reason}; this call could cost {_fmt_cost(amount)}", stops_run=True)
+            self.held += amount
+        return amount
+
+    def stopped(self, finished: int, total: int) -> str:
+        """The line a run this budget stopped ends with."""
+        spent = f"{_fmt_cost(self.spent)} of {_fmt_cost(self.limit)}"
+        return f"{_BUDGET}: {spent}; {finished} of {total} cases asked; --resume with a higher --budget continues"
+
+
+# ═══════════════════════════════════════════════════════════════════════════════
 # The runner: one experiment per contender × dataset, on the tool's own threads
 # ═══════════════════════════════════════════════════════════════════════════════
 
@@ -6023,7 +6325,6 @@ class _Courier:
 
 GRACE_SECONDS = 10.0  # after a first Ctrl-C, how long cases in flight may finish
 _ABANDONED = "Abandoned"  # a case still in flight when the run ended: --resume asks it again
-_BUDGET = "budget reached"  # a case the budget stopped before its call: --resume asks it again
 
 
 class _Journal:
@@ -7782,162 +8083,6 @@ def _logged_experiment(record: Mapping[str, Any], cases: Mapping[tuple[str, str]
 
 
 # ═══════════════════════════════════════════════════════════════════════════════
-# The response cache: completions kept on disk, so a rerun spends nothing
-# ═══════════════════════════════════════════════════════════════════════════════
-
-
-class _Cache(_Step):
-    """Completions already paid for, in SQLite (``--cache``): keyed by provider, model,
-    settings, prompt, JSON mode and repeat, so a repeat never reuses another repeat's
-    answer. Only successful completions are stored. One connection per thread, WAL and a
-    busy timeout: safe under the thread pool and across processes sharing the file."""
-
-    def __init__(self, path: Path) -> None:
-        import sqlite3
-
-        self.path = path
-        self._local = threading.local()
-        where = _display(path)
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            with self._db() as db:
-                db.execute(
-                    "CREATE TABLE IF NOT EXISTS completions (key TEXT PRIMARY KEY, model TEXT, text TEXT, "
-                    "usage TEXT, raw TEXT, created REAL)"
-                )
-                db.execute("SELECT key, text, usage, raw FROM completions LIMIT 1").fetchall()
-        except sqlite3.DatabaseError as e:
-            raise ConfigError(
-                f"{where}: the response cache is damaged ({e}); agent-evals cache clear repairs it"
-            ) from None
-        except OSError as e:
-            raise ConfigError(f"{where}: the response cache cannot be opened ({e.strerror or e})") from None
-
-    @staticmethod
-    def repair(path: Path) -> bool:
-        """Remove a damaged cache file (and its WAL); True when it was damaged."""
-        try:
-            _Cache(path)
-            return False
-        except ConfigError:
-            pass
-        for extra in ("", "-wal", "-shm", "-journal"):
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(f"{path}{extra}")
-        return True
-
-    def _db(self) -> Any:
-        db = getattr(self._local, "db", None)
-        if db is None:
-            import sqlite3
-
-            db = sqlite3.connect(self.path, timeout=30.0)
-            # switching a new file to WAL takes a lock SQLite will not wait for: two processes
-            # opening the cache at once (shards on one machine) retry instead of failing
-            deadline = time.monotonic() + 30.0
-            while True:
-                try:
-                    db.execute("PRAGMA journal_mode=WAL")
-                    break
-                except sqlite3.OperationalError as e:
-                    if "locked" not in str(e) or time.monotonic() > deadline:
-                        raise
-                    time.sleep(0.02)
-            self._local.db = db
-        return db
-
-    def before(self, call: _Call) -> None:
-        """An identical request answered before is answered from here, costing nothing now."""
-        call.key = self.key(call.model, call.request)
-        if (hit := self.get(call.key)) is not None:
-            call.origin, call.saved = "cache", hit.usage.cost_usd
-            call.answer = dataclasses.replace(hit, usage=dataclasses.replace(hit.usage, cost_usd=0.0))
-
-    def after(self, call: _Call) -> None:
-        if call.answer is not None and call.origin != "cache":
-            self.put(call.key, call.answer, call.model.id)
-
-    @staticmethod
-    def key(model: Model, request: Mapping[str, Any]) -> str:
-        """The request's identity: the contender, its settings and everything sent; a
-        conversation keys on its whole message list, tool definitions and tool choice."""
-        import hashlib
-
-        head = [model.provider.name, model.id, model.effort, model.temperature, model.max_tokens]
-        head += [model.routing] if model.routing else []  # routed elsewhere, answered elsewhere
-        head += [f"tier={model.service_tier}"] if model.service_tier else []
-        if "messages" in request:
-            sent: list[object] = ["conversation", request["messages"], request.get("tools"), request.get("tool_choice")]
-            parts = [*head, *sent, request["json"], model.ledger.repeat]
-        else:  # the system/user form keeps the keys of caches written before conversations
-            parts = [*head, request["system"], request["user"], request["json"], model.ledger.repeat]
-        return hashlib.sha256(_json_dumps(parts).encode()).hexdigest()
-
-    def get(self, key: str) -> Completion | None:
-        row = self._db().execute("SELECT text, usage, raw FROM completions WHERE key = ?", (key,)).fetchone()
-        if row is None:
-            return None
-        try:
-            raw = json.loads(row[2])
-            usage = Usage.coerce(json.loads(row[1])) or Usage()
-            if isinstance(raw, dict) and raw.get(self.TURN) == 1:  # a conversation's answer, tool calls and all
-                message = raw.get("message") if isinstance(raw.get("message"), dict) else None
-                return Completion(
-                    str(row[0]),
-                    usage,
-                    raw.get("raw"),
-                    message,
-                    ToolCall.of(message),
-                    raw.get("finish_reason"),
-                )
-            choices = raw.get("choices") if isinstance(raw, dict) else None
-            first = choices[0] if isinstance(choices, list) and choices and isinstance(choices[0], dict) else {}
-            reason = first.get("finish_reason")  # a cut-off answer is still one when it comes from the cache
-            return Completion(str(row[0]), usage, raw, finish_reason=reason if isinstance(reason, str) else None)
-        except (ValueError, TypeError, AttributeError):
-            return None  # an entry that no longer reads is no answer: the model is asked again
-
-    TURN = "agent_evals_turn"  # marks a stored conversation answer: its message and finish reason too
-
-    def put(self, key: str, completion: Completion, model: str = "") -> None:
-        raw = completion.raw
-        if completion.message is not None:
-            raw = {self.TURN: 1, "raw": raw, "message": completion.message, "finish_reason": completion.finish_reason}
-        with self._db() as db:
-            db.execute(
-                "INSERT OR REPLACE INTO completions VALUES (?, ?, ?, ?, ?, ?)",
-                (
-                    key,
-                    model,
-                    _redact(str(completion.text)),
-                    _json_dumps(completion.usage.to_json()),
-                    _redact_json(_json_dumps(raw), raw),
-                    time.time(),
-                ),
-            )
-
-    def stats(self) -> list[tuple[str, int, float]]:
-        """(model, answers, what they cost when first paid) per model id ("" for entries older than the column)."""
-        cost = "COALESCE(SUM(json_extract(usage, '$.cost_usd')), 0)"
-        return list(
-            self._db().execute(f"SELECT model, COUNT(*), {cost} FROM completions GROUP BY model ORDER BY model")
-        )
-
-    def mean_cost(self, model: str) -> float | None:
-        """What one of ``model``'s stored answers cost when it was first paid for, on average."""
-        (mean,) = (
-            self._db()
-            .execute("SELECT AVG(json_extract(usage, '$.cost_usd')) FROM completions WHERE model = ?", (model,))
-            .fetchone()
-        )
-        return None if mean is None else float(mean)
-
-    def clear(self) -> int:
-        with self._db() as db:
-            return db.execute("DELETE FROM completions").rowcount
-
-
-# ═══════════════════════════════════════════════════════════════════════════════
 # Rendering: pure functions from results to text
 # ═══════════════════════════════════════════════════════════════════════════════
 
@@ -8798,146 +8943,8 @@ def _render_matrix(experiments: Sequence[Experiment], style: str) -> str:
 
 
 # ═══════════════════════════════════════════════════════════════════════════════
-# Spend: prices, the forecast, --budget's holds, and the line a budget stop prints
+# The forecast: what a run may cost, said before it spends, and the budget it checks
 # ═══════════════════════════════════════════════════════════════════════════════
-#
-# One worst case for both: a call costs at most each byte it sends as a token in, the full
-# max_tokens out, and the provider's price per request (_worst). The forecast sums it over
-# an experiment's cases; the budget holds it per call before the call is sent.
-
-
-def _price_of(provider: Provider, model_id: str) -> tuple[float, float, float] | None:
-    """The provider's price, or None when it cannot say: its catalog unreachable, its code
-    raising, or an answer that is no three finite dollar amounts from 0 up."""
-    try:
-        price: Any = provider.price(model_id)
-        ok = len(price) == 3 and all(not isinstance(p, bool) and 0 <= float(p) < math.inf for p in price)
-    except _SUITE_EXCEPTIONS as e:
-        _reraise_ctrl_c(e)
-        return None
-    return (float(price[0]), float(price[1]), float(price[2])) if ok else None
-
-
-def _worst(price: tuple[float, float, float], sent: float, calls: int, max_tokens: int) -> float:
-    """The most ``calls`` model calls sending ``sent`` bytes between them can cost.
-
-    >>> round(_worst((1e-6, 2e-6, 0.001), 1000, 2, 100), 6)  # 1000 in, then 2 x (100 out + a request)
-    0.0034
-    """
-    p_in, p_out, p_request = price
-    return sent * p_in + calls * (max_tokens * p_out + p_request)
-
-
-def _worst_call(model: Model, request: Mapping[str, object], seen: tuple[float, float] | None = None) -> float:
-    """The most one call of ``model`` sending ``request`` can cost (a token is at least a
-    byte, and a little more for the roles), at the dearer of the catalog's prices and what
-    its answers were seen to cost (``_Budget.observe``)."""
-    p_in, p_out, p_request = _price_of(model.provider, model.id) or (0.0, 0.0, 0.0)
-    factor, rate = seen or (1.0, 0.0)
-    price = (max(p_in * factor, rate), max(p_out * factor, rate), p_request * factor)
-    sent = {k: v for k, v in request.items() if k != "json"}
-    return _worst(price, len(_json_dumps(sent).encode()) + 16, 1, model.max_tokens or 0)
-
-
-class _Hold:
-    """One model call's share of ``--budget``: what it holds, and its worst case per try."""
-
-    __slots__ = ("held", "key", "worst")
-
-    def __init__(self, held: float, worst: float, key: tuple[str | None, ...]) -> None:
-        self.held, self.worst, self.key = held, worst, key
-
-
-class _Budget(_Step):
-    """``--budget``: what one run may spend. Every model call holds its worst case before it
-    is sent (``before``) and settles at what it spent when it returns (``after``), so what
-    was spent and what is held never passes the limit: with concurrency, retries (each try
-    holds again: ``again``), repeats and agents' turns. A call that does not fit stops the run.
-
-    A catalog's price is not trusted (a stale catalog, ``:online`` search fees, a proxy that
-    adds its own, a tier dearer than listed): a contender's first call is asked alone, and
-    every hold after it is at the dearer of the catalog's price and what its calls cost, so
-    a call that costs more than it held tightens that contender's holds at once. What
-    remains: the calls already in flight when a price rises may pass what they held."""
-
-    def __init__(self, limit: float) -> None:
-        self.limit, self.spent, self.held = limit, 0.0, 0.0
-        self.lock = threading.Lock()
-        self.answered = threading.Condition(self.lock)  # a contender's first call came back
-        self.seen: dict[tuple[str | None, ...], tuple[float, float]] = {}  # by (model id, routing, tier): observe's
-        self.asking: set[tuple[str | None, ...]] = set()  # contenders whose first call is in flight
-
-    blocks = True  # a contender's first call is asked alone: the next ones wait for it
-
-    def before(self, call: _Call) -> None:
-        self.first_alone(call.model)
-        call.hold = self.begin(call.model, call.request)
-
-    def after(self, call: _Call) -> None:
-        self.end(call.hold, call.model, None if call.answer is None else call.answer.usage, call.spent)
-
-    def again(self, call: _Call) -> None:
-        """A provider tries the call in flight again: the new try holds its own worst case."""
-        if isinstance(hold := call.hold, _Hold):
-            hold.held += self.hold(hold.worst, call.model.stop)
-
-    @staticmethod
-    def key(model: Model) -> tuple[str | None, ...]:
-        """A contender as its calls are priced: its model, routing and tier."""
-        return (model.id, model.routing, model.service_tier)
-
-    def first_alone(self, model: Model) -> None:
-        """Wait while the contender's first call is in flight: the next ones hold what it
-        really cost. With none answered yet, this call is its first."""
-        key = self.key(model)
-        with self.answered:
-            while key not in self.seen and key in self.asking and not model.stop.event.is_set():
-                self.answered.wait(0.5)
-            if key not in self.seen:
-                self.asking.add(key)
-
-    def begin(self, model: Model, request: Mapping[str, object]) -> _Hold:
-        key = self.key(model)
-        with self.lock:
-            seen = self.seen.get(key)
-        worst = _worst_call(model, request, seen)
-        return _Hold(self.hold(worst, model.stop), worst, key)
-
-    def end(self, hold: _Hold, model: Model, usage: Usage | None, spent: float = 0.0) -> None:
-        """The call came back (``usage``: what its answer said it spent, None when it failed;
-        ``spent``: what its failed tries cost, an in-band error carrying its price)."""
-        with self.answered:
-            self.held -= hold.held
-            self.spent += spent + (usage.cost_usd if usage is not None else 0.0)
-            self.asking.discard(hold.key)
-            if usage is not None:  # nothing learned from a call that failed: the next one asks alone
-                self.seen[hold.key] = self.observe(self.seen.get(hold.key), model, usage)
-            self.answered.notify_all()
-
-    @staticmethod
-    def observe(seen: tuple[float, float] | None, model: Model, usage: Usage) -> tuple[float, float]:
-        """What a contender's answers showed, with this one's: (the most they cost over the
-        catalog's price for their tokens; where that price came to $0, the most per token)."""
-        factor, rate = seen or (1.0, 0.0)
-        p_in, p_out, p_request = _price_of(model.provider, model.id) or (0.0, 0.0, 0.0)
-        tokens = usage.input_tokens + usage.output_tokens
-        if (listed := usage.input_tokens * p_in + usage.output_tokens * p_out + p_request) > 0:
-            return max(factor, usage.cost_usd / listed), rate
-        return factor, max(rate, usage.cost_usd / max(tokens, 1))
-
-    def hold(self, amount: float, stop: _Stop) -> float:
-        with self.lock:
-            if self.spent + self.held + amount > self.limit * (1 + 1e-12):  # 100 x $0.001 fit in $0.10
-                reason = f"{_BUDGET}: {_fmt_cost(self.spent)} of {_fmt_cost(self.limit)}"
-                stop.set(reason)
-                raise ProviderError(f"{reason}; this call could cost {_fmt_cost(amount)}", stops_run=True)
-            self.held += amount
-        return amount
-
-    def stopped(self, finished: int, total: int) -> str:
-        """The line a run this budget stopped ends with."""
-        spent = f"{_fmt_cost(self.spent)} of {_fmt_cost(self.limit)}"
-        return f"{_BUDGET}: {spent}; {finished} of {total} cases asked; --resume with a higher --budget continues"
 
 
 @dataclass(frozen=True, slots=True)
