@@ -6136,8 +6136,9 @@ class _ExperimentRun:
         gate.set()
 
     def working(self) -> bool:
-        """Some thread runs its cases: the adapter stays prepared for its dataset."""
-        return self.active > self.blocked
+        """A thread of it is alive: the adapter stays prepared for its dataset. One waiting for
+        --until-decided's next round counts: the round may open at any moment."""
+        return self.active > 0
 
     def _record(self) -> None:
         """Record the finished prefix in case order (the caller holds the lock)."""

@@ -146,3 +146,29 @@ def test_a_decided_run_stopped_by_the_budget_resumes_its_rounds_as_if_never_stop
 def test_three_contenders_spend_alpha_over_both_comparisons() -> None:
     decider = ae._Decider("ds", None, 3, "exact", [])  # type: ignore[arg-type]
     assert decider.z == pytest.approx(NormalDist().inv_cdf(1 - 0.05 / (2 * 10 * 2)))
+
+
+def test_a_dataset_is_prepared_for_every_case_of_its_rounds(make_suite, cli) -> None:
+    # --until-decided holds each thread between rounds; the next dataset is prepared only once no
+    # thread of the one before is alive, so that none of its cases runs with the other's adapter state
+    helper = SLOPPY.replace(
+        "ae.configure(providers=",
+        """class Prepared(ae.EchoAdapter):
+    def prepare(self, dataset):
+        self.dataset = dataset
+
+    def call(self, case, model):
+        if case.dataset != self.dataset:
+            raise RuntimeError(f"prepared for {self.dataset}, ran {case.key}")
+        return super().call(case, model)
+
+ae.configure(adapter=Prepared(), providers=""",
+    )
+    cases = {**many(60), **{k.replace("/ds/", "/other/"): v for k, v in many(60).items()}}
+    lineup = "request_types: [prompt]\nvendors:\n  fake:\n    - model: echo\n      effort: [low, high]\n"
+    project = make_suite(helper=helper, config=lineup, cases=cases)
+    code, _, err = cli("compare", "--local", "--until-decided", "-p", "8", cwd=project)
+    assert code == 0, err
+    logs = read_logs(project)
+    assert len(logs) == 4 and all(len(log["rows"]) == 60 for log in logs)
+    assert all(row["error"] is None for log in logs for row in log["rows"])
