@@ -8,6 +8,8 @@ import pytest
 
 from conftest import CONFIG, case_files, read_logs, run_agent_evals
 
+pytestmark = pytest.mark.hostile
+
 CFG = "evals/.agent-eval.config.yml"
 HELPER = "evals/eval_helper.py"
 BASE = "request_types: [prompt]\n"
