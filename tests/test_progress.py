@@ -10,19 +10,7 @@ import time
 import pytest
 
 import agent_evals as ae
-from conftest import EXACT_HELPER, ROOT
-
-HELPER = EXACT_HELPER
-
-
-CONFIG = """
-request_types: [prompt]
-defaults:
-  retry_backoff: 0.01
-vendors:
-  openai:
-    - model: gpt-4.1-mini
-"""
+from conftest import ROOT
 
 
 def test_progress_draws_on_a_terminal_and_is_erased(make_suite) -> None:

@@ -6,19 +6,7 @@ import json
 import os
 from pathlib import Path
 
-from conftest import EXACT_HELPER, many
-
-HELPER = EXACT_HELPER
-
-
-CONFIG = """
-request_types: [prompt]
-defaults:
-  retry_backoff: 0.01
-vendors:
-  openai:
-    - model: gpt-4.1-mini
-"""
+from conftest import many
 
 
 def test_an_unwritable_log_folder_fails_before_any_call(make_suite, cli) -> None:
