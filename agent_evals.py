@@ -5638,7 +5638,7 @@ class _Batching:
 
     def __init__(self) -> None:
         self.counts: dict[str, int] = {}
-        self.asked: list[tuple[str, dict[str, object], object]] = []
+        self.asked: list[tuple[str, dict[str, object], _Hold | None]] = []
         self.used: set[str] = set()
 
 
@@ -5656,7 +5656,7 @@ class _Batch(_Step):
         self.fallback = fallback
         self.answers: dict[str, object] = {}
         self.sync: set[str] = set()  # custom ids asked now, one by one (--batch-fallback sync)
-        self.waiting: dict[int, tuple[Model, list[tuple[str, dict[str, object], object]]]] = {}
+        self.waiting: dict[int, tuple[Model, list[tuple[str, dict[str, object], _Hold | None]]]] = {}
         self.fresh: dict[int, set[str]] = {}  # case run -> the custom ids its last batch answered
         self.tries: dict[str, int] = {}  # custom id -> the batches that left it unanswered
         self.replays: list[int] = []  # case runs to run again, their batch collected
@@ -5718,7 +5718,7 @@ class _Batch(_Step):
                 model.ledger.note_spent(answer.usage)
         for _, _, hold in mine.asked:
             if hold is not None and self.budget is not None:
-                self.budget.end(hold, model, None)  # type: ignore[arg-type]
+                self.budget.end(hold, model, None)
         error = (
             "SuiteError: the case asked the model something else when it ran again with its batch's answer "
             "(a time, an id or a random choice in the prompt?): --batch runs a case once per round of calls "
@@ -5827,7 +5827,7 @@ class _Batch(_Step):
         return None
 
     def settle(
-        self, run: _ExperimentRun, state: BatchState | None, asked: Mapping[str, tuple[Model, object, object]]
+        self, run: _ExperimentRun, state: BatchState | None, asked: Mapping[str, tuple[Model, object, _Hold | None]]
     ) -> None:
         """Take a batch's answers; what it left unanswered is asked again (the next batch, or
         now with --batch-fallback sync); a batch refused as a whole stops its contender. None:
@@ -5844,7 +5844,7 @@ class _Batch(_Step):
             else:
                 gone.append(custom)
             if hold is not None and budget is not None:
-                budget.end(hold, model, answer.usage if isinstance(answer, Completion) else None)  # type: ignore[arg-type]
+                budget.end(hold, model, answer.usage if isinstance(answer, Completion) else None)
         if state is None:
             return
         if refused and self.fallback != "sync":
@@ -5885,7 +5885,8 @@ class _ExperimentRun:
         size = len(ids) * self.repeat
         self.results: list[RunResult | None] = [None] * size
         # the finished cases of an earlier run that --resume keeps
-        if previous := run.previous.get((_contender_key(experiment.contender), experiment.dataset)):
+        key = (_contender_key(experiment.contender), experiment.dataset)
+        if previous := run.previous.get(key):
             for i in range(size):
                 if (p := previous.get((ids[i // self.repeat], i % self.repeat))) is not None:
                     self.results[i] = dataclasses.replace(p, experiment=experiment)
@@ -5907,8 +5908,9 @@ class _ExperimentRun:
         self.journal = run.open_journal(experiment)
         run.journal_write(self.journal, "".join(f"{line}\n" for line in self.lines if line))
         self.blocked = 0  # threads waiting for --until-decided's next round: idle, as far as a batch goes
-        earlier = run.earlier_batches.get((_contender_key(experiment.contender), experiment.dataset), ())
-        self.batch = _Batch(run.batch, earlier, run.budget)  # without --batch: one that never holds a case
+        self.batch = _Batch(
+            run.batch, run.earlier_batches.get(key, ()), run.budget
+        )  # without --batch: one that never holds a case
         # what each model call walks: the response cache, the batch, the budget
         self.steps = tuple(s for s in (run.cache, run.batch and self.batch, run.budget) if s)
 
@@ -6552,11 +6554,14 @@ def _schedule(run: _Session, experiments: list[Experiment], concurrency: int, ru
     waiting: list[_ExperimentRun] = []  # a batch answered their cases: they wait for their dataset's turn
     held: str | None = None  # the dataset the adapter was last prepared for
     failed: dict[str, str] = {}  # datasets whose prepare raised: none of their cases runs after it
+
+    def room() -> bool:  # a -j slot free: an experiment waiting for its batch holds none
+        return concurrency == 0 or bool(deciders) or sum(not r.batch.running for r in running) < concurrency
+
     while pending or running:
-        slots = concurrency == 0 or deciders or sum(not r.batch.running for r in running) < concurrency
         stopped = run.stop.event.is_set()
         if not stopped and not any(r.working() for r in running):  # the adapter is free: the next dataset's turn
-            turn = pending[0].dataset if pending and slots else waiting[0].experiment.dataset if waiting else held
+            turn = pending[0].dataset if pending and room() else waiting[0].experiment.dataset if waiting else held
             if turn is not None and turn != held:
                 held = turn
                 if failure := failed.get(turn) or _prepare_dataset(run.suite, turn):
@@ -6569,12 +6574,11 @@ def _schedule(run: _Session, experiments: list[Experiment], concurrency: int, ru
         for r in [r for r in waiting if stopped or r.experiment.dataset in (held, *failed)]:
             waiting.remove(r)
             r.resume(failed.get(r.experiment.dataset))
-        while pending and pending[0].dataset == held and slots:
+        while pending and pending[0].dataset == held and room():
             running.append(started := _ExperimentRun(run, pending.pop(0)))
             if decider := deciders.get(started.experiment.dataset):
                 decider.join(started)
             started.start()
-            slots = concurrency == 0 or deciders or sum(not r.batch.running for r in running) < concurrency
         if (due := run.next_ready()) is not None:
             if (step := due.advance()) == "cases":
                 waiting.append(due)
@@ -8061,12 +8065,8 @@ def _logged_experiment(record: Mapping[str, Any], cases: Mapping[tuple[str, str]
     provider = Provider()
     provider.name = str(record.get("provider") or "logged")
     dataset = record["dataset"]
-    contender, repeat, order = (
-        Contender(**record["contender"]),
-        int(record.get("repeat") or 1),
-        int(record.get("order") or 0),
-    )
-    experiment = Experiment(contender, provider, dataset, [], 1, repeat, order=order)
+    repeat, order = int(record.get("repeat") or 1), int(record.get("order") or 0)
+    experiment = Experiment(Contender(**record["contender"]), provider, dataset, [], 1, repeat, order=order)
     experiment.duration = float((record.get("summary") or {}).get("duration") or 0.0)
     for row in record.get("rows", ()):
         logged = (record.get("cases") or {}).get(row["case"]) or {}
