@@ -112,6 +112,7 @@ if __name__ == "__main__" or sys.argv[0].rpartition("/")[2].startswith("agent-ev
 
 import argparse
 import atexit
+import collections
 import contextvars
 import dataclasses
 import importlib
@@ -3198,7 +3199,7 @@ def _request_body(body: Mapping[str, object]) -> bytes:
 
 def _retry_after(value: str | None) -> float | None:
     """Seconds to wait from a Retry-After header: a number of seconds or an HTTP date, as
-    sent (a past date is negative, ``nan`` is nan: ``_Limiter.wait_of`` judges them).
+    sent (a past date is negative, ``nan`` is nan: ``_wait_of`` judges them).
 
     >>> _retry_after("3"), _retry_after("Mon, 01 Jan 2001 00:00:00 GMT") < 0, _retry_after("soon")
     (3.0, True, None)
@@ -3258,6 +3259,8 @@ class _Tries:
     """One request's retry budget: at most ``retries`` more tries and ``retry_wait``
     seconds of waiting, each wait exponential with jitter or the server's Retry-After."""
 
+    BOUND = 600.0  # seconds one request may wait on rate limits before the run stops, saying so
+
     def __init__(self, provider: Provider, label: str, model: Model | None) -> None:
         self.provider, self.label, self.model = provider, label, model
         self.count, self.waited, self.failure, self.timeouts = 0, 0.0, "", 0
@@ -3284,7 +3287,7 @@ class _Tries:
         (a wait asked beyond it ends the run at once, naming the header and the wait)."""
         now, self.failure, self.refused = time.monotonic(), e.failure, self.refused + 1
         self.since = self.since or now
-        left = limiter.BOUND - (now - self.since)
+        left = self.BOUND - (now - self.since)
         if e.hint is not None and e.hint[0] > left and self.refused == 1:  # nothing waited yet: the hint's
             asked = f"{e.hint[0]:.4g} s" if e.hint[0] < 1e9 else "forever"
             raise ProviderError(
@@ -3292,13 +3295,18 @@ class _Tries:
                 f"the {left:.0f} s a request may wait on a rate limit ({e.failure}); try again later",
                 stops_run=True,
             )
-        if (delay := limiter.wait(e, self.refused)) > left:
+        if (delay := self.refused_wait(e, self.refused, limiter.rate)) > left:
             raise ProviderError(
                 f"{self.label}: still refused for the key's rate limit after {now - self.since:.0f} s of waiting "
                 f"({e.failure}); try again later, or with a lower -p",
                 stops_run=True,
             )
         return delay
+
+    @staticmethod
+    def refused_wait(e: _Retry, count: int, rate: float | None) -> float:
+        """How long the ``count``-th refusal waits: the server's word, else a backoff; one turn of the pace at least."""
+        return max(e.retry_after if e.retry_after is not None else _backoff(1.0, count - 1), 1 / rate if rate else 0.0)
 
     def stopped(self, stop: _Stop) -> ProviderError:
         return ProviderError(f"{self.label}: {self.failure}; not retried: {stop.reason}")
@@ -3344,164 +3352,130 @@ def _held_back(waits: Sequence[tuple[float, float]]) -> tuple[float, float]:
 
 
 class _Limiter:
-    """How fast one run sends to one server and key, on one rule: a pace is kept only while
-    the key takes what it sends. Unpaced, requests go as they come (a slow start holds the
-    first ``start`` in flight, one more for each answer); once the key refuses, in one second,
-    at least as many requests as it answers (Google SRE's client throttling at K = 2, so an
-    upstream refusing a share at random paces nothing), the key is paced at what it answered
-    that second. Each pace is judged by the requests sent under it, a second's worth at
-    least: refused over ``CUT`` of them, it is cut to the part the key took (the measured
-    rate, as the AWS SDKs' adaptive mode cuts to it); refused none, it rises, doubling while
-    under half the pace last cut, else by ``PROBE``; refused a few, it is kept and judged
-    afresh. Two cuts in a row that left the refused share as it was say the refusals are not
-    the pace's (an upstream's): the key goes unpaced; so it does after ``WINDOW`` seconds
-    with no refusal and no request waiting on the pace (one that holds requests back and is
-    never refused is right, not stale). A refused request waits
-    what the server asked, or a backoff with jitter, and never less than one turn of the pace."""
+    """How fast one run sends to one server and key, on one rule: while the key refuses, it is
+    sent what it was seen to take. Requests are judged in rounds by when they went (a second, or
+    one turn of a slower pace): once all are back, or at once when ``DENSE`` refusals match all
+    the round could still answer (Google SRE's client throttling at K = 2: random refusals below
+    that pace nothing). Such a round, or one whose answers fell under half the last round's as
+    ``DENSE`` were refused, paces the key at what it answered. Paced, each verdict sets the pace
+    to the share the key took, ``PROBE`` more (as the AWS SDKs' adaptive mode follows the measured
+    rate); a clean round goes halfway back to the pace last cut (BIC), or doubles. Two cuts that
+    leave the refused share as it was are an upstream's: the key goes unpaced. Until paced, a
+    slow start holds ``start`` requests in flight, one more for each answer."""
 
-    BOUND = 600.0  # seconds one request may wait on rate limits before the run stops, saying so
-    WINDOW = 10.0  # seconds with no refusal after which a paced key goes unpaced
-    CUT = 0.04  # the refused share of a pace's requests over which the pace is cut
-    PROBE = 0.05  # how much a pace near where it was cut rises after a second with no refusal
+    ROUND = 1.0  # seconds of sending judged together
+    DENSE = 10  # the fewest refusals in a round that can pace a key
+    PROBE = 0.02  # how much more than the key took a pace sends next
+    CUT = 0.1  # the refused share over which a cut sets the pace the clean rounds go back to
     FLOOR = 0.25  # requests a second: the slowest pace, however much the key refuses
-    DENSE = 10  # the fewest refusals in a second that can pace a key
-    EVIDENCE = 3  # the fewest of a pace's requests back before it is judged (and a second's worth)
-    FREE = 20 / 60  # OpenRouter's :free models: 20 requests a minute for the whole account
 
     def __init__(self, start: float = 8.0, rate: float | None = None) -> None:
-        self.lock = threading.Lock()
-        self.turn = threading.Condition(self.lock)
-        self.rate: float | None = None  # requests a second; None: not paced
-        # requests take tickets in turn; ticket ``first`` was due at ``at``, each next one 1/rate later
-        self.issued, self.first, self.at, self.held = 0, 0.0, 0.0, 0
-        self.window: float | None = start  # the slow start's most requests in flight; None once paced
-        self.flying = 0
-        self.second, self.answered, self.refusals = time.monotonic(), 0, 0  # this second's, while unpaced
-        self.since, self.under = math.inf, [0, 0]  # when the pace was set, and its requests' [answers, refusals]
-        self.share: float | None = None  # the refused share that made the last cut (None: the pace was not cut)
-        self.flat, self.ceiling, self.last_refusal = 0, math.inf, -math.inf
-        if rate is not None:
-            self.window = None
-            self._pace(rate, time.monotonic())
+        self.turn = threading.Condition(threading.Lock())
+        self.rate = rate  # requests a second; None: not paced
+        self.issued, self.first, self.at, self.held, self.flying = 0, 0.0, 0.0, 0, 0
+        self.window = None if rate else start  # the slow start's most requests in flight; None once paced
+        self.rounds: dict[int, list[int]] = {}  # [sent, back, refused] of each round not judged yet
+        self.round, self.opened, self.span = 0, -math.inf, self.ROUND  # the round open now: since when, how long
+        self.shares, self.ceiling, self.answered = (0.0, 0.0), math.inf, 0  # of the last verdicts, cut, round
 
-    def admit(self, model: Model) -> tuple[float, bool]:
-        """Wait for this request's turn; when it goes, and whether it holds a place of the slow start."""
-        stop = model.stop.event
+    def admit(self, model: Model) -> int:
+        """Wait for this request's turn; the round it goes in."""
+        stop, began = model.stop.event, time.monotonic()
         with self.turn:
             while self.window is not None and self.flying >= self.window and not stop.is_set():
                 self.turn.wait(0.1)
-            if self.window is not None:
-                self.flying += 1
-                return time.monotonic(), True
-            if self.rate is None:
-                return time.monotonic(), False
-            ticket, self.held = self.ticket(began := time.monotonic()), self.held + 1
-            try:
+            self.flying += self.window is not None  # a place of the slow start's, given back as it lands
+            if self.rate is not None:
+                ticket, self.held = self.ticket(began), self.held + 1
                 while not stop.is_set() and (due := self.due(ticket)) > (now := time.monotonic()):
                     self.turn.wait(min(due - now, 0.1))
-            finally:
                 self.held -= 1
-        model.ledger.note_limited(time.monotonic() - began)
-        return time.monotonic(), False
+                model.ledger.note_limited(time.monotonic() - began)
+            return self.went(time.monotonic())
 
     def ticket(self, now: float) -> int:
-        """A place in the queue of the pace as it is at ``now``."""
-        self._pace(self.rate or 1.0, now)
+        """A place in the pace's queue: after the last, or now if none waits (an idle key banks no turns)."""
+        if self.due(self.issued) < now:
+            self.first, self.at = self.issued, now
         self.issued += 1
         return self.issued - 1
 
     def due(self, ticket: int) -> float:
-        """When a ticket's turn comes at the pace as it is now (a pace dropped lets it go)."""
+        """When a ticket goes at the pace as it is now: ticket ``first`` at ``at``, each next 1/rate later."""
         return self.at + (ticket - self.first) / self.rate if self.rate else -math.inf
 
-    def landed(self, sent: float, held: bool, refused: bool) -> None:
-        """A request sent at ``sent`` is back, answered or ``refused`` for the rate."""
+    def went(self, now: float) -> int:
+        """A request goes at ``now`` (under the lock): the round it is judged in."""
+        if now - self.opened >= self.span:
+            self.round, self.opened, self.span = self.round + 1, now, max(self.ROUND, 1 / (self.rate or 1))
+        self.rounds.setdefault(self.round, [0, 0, 0])[0] += 1
+        return self.round
+
+    def landed(self, round: int, refused: bool) -> None:
+        """A request of ``round`` is back, answered or ``refused`` for the rate."""
         with self.turn:
             now = time.monotonic()
-            if held:
+            if self.window is not None:  # the slow start: one more in flight for each answer
                 self.flying -= 1
-                if not refused and self.window is not None:
-                    self.window = None if self.window >= 1024 else self.window + 1
+                self.window = None if self.window >= 1024 else self.window + (not refused)
                 self.turn.notify_all()
-            if refused:
-                self.last_refusal = now
-            if self.rate is None:  # a second's answers and refusals, judged as a whole or once twice as many refused
-                whole = now - self.second >= 1.0
-                if self.refusals >= max(self.DENSE, self.answered * (1 if whole else 2)):
-                    self.window = None
-                    self._set(self.answered / max(now - self.second, 0.5), None, now)
-                elif whole:
-                    self.second, self.answered, self.refusals = now, 0, 0
-                self.answered, self.refusals = self.answered + (not refused), self.refusals + refused
-                return
-            if sent >= self.since:
-                self.under[refused] += 1
-            self._judge(now)
-
-    def _judge(self, now: float) -> None:
-        """The pace's verdict, once a second's worth of its own requests is back."""
-        answered, refused = self.under
-        if now - self.last_refusal > self.WINDOW and not self.held:  # a pace nobody waits on and no refusal
-            return self._unpace()
-        if self.rate is None or now - self.since < 1.0 or answered + refused < max(self.EVIDENCE, self.rate):
+            tally = self.rounds.get(round, [1, 0, 0])  # a round of an earlier pace counts for nothing
+            tally[1], tally[2] = tally[1] + 1, tally[2] + refused
+            if tally[2] >= max(self.DENSE, tally[0] - tally[2]):
+                return self._judge(tally[0], tally[2], now, whole=False)
+            for number, (sent, back, refusals) in list(self.rounds.items()):
+                if back == sent and (number < self.round or now - self.opened >= self.span):
+                    del self.rounds[number]
+                    if self.rate is not None or (refusals >= self.DENSE and 2 * (sent - refusals) < self.answered):
+                        return self._judge(sent, refusals, now, whole=True)
+                    self.answered = sent - refusals
             return None
-        share = refused / (answered + refused)
-        fast = self.rate < self.ceiling / 2
-        if share > self.CUT:
-            flat = self.share is not None and 0.75 * self.share <= share <= 1.5 * self.share
-            self.flat = self.flat + 1 if flat and self.rate > self.FLOOR else 0
-            return self._unpace() if self.flat >= 2 else self._set(self.rate * (1 - share), share, now)
-        # none refused: it rises; a few (at most CUT): it is kept, judged afresh
-        self._set(self.rate * (1 if refused else 2 if fast else 1 + self.PROBE), None, now)
-        return None
 
-    def _set(self, rate: float, share: float | None, now: float) -> None:
-        rate = max(self.FLOOR, rate)
-        if self.rate is not None and rate < self.rate:
-            self.ceiling = self.rate
-        self._pace(rate, now)
-        self.since, self.under, self.share = now, [0, 0], share
-        self.turn.notify_all()
+    def _judge(self, sent: int, refused: int, now: float, whole: bool) -> None:
+        """A round's verdict: the pace becomes the share of it the key took, ``PROBE`` more."""
+        if (rate := self.rate) is None:
+            self.window = None
+            return self._set((sent - refused) / self.span, now)
+        (older, last), share, noisy = self.shares, refused / sent, 2 * self.PROBE  # twice a pace's own at the limit
+        if whole and min(share, last, older) > noisy and share >= last / 2 and last >= older / 2 and rate > self.FLOOR:
+            return self._set(None, now)
+        clean = (rate + self.ceiling) / 2 if self.ceiling < math.inf else 2 * rate  # halfway back to the last cut
+        pace = rate * (1 - share) * (1 + self.PROBE) if share else max(rate * (1 + self.PROBE), clean)
+        if self.CUT < share < 1 and max(self.FLOOR, pace) < rate:  # a round refused whole says nothing of the key
+            self.ceiling = rate
+        return self._set(pace, now, share if whole else 0.0)
 
-    def _unpace(self) -> None:
-        self.rate, self.first, self.flat = None, float(self.issued), 0
-        self.second, self.answered, self.refusals = time.monotonic(), 0, 0
-        self.turn.notify_all()
+    def _set(self, rate: float | None, now: float, share: float = 0.0) -> None:
+        """Pace at ``rate`` from ``now`` (None: unpaced; the turn due now stays due), judged afresh."""
+        self.first, self.at = min(self.first + (now - self.at) * (self.rate or 0.0), self.issued), now
+        self.rate = None if rate is None else max(self.FLOOR, rate)
+        self.shares, self.opened, self.rounds = (self.shares[1], share), -math.inf, {}  # waiting: seen within 0.1 s
 
-    def _pace(self, rate: float, now: float) -> None:
-        """Set the pace from ``now`` on: the turn due now stays due, and a key left idle
-        banks no turns (a pace is never a burst)."""
-        position = self.first + (now - self.at) * (self.rate or rate)
-        self.first, self.at, self.rate = min(position, float(self.issued)), now, rate
 
-    def wait(self, e: _Retry, count: int) -> float:
-        """How long a refused request waits: the server's word, else a backoff; one turn at least."""
-        turn = 1 / self.rate if self.rate else 0.0
-        return max(e.retry_after if e.retry_after is not None else _backoff(1.0, count - 1), turn)
-
-    @staticmethod
-    def wait_of(fields: Mapping[str, str]) -> tuple[float, str] | None:
-        """The wait a server asks of a refused request, and the header that asks it:
-        retry-after-ms, Retry-After, or with no requests remaining, X-RateLimit-Reset (epoch
-        seconds or milliseconds, or seconds to go). One that is not a positive number (0, a
-        past date, nan, a negative) asks nothing: the refusal is one with no hint."""
-        for name in ("retry-after-ms", "retry-after", "x-ratelimit-reset"):
-            value = fields.get(name)
-            if value is None or (name == "x-ratelimit-reset" and fields.get("x-ratelimit-remaining") != "0"):
-                continue
-            if (seconds := _retry_after(value)) is None:
-                continue
-            if name == "retry-after-ms":
-                seconds /= 1000
-            elif name == "x-ratelimit-reset" and seconds > 1e9:  # an epoch in milliseconds, or in seconds
-                seconds = (seconds / 1000 if seconds > 1e12 else seconds) - time.time()
-            if seconds > 0:  # nan is not
-                return seconds, f"{name}: {_visible(value[:40])}"
-        return None
+def _wait_of(fields: Mapping[str, str]) -> tuple[float, str] | None:
+    """The wait a server asks of a refused request, and the header that asks it:
+    retry-after-ms, Retry-After, or with no requests remaining, X-RateLimit-Reset (epoch
+    seconds or milliseconds, or seconds to go). One that is not a positive number (0, a
+    past date, nan, a negative) asks nothing: the refusal is one with no hint."""
+    for name in ("retry-after-ms", "retry-after", "x-ratelimit-reset"):
+        value = fields.get(name)
+        if value is None or (name == "x-ratelimit-reset" and fields.get("x-ratelimit-remaining") != "0"):
+            continue
+        if (seconds := _retry_after(value)) is None:
+            continue
+        if name == "retry-after-ms":
+            seconds /= 1000
+        elif name == "x-ratelimit-reset" and seconds > 1e9:  # an epoch in milliseconds, or in seconds
+            seconds = (seconds / 1000 if seconds > 1e12 else seconds) - time.time()
+        if seconds > 0:  # nan is not
+            return seconds, f"{name}: {_visible(value[:40])}"
+    return None
 
 
 class _Pace(dict[tuple[str, str], _Limiter]):
     """A run's limiters, one per server and key: a pace belongs to the run that learned it."""
+
+    FREE = 20 / 60  # OpenRouter's :free models: 20 requests a minute for the whole account
 
     def __init__(self, start: float = 8.0) -> None:
         super().__init__()
@@ -3512,7 +3486,7 @@ class _Pace(dict[tuple[str, str], _Limiter]):
         if (known := self.get(name)) is not None:  # a request's path: no lock
             return known
         with self.made:  # :free models are paced from the first request, at the account's documented rate
-            return self.setdefault(name, _Limiter(self.start, _Limiter.FREE if free else None))
+            return self.setdefault(name, _Limiter(self.start, self.FREE if free else None))
 
     @property
     def held(self) -> int:
@@ -4216,7 +4190,7 @@ class OpenRouter(Provider):
             limiter = pace.of(base, headers.get("Authorization", ""), free=model_id.endswith(":free"))
 
         def attempt() -> tuple[object, int, Mapping[str, str]]:
-            sent, held = limiter.admit(model) if limiter is not None and model is not None else (0.0, False)
+            sent = limiter.admit(model) if limiter is not None and model is not None else 0
             refused = False
             try:
                 try:
@@ -4235,13 +4209,13 @@ class OpenRouter(Provider):
                     if model is not None:
                         model.ledger.note_spent(self._usage(model, data, fields))
                     what = f"HTTP {status} carrying error {code}: {_error_text(data, raw)}"
-                    raise _Retry(what, _Limiter.wait_of(fields), limited=int(code) in (429, 529))
+                    raise _Retry(what, _wait_of(fields), limited=int(code) in (429, 529))
             except _Retry as e:
                 refused = e.limited
                 raise
             finally:
                 if limiter is not None:
-                    limiter.landed(sent, held, refused)
+                    limiter.landed(sent, refused)
             return data, status, fields
 
         return _retrying(self, f"{self.name}: {model_id}", model, attempt, limiter)
@@ -4287,7 +4261,7 @@ class OpenRouter(Provider):
         except ValueError:
             data = None
         if status in _RETRY_STATUSES:
-            wait = _Limiter.wait_of(fields)
+            wait = _wait_of(fields)
             limited = status in (429, 529) or (status == 503 and wait is not None)
             raise _Retry(f"HTTP {status}: {_error_text(data, raw)}", wait, limited=limited)
         if status in _FATAL_STATUSES:
@@ -4630,7 +4604,7 @@ class LiteLLM(Provider):
             headers = getattr(getattr(e, "response", None), "headers", None) or {}
             timeout = one_of("Timeout")
             retry = headers.get("retry-after")
-            return _Retry(what, _Limiter.wait_of({"retry-after": str(retry)}) if retry else None, timeout=timeout)
+            return _Retry(what, _wait_of({"retry-after": str(retry)}) if retry else None, timeout=timeout)
         hint = " (defaults.drop_params: true asks a LiteLLM proxy to drop it)" if "param" in str(e).lower() else ""
         return ProviderError(f"{label}: {what}{hint}")
 

@@ -165,6 +165,14 @@ What the tables say:
     the pace for good, and a pace holding 127 requests back was dropped after 10 s with no
     refusal, the run flooding the key again. A verdict now always ends its period and a pace
     that holds requests back is kept: 1.30-1.37x, 7% of requests 429, no errors (three runs).
+  - The rigs ran every request's answer and refusal back after the same 50 ms. At an LLM's
+    latency (answers in 1 s, 429s in 20 ms) that limiter judged refusals as they landed, so the
+    first second's refusals, back before any answer, paced the key at nothing: 20% refused at
+    random took 6.3x an unpaced client's wall and a 10/s key 8.7x its ideal (79% refused). It
+    now judges rounds by when their requests went (a second's worth, once all are back), in a
+    class of 100 lines: those rigs 1.00x and 1.00x (5% refused); --rate-limit 40 --concurrency
+    32 1.00-1.03x, 14% of requests 429 (half of them in the first second, before the first
+    round is judged), no errors; --rate-limit 100 --concurrency 64 1.28x, 14%.
 """
 
 from __future__ import annotations

@@ -17,6 +17,7 @@ runs them small. The servers:
 from __future__ import annotations
 
 import contextlib
+import math
 import random
 import time
 import types
@@ -51,6 +52,29 @@ class Window:
         return self.count <= self.per_minute
 
 
+class Storm:
+    """An upstream that refuses ``share`` at random from ``start`` to ``end`` seconds, and nothing else."""
+
+    def __init__(self, start: float, end: float, share: float) -> None:
+        self.start, self.end, self.refuse = start, end, Random(share)
+
+    def __call__(self, now: float) -> bool:
+        return not self.start <= now < self.end or self.refuse(now)
+
+
+class Both:
+    """A key's limit and an upstream's random refusals at once: answered when both let it through."""
+
+    def __init__(self, *servers: Callable[[float], bool]) -> None:
+        self.servers = servers
+
+    def __call__(self, now: float) -> bool:
+        return all(server(now) for server in self.servers)
+
+
+REAL = {"latency": 1.0, "refusal_latency": 0.02, "step": 0.005}
+
+
 class Random:
     def __init__(self, share: float, seed: int = 1) -> None:
         self.share, self.draw = share, random.Random(seed).random
@@ -67,6 +91,12 @@ class Result:
     refused_after: int  # refusals of requests sent at or after ``after`` (the drop)
     sent_after: int
     limiter: ae._Limiter | None
+    paced_at: float = math.inf  # when the limiter first paced the key
+
+    @property
+    def rate(self) -> float:
+        """The pace at the end (0: unpaced)."""
+        return (self.limiter.rate or 0.0) if self.limiter is not None else 0.0
 
     @property
     def share(self) -> float:
@@ -93,6 +123,7 @@ def drive(
     concurrency: int,
     *,
     latency: float = 0.05,
+    refusal_latency: float | None = None,
     retry_after: float | None = 1.0,
     start: int | None = None,
     paced: bool = True,
@@ -106,47 +137,55 @@ def drive(
     refusal = ae._Retry("HTTP 429", (retry_after, "retry-after") if retry_after else None, limited=True)
     with _virtual(clock):
         limiter = ae._Limiter(float(start or concurrency)) if paced else None
-        # each worker: [state, until or ticket, sent, held, refusals of its case]
-        workers = [["idle", 0.0, 0.0, False, 0] for _ in range(concurrency)]
+        # each worker: [state, until or ticket, round, refusals of its case, sent]
+        workers = [["idle", 0.0, 0, 0, 0.0] for _ in range(concurrency)]
         started = done = sent = refused = refused_after = sent_after = 0
+        paced_at = math.inf
         while done < cases and clock[0] < horizon:
             now = clock[0]
+            if limiter is not None and limiter.rate is not None:
+                paced_at = min(paced_at, now)
             for w in workers:
                 if w[0] == "idle" and started < cases:
-                    started, w[:] = started + 1, ["ready", 0.0, 0.0, False, 0]
+                    started, w[:] = started + 1, ["ready", 0.0, 0, 0, 0.0]
                 if w[0] == "sleep" and now >= w[1]:
                     w[0] = "ready"
                 if w[0] == "ready":
                     if limiter is None or (limiter.window is None and limiter.rate is None):
-                        w[0], w[3] = "go", False
+                        w[0] = "go"
                     elif limiter.window is not None:
                         if limiter.flying >= limiter.window:
                             continue
-                        limiter.flying += 1
-                        w[0], w[3] = "go", True
-                    else:
-                        w[0], w[1], w[3] = "queued", limiter.ticket(now), False
+                        w[0], limiter.flying = "go", limiter.flying + 1
+                    else:  # waiting on the pace: held back, as ``admit`` counts it
+                        w[0], w[1], limiter.held = "queued", limiter.ticket(now), limiter.held + 1
                 if w[0] == "queued" and limiter is not None and limiter.due(int(w[1])) <= now:
-                    w[0] = "go"
+                    w[0], limiter.held = "go", limiter.held - 1
                 if w[0] == "go":
-                    ok = server(now)
+                    ok, w[2], w[4] = server(now), limiter.went(now) if limiter is not None else 0, now
                     sent, sent_after = sent + 1, sent_after + (now >= after)
-                    w[0], w[1], w[2] = ("answered" if ok else "refused"), now + latency, now
+                    back = latency if ok or refusal_latency is None else refusal_latency
+                    w[0], w[1] = ("answered" if ok else "refused"), now + back
                 elif w[0] in ("answered", "refused") and now >= w[1]:
                     if limiter is not None:
-                        limiter.landed(w[2], bool(w[3]), w[0] == "refused")
+                        limiter.landed(int(w[2]), w[0] == "refused")
                     if w[0] == "answered":
                         done, w[0] = done + 1, "idle"
                         continue
-                    refused, refused_after, w[4] = refused + 1, refused_after + (w[2] >= after), int(w[4]) + 1
-                    wait = limiter.wait(refusal, int(w[4])) if limiter is not None else refusal.retry_after or 1.0
+                    refused, refused_after, w[3] = refused + 1, refused_after + (w[4] >= after), int(w[3]) + 1
+                    wait = (
+                        ae._Tries.refused_wait(refusal, int(w[3]), limiter.rate)
+                        if limiter is not None
+                        else refusal.retry_after or 1.0
+                    )
                     w[0], w[1] = "sleep", now + wait
             clock[0] += step
-    return Result(clock[0], sent, refused, refused_after, sent_after, limiter)
+    return Result(clock[0], sent, refused, refused_after, sent_after, limiter, paced_at)
 
 
 def rigs(scale: float = 1.0) -> dict[str, dict[str, float]]:
-    """Each rig of issue #49 at ``scale`` (1: the issue's sizes) and what it is held to."""
+    """Each rig of issue #49 at ``scale`` (1: the issue's sizes), then the same limits met at an
+    LLM's latency: answers in a second, refusals in 20 ms (``REAL``)."""
     n = lambda count: max(int(count * scale), 1)  # noqa: E731
     out: dict[str, dict[str, float]] = {}
     steady = drive(Bucket(lambda now: 40.0), n(800), 128, start=32)
@@ -155,11 +194,32 @@ def rigs(scale: float = 1.0) -> dict[str, dict[str, float]]:
     ideal = 2 + (n(600) - 200) / 10
     out["100/s then 10/s at 2 s"] = {"x_ideal": drop.wall / ideal, "refused_after_drop": drop.share_after}
     late = drive(Bucket(lambda now: None if now < 3 else 20.0), n(2000), 16)
-    out["no limit, then 20/s at 3 s"] = {"rate_at_end": late.limiter.rate or 0.0 if late.limiter else 0.0}
+    out["no limit, then 20/s at 3 s"] = {"paced_after_s": late.paced_at - 3, "rate_at_end": late.rate}
     for share in (0.2, 0.35):
         paced = drive(Random(share), n(2000), 64, retry_after=0.05)
         alone = drive(Random(share), n(2000), 64, retry_after=0.05, paced=False)
         out[f"{share:.0%} refused at random"] = {"x_unpaced": paced.wall / alone.wall}
     window = drive(Window(600), n(1500), 64)
     out["600 a minute, a fixed window"] = {"refused": window.share, "x_ideal": window.wall / (n(1500) / 10)}
+    for share in (0.2, 0.35):
+        paced = drive(Random(share), n(1000), 64, retry_after=0.5, **REAL)
+        alone = drive(Random(share), n(1000), 64, retry_after=0.5, paced=False, **REAL)
+        out[f"at 1 s: {share:.0%} refused at random"] = {"x_unpaced": paced.wall / alone.wall}
+    for start in (8, 32):
+        key = drive(Bucket(lambda now: 40.0), n(800), 128, start=start, **REAL)
+        out[f"at 1 s: 40/s, -p 32 x 4 sharing it, slow start {start}"] = {
+            "x_ideal": key.wall / (n(800) / 40),
+            "refused": key.share,
+        }
+    drop = drive(Bucket(lambda now: 100.0 if now < 5 else 10.0), n(2000), 128, after=5.0, **REAL)
+    ideal = 5 + (n(2000) - 500) / 10
+    out["at 1 s: 100/s then 10/s at 5 s"] = {"x_ideal": drop.wall / ideal, "refused_after_drop": drop.share_after}
+    noisy = drive(Both(Bucket(lambda now: 40.0), Random(0.05)), n(1500), 128, **REAL)
+    out["at 1 s: 40/s and 5% refused at random"] = {
+        "x_ideal": noisy.wall / (n(1500) / 40 / 0.95),
+        "refused": noisy.share,
+    }
+    for name, kw in (("", {}), ("at 1 s: ", REAL)):
+        paced, alone = (drive(Storm(2, 5, 0.9), n(3000), 64, paced=p, **kw) for p in (True, False))
+        out[f"{name}90% refused for 3 s"] = {"x_unpaced": paced.wall / alone.wall}
     return out

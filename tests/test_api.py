@@ -224,6 +224,14 @@ def test_no_function_runs_past_sixty_lines() -> None:
     assert long == {}
 
 
+def test_the_limiter_is_one_rule_in_a_hundred_lines() -> None:
+    # #49: its rule held in one class a reader takes in at once, its constants in one place
+    (limiter,) = (node for node in ast.parse(SOURCE).body if isinstance(node, ast.ClassDef) and node.name == "_Limiter")
+    assert limiter.end_lineno - limiter.lineno + 1 <= 100
+    first_method = min(node.lineno for node in limiter.body if isinstance(node, ast.FunctionDef))
+    assert all(node.lineno < first_method for node in limiter.body if isinstance(node, ast.Assign))
+
+
 def _sections() -> tuple[ast.Module, dict[str, tuple[int, str]]]:
     """The parsed module, and each top-level name's (statement index, section title)."""
     tree = ast.parse(SOURCE)

@@ -6,6 +6,7 @@ OpenRouter and the vendors behind it do; the figures at scale are in tests/bench
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from pathlib import Path
@@ -63,7 +64,9 @@ def test_contenders_sharing_a_key_share_its_pace_and_no_case_is_an_error(make_su
     # a rate-limit wait is the limiter's: never one of a case's retries
     assert all(row["retries"] == 0 for log in logs for row in log["rows"])
     assert sum(log["summary"]["rate_limited_s"] for log in logs) > 0 and "rate-limited [ds] " in err
-    assert bucket.refused / (bucket.served + bucket.refused) < 0.25, (bucket.refused, bucket.served)
+    # learning a bucket ten deep costs a fifth to a quarter of 160 requests here (an unpaced client: four
+    # fifths); the limiter's figures at scale are its rigs', on a virtual clock no busy machine can move
+    assert bucket.refused / (bucket.served + bucket.refused) < 0.4, (bucket.refused, bucket.served)
 
 
 def _project() -> Path:
@@ -89,7 +92,7 @@ def test_a_limiter_setting_that_is_neither_on_nor_off_is_refused_by_name(make_su
 
 
 def test_a_key_that_never_recovers_ends_the_run_with_one_line(make_suite, cli, monkeypatch) -> None:
-    monkeypatch.setattr(ae._Limiter, "BOUND", 0.5)
+    monkeypatch.setattr(ae._Tries, "BOUND", 0.5)
     closed = Bucket(rate=0, burst=0, headers={"Retry-After": "0.1"})
     code, _, err = run(make_suite, cli, monkeypatch, closed, "-p", "2", "-j", "1")
     assert code == 1, err
@@ -129,7 +132,7 @@ def test_a_wait_of_nothing_is_a_refusal_with_no_hint_and_never_floods_the_server
 ) -> None:
     """Every answer refused with a wait of nothing: never an immediate resend. Until the
     bound (lowered here), the key is paced at the floor and each refusal backs off."""
-    monkeypatch.setattr(ae._Limiter, "BOUND", 3.0)
+    monkeypatch.setattr(ae._Tries, "BOUND", 3.0)
     closed = Bucket(rate=0, burst=0, headers={"Retry-After": value})
     code, _, err = run(make_suite, cli, monkeypatch, closed, "-p", "8", "-j", "1", cases=8)
     assert code == 1 and "still refused for the key's rate limit" in err, err
@@ -154,13 +157,13 @@ def test_a_wait_of_nothing_is_a_refusal_with_no_hint_and_never_floods_the_server
     ],
 )
 def test_the_wait_a_server_asks_for(fields, wait) -> None:
-    assert ae._Limiter.wait_of(fields) == wait
+    assert ae._wait_of(fields) == wait
 
 
 def test_the_reset_as_an_epoch_in_seconds_or_milliseconds() -> None:
     now = time.time()
     for reset in (now + 4, (now + 4) * 1000):
-        got = ae._Limiter.wait_of({"x-ratelimit-remaining": "0", "x-ratelimit-reset": str(reset)})
+        got = ae._wait_of({"x-ratelimit-remaining": "0", "x-ratelimit-reset": str(reset)})
         assert got is not None and 3 < got[0] <= 4
 
 
@@ -257,8 +260,9 @@ def test_refusals_that_do_not_follow_the_pace_are_waited_out(make_suite, cli, mo
     assert refused >= 160 // (one_in - 1)
 
 
-# The rigs of issue #49 at a tenth of their size, on a virtual clock (tests/limiter_rigs.py;
-# tests/benchmark.py --limiter prints them whole).
+# The rigs of issue #49, on a virtual clock (tests/limiter_rigs.py; tests/benchmark.py --limiter prints
+# them whole): first as the issue sized them (50 ms a request), then at an LLM's latency, where an answer
+# takes a second and a refusal 20 ms.
 
 
 def test_a_steady_limit_is_met_near_the_ideal_with_few_refusals() -> None:
@@ -268,24 +272,53 @@ def test_a_steady_limit_is_met_near_the_ideal_with_few_refusals() -> None:
 
 def test_a_limit_that_drops_is_followed_within_seconds() -> None:
     result = rigs.drive(rigs.Bucket(lambda now: 100.0 if now < 2 else 10.0), 600, 64, after=2.0)
-    assert result.share_after < 0.15 and result.limiter is not None and result.limiter.rate < 15, result
+    assert result.wall / (2 + 400 / 10) <= 1.25 and result.share_after < 0.15 and result.rate < 15, result
 
 
 def test_a_limit_that_appears_mid_run_is_paced_within_five_seconds() -> None:
     result = rigs.drive(rigs.Bucket(lambda now: None if now < 3 else 20.0), 2000, 16, horizon=8.0)
-    assert result.limiter is not None and result.limiter.rate is not None and 10 <= result.limiter.rate <= 30, result
+    assert result.paced_at - 3 <= 5 and 10 <= result.rate <= 30, result
 
 
 @pytest.mark.parametrize("share", [0.2, 0.35])
 def test_refusals_at_random_are_never_paced(share) -> None:
     paced = rigs.drive(rigs.Random(share), 1000, 64, retry_after=0.05)
     alone = rigs.drive(rigs.Random(share), 1000, 64, retry_after=0.05, paced=False)
-    assert paced.wall <= 1.1 * alone.wall and paced.limiter is not None and paced.limiter.rate is None
+    assert paced.wall <= 1.1 * alone.wall and paced.paced_at == math.inf
 
 
 def test_a_fixed_minute_window_is_met_with_few_refusals() -> None:
     result = rigs.drive(rigs.Window(600), 1500, 64)
     assert result.share < 0.15, result
+
+
+def test_at_an_llms_latency_a_refusal_back_first_weighs_no_more_than_a_slow_answer() -> None:
+    """Refusals come back in 20 ms, answers in a second: judged as they land, a fifth refused at random
+    looks like a key refusing everything for the first second. Judged by when they went, it is noise."""
+    paced = rigs.drive(rigs.Random(0.2), 300, 64, retry_after=0.5, **rigs.REAL)
+    alone = rigs.drive(rigs.Random(0.2), 300, 64, retry_after=0.5, paced=False, **rigs.REAL)
+    assert paced.wall <= 1.1 * alone.wall and paced.paced_at == math.inf, paced
+
+
+def test_at_an_llms_latency_a_key_shared_by_contenders_is_paced_near_its_limit() -> None:
+    result = rigs.drive(rigs.Bucket(lambda now: 40.0), 800, 128, start=8, **rigs.REAL)
+    assert result.wall / (800 / 40) <= 1.3 and result.share < 0.15, result
+
+
+def test_at_an_llms_latency_a_drop_is_followed_and_upstream_noise_does_not_choke_the_pace() -> None:
+    drop = rigs.drive(rigs.Bucket(lambda now: 100.0 if now < 5 else 10.0), 2000, 128, after=5.0, **rigs.REAL)
+    assert drop.wall / (5 + 1500 / 10) <= 1.25 and drop.share_after < 0.15 and drop.rate < 15, drop
+    # a limit with 5% more refused upstream at random: cut after cut would choke the pace to its floor
+    limit = rigs.Bucket(lambda now: 40.0)
+    noisy = rigs.drive(rigs.Both(limit, rigs.Random(0.05)), 800, 128, **rigs.REAL)
+    alone = rigs.drive(rigs.Both(rigs.Bucket(lambda now: 40.0), rigs.Random(0.05)), 800, 128, paced=False, **rigs.REAL)
+    assert noisy.wall <= 1.5 * 800 / (40 * 0.95) and noisy.wall < alone.wall and noisy.share < alone.share / 2, noisy
+
+
+def test_after_an_upstream_storm_the_pace_climbs_back() -> None:
+    paced = rigs.drive(rigs.Storm(2, 5, 0.9), 3000, 64, **rigs.REAL)
+    alone = rigs.drive(rigs.Storm(2, 5, 0.9), 3000, 64, paced=False, **rigs.REAL)
+    assert paced.wall <= 1.5 * alone.wall, (paced, alone)
 
 
 def test_an_html_refusal_is_quoted_by_its_title_never_its_markup() -> None:
