@@ -3189,6 +3189,8 @@ _KEY_TIMEOUT = 5.0  # seconds for OpenRouter's GET /key, asked once before a run
 
 # Statuses worth another try (OpenRouter's own and its edge's), and those that end the run.
 _RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504, 524, 529})
+_BATCH_ID = re.compile(r"[A-Za-z0-9_.:-]{1,200}")  # what a batch id may be, sent or read back
+_BATCH_PAGE = 1000  # results asked a page at a time
 _FATAL_STATUSES = {401: "the key was refused", 402: "the account is out of credits"}
 
 
@@ -4136,7 +4138,7 @@ class OpenRouter(Provider):
         body = f'{_json_dumps(head)[:-1]},"requests":[{lines}]}}'.encode()
         data, _, _ = self._request(model.id, "POST", "/batches", body)
         batch_id = data.get("id") if isinstance(data, dict) else None
-        if not isinstance(batch_id, str) or not re.fullmatch(r"[\w.:-]{1,200}", batch_id):
+        if not isinstance(batch_id, str) or not _BATCH_ID.fullmatch(batch_id):
             raise ProviderError(f"{self.name}: {model.id}: the batch's answer has no usable id: {_shown(batch_id)}")
         return batch_id
 
@@ -4148,19 +4150,42 @@ class OpenRouter(Provider):
         state = BatchState(status, done, total, error=_visible(str(error)) if error else None)
         if status not in ("completed", "failed", "expired", "cancelled"):
             return state
+        inline = data.get("results")  # the beta API answered them inline; since, a page at a time
+        pages = [answer] if isinstance(inline, list) and inline else self._results_pages(model, batch_id, total, done)
+        results: dict[str, object] = {}
+        for page in pages:
+            rows = _fields(page).get("results" if page is answer else "data")
+            for item in rows if isinstance(rows, list) else ():
+                if isinstance(custom := _fields(item).get("custom_id"), str):
+                    results[custom] = (
+                        ProviderError(f"{self.name}: {model.id}: the batch answered one request twice ({custom})")
+                        if custom in results
+                        else self._batch_result(model, item)
+                    )
+        return dataclasses.replace(state, results=results)
+
+    def _results_pages(self, model: Model, batch_id: str, total: int, done: int) -> Iterator[object]:
+        """A batch's pages of results, each naming the next; one that names a page already read,
+        or none though it says there is more, or more pages than the batch holds, ends the
+        collection with one line: the batch stays at the provider for --resume."""
         import urllib.parse
 
-        results: dict[str, object] = {}
-        cursor: object = None
-        while True:  # the results come a page at a time, each naming the next
+        cursor: object = ""
+        seen: set[str] = set()
+        while True:
             after = f"&cursor={urllib.parse.quote(cursor, safe='')}" if isinstance(cursor, str) and cursor else ""
-            answer, _, _ = self._request(model.id, "GET", f"/batches/{batch_id}/results?limit=1000{after}", None)
-            page = _fields(answer)
-            for item in rows if isinstance(rows := page.get("data"), list) else ():
-                if isinstance(custom := _fields(item).get("custom_id"), str):
-                    results[custom] = self._batch_result(model, item)
-            if not page.get("has_more") or not (cursor := page.get("next_cursor")):
-                return dataclasses.replace(state, results=results)
+            page, _, _ = self._request(model.id, "GET", f"/batches/{batch_id}/results?limit={_BATCH_PAGE}{after}", None)
+            yield page
+            if not _fields(page).get("has_more"):
+                return
+            cursor = _fields(page).get("next_cursor")
+            if not isinstance(cursor, str) or not cursor or cursor in seen or len(seen) > max(total, done):
+                raise ProviderError(
+                    f"{self.name}: {model.id}: batch {batch_id}'s results go round in circles (page {len(seen) + 2} "
+                    f"names {_shown(cursor)[:60]}); it stays at the provider, and --resume --batch collects it",
+                    stops_run=True,
+                )
+            seen.add(cursor)
 
     def _batch_result(self, model: Model, item: Mapping[str, object]) -> object:
         """One request's answer in a batch: its ``Completion``, or the ``ProviderError`` it got."""
@@ -5652,7 +5677,7 @@ class _Batch(_Step):
         seen = mine.counts[text] = mine.counts.get(text, -1) + 1
         custom = call.custom = hashlib.sha256(f"{ledger.case}\n{seen}\n{text}".encode()).hexdigest()[:32]
         if (found := self.answers.get(custom)) is None:
-            if custom not in self.sync:
+            if custom not in self.sync and self.fallback is not None:  # without --batch: asked now
                 hold = None if self.budget is None else self.budget.begin(call.model, call.request)
                 mine.asked.append((custom, call.request, hold))
                 raise _Deferred(custom)
@@ -5739,9 +5764,11 @@ class _Batch(_Step):
         state: BatchState | None
         try:
             batch_id = run.experiment.provider.submit(model, [(custom, asked[custom][1]) for custom in asked])
-        except ProviderError as e:
+        except ProviderError as e:  # refused: said in the journal, so --resume knows nothing is running
             _stop_if_fatal(e, run.run.stop)
             state = BatchState("failed", error=_redact(str(e)))
+            failed = {"round": self.rounds, "requests": cases, "failed": state.error}
+            run.run.journal_write(run.journal, _json_dumps({"batch": failed}) + "\n")
         else:
             record = {"id": batch_id, "round": self.rounds, "requests": cases}
             run.run.journal_write(run.journal, _json_dumps({"batch": record}) + "\n")
@@ -5811,7 +5838,7 @@ class _Batch(_Step):
         refused = f"the batch was refused: {state.error or 'failed'}" if state and failed else ""
         for custom, (model, _, hold) in asked.items():
             answer = results.get(custom)
-            if answer is None and refused and self.fallback != "sync":
+            if answer is None and refused and self.fallback == "batch":
                 answer = ProviderError(f"{model.id}: {refused}")
             if answer is not None:
                 self.answers[custom] = answer
@@ -5821,16 +5848,18 @@ class _Batch(_Step):
                 budget.end(hold, model, answer.usage if isinstance(answer, Completion) else None)
         if state is None:
             return
-        if refused and self.fallback != "sync":
+        if refused and self.fallback == "batch":
             run.experiment.halted = f"{refused} (ask it without --batch, or --batch-fallback sync)"
         for custom in gone:
             self.tries[custom] = self.tries.get(custom, 0) + 1
-            if self.fallback == "sync":
+            if self.fallback != "batch":
                 self.sync.add(custom)
             elif self.tries[custom] >= 2:
                 self.answers[custom] = ProviderError(f"two batches ended without answering it ({state.status})")
         if gone:
-            then = "now, one by one (--batch-fallback sync)" if self.fallback == "sync" else "in the next batch, once"
+            then = {"batch": "in the next batch, once", "sync": "now, one by one (--batch-fallback sync)"}.get(
+                str(self.fallback), "now, one by one"
+            )
             why = f": {state.error}" if state.error else ""
             run.run.progress.say(
                 f"batch [{run.experiment.dataset}] {run.experiment.contender.label}: {state.status}{why}; "
@@ -5886,7 +5915,8 @@ class _ExperimentRun:
             run.batch, run.earlier_batches.get(key, ()), run.budget
         )  # without --batch: one that never holds a case
         # what each model call walks: the response cache, the batch, the budget
-        self.steps = tuple(s for s in (run.cache, run.batch and self.batch, run.budget) if s)
+        batched = run.batch or self.batch.earlier  # --resume collects the batches a run sent, --batch or not
+        self.steps = tuple(s for s in (run.cache, batched and self.batch, run.budget) if s)
 
     def start(self) -> None:
         self.experiment.started_at = time.strftime("%Y-%m-%dT%H:%M:%S%z")
@@ -6334,6 +6364,12 @@ class _Journal:
             try:
                 lines.append(json.loads(line))
             except ValueError:
+                if line.startswith('{"batch"'):  # its batch may be running: asked again, it is paid for twice
+                    raise ConfigError(
+                        f"{_display(path)}: line {len(lines) + cut + 1}, a --batch record, was cut short (a killed "
+                        "run?): its batch may be running at the provider. Find it there (GET /api/v1/batches), or "
+                        "delete that line to ask its cases again (paying for them twice if it ran)"
+                    ) from None
                 cut += 1
         if cut:
             _warn(f"{_display(path)}: {cut} line{'s' if cut > 1 else ''} cut short (a killed run?) left out")
@@ -7662,19 +7698,56 @@ def _unfinished_batches(
     records: Mapping[tuple[str, str], Mapping[str, object]],
     previous: Mapping[tuple[str, str], Mapping[tuple[str, int], RunResult]],
 ) -> dict[tuple[str, str], list[dict[str, object]]]:
-    """The batches (``--batch``) an earlier run sent for case runs it did not finish, by experiment."""
+    """The batches (``--batch``) an earlier run sent for case runs it did not finish, by
+    experiment. A record that cannot be read, or a batch being sent when the run ended (its
+    id never written), stops the resume naming it: its batch may be running, and sending its
+    requests again would pay for them twice."""
     out: dict[tuple[str, str], list[dict[str, object]]] = {}
     for key, record in records.items():
-        done = previous.get(key, {})
-        batches = record.get("batches")
-        for batch in batches if isinstance(batches, list) else ():
-            requests = batch.get("requests") if isinstance(batch, dict) else None
-            if not isinstance(requests, dict) or not isinstance(batch.get("id"), str):
-                continue
-            runs = {str(run).rpartition("#") for run in requests.values()}
-            if any((case, int(n) if n.isdigit() else 0) not in done for case, _, n in runs):
-                out.setdefault(key, []).append(batch)
+        done, sending, settled = previous.get(key, {}), [], set()
+        batches, where = record.get("batches"), f"--resume: {record.get('read_from', record.get('experiment'))}"
+        for n, batch in enumerate(batches if isinstance(batches, list) else (), 1):
+            runs = _batch_runs(batch, f"{where}: batch record {n}")
+            requests = json.dumps(batch["requests"], sort_keys=True)
+            if "id" in batch:
+                settled.add(requests)
+                if any(run not in done for run in runs):
+                    out.setdefault(key, []).append(batch)
+            elif "failed" in batch:
+                settled.add(requests)
+            else:
+                sending.append((n, batch, requests, len(runs)))
+        for n, batch, requests, size in sending:
+            if requests not in settled:
+                raise ConfigError(
+                    f"{where}: batch record {n} (round "
+                    f"{_shown(batch.get('round'))}, {_n(size, 'request')}) was being sent when the run ended, and "
+                    "its id was never written: it may be running at the provider. Find it there (GET /api/v1/batches), "
+                    "or delete that line of the journal to ask its cases again, paying for them twice if it ran"
+                )
     return out
+
+
+def _batch_runs(batch: object, where: str) -> set[tuple[str, int]]:
+    """The case runs (case id, repeat) a journal's batch record asked for, checked: a record
+    that cannot be read is named, never dropped (its batch may be running, and paid for)."""
+    requests = batch.get("requests") if isinstance(batch, dict) else None
+    runs = [str(run).rpartition("#") for run in requests.values()] if isinstance(requests, dict) else []
+    problem = "no requests" if not runs else ""
+    if (
+        isinstance(batch, dict)
+        and "id" in batch
+        and not (isinstance(batch["id"], str) and _BATCH_ID.fullmatch(batch["id"]))
+    ):
+        problem = f"an id that is no batch's: {_shown(batch['id'])[:80]}"
+    if any(not case or not _is_count(n) for case, _, n in runs):
+        problem = "a case run that is not case#repeat"
+    if problem:
+        raise ConfigError(
+            f"{where} cannot be read ({problem}): its batch may be running at the provider. Mend the record, or "
+            "delete it to ask its cases again (paying for them twice if it ran)"
+        )
+    return {(case, int(n)) for case, _, n in runs}
 
 
 def _replayed(value: object) -> tuple[int, int]:
@@ -7762,6 +7835,7 @@ def _read_record(path: Path, where: str) -> tuple[tuple[str, str], dict[str, obj
         _check_record(record)
         if stamp := _STAMP.search(path.name):  # a journal's header has none
             record.setdefault("stamp", stamp[1])
+        record["read_from"] = _display(path)
         return (json.dumps(record["contender"], sort_keys=True), record["dataset"]), record
     except OSError as e:
         raise ConfigError(f"{where}: cannot be read ({e.strerror or e})") from None
@@ -10564,6 +10638,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             args = _parser(providers).parse_args(words)
         except SystemExit as e:  # --help and --version
             return e.code if isinstance(e.code, int) else EXIT_OK
+        args.words = words  # an interrupted run's hint repeats them
         if not args.command:
             _parser().print_help(sys.stderr)
             return EXIT_USAGE
@@ -10912,11 +10987,13 @@ def _prepare_run(args: argparse.Namespace, plan: _Plan) -> None:
         records = _read_records(files, "--resume")
         plan.previous = _load_previous(records, every, args.retry_errors, edited)
         plan.batches = _unfinished_batches(records, plan.previous)
-        if plan.batches and not args.batch:
+        if plan.batches and not args.batch:  # collected all the same: they are paid for
             count = sum(len(b) for b in plan.batches.values())
-            _warn(
-                f"resume: {count} batch{'es' if count > 1 else ''} of that run are not collected without --batch; "
-                "add --batch to take their answers (they are paid for), or their cases are asked again"
+            batches = f"{count} batch{'es' if count > 1 else ''}"
+            print(
+                f"resume: {batches} that run sent are collected first (without --batch, what they leave unanswered "
+                "and the cases they did not ask are asked one by one)",
+                file=sys.stderr,
             )
         skipped = sum(len(v) for v in plan.previous.values())
         print(
@@ -11028,7 +11105,7 @@ def _report(args: argparse.Namespace, plan: _Plan, session: _Session, interrupte
     _write_files(args, plan, session, ending)  # every file first: a reader that stops at | head loses none
     changes = _print_results(args, plan, session, ending)
     failures = [] if interrupted else _print_failures(args, plan, session, ending, changes)
-    partial = ending.partial(args.command) if interrupted else None
+    partial = ending.partial(args) if interrupted else None
     title = f"agent-evals: {plan.suite.name} · {args.command} {session.stamp}"
     _print_summary(args.format, session.unwritten, title, ending.shown, plan.suite.metrics, failures, changes, partial)
     _report_unwritten(session.unwritten)
@@ -11084,11 +11161,26 @@ class _Ending:
             stopped = plan.budget.stopped(finished, total)
         return cls(finished, total, interrupted, stopped, [e for e in experiments if e.results])
 
-    def partial(self, command: str) -> str:
+    def partial(self, args: argparse.Namespace) -> str:
         by = _interruption()[1]
-        return (
-            f"interrupted{by} after {self.finished} of {self.total} cases; finish with: agent-evals {command} --resume"
-        )
+        return f"interrupted{by} after {self.finished} of {self.total} cases; finish with: {_resume_command(args)}"
+
+
+def _resume_command(args: argparse.Namespace) -> str:
+    """The command that finishes an interrupted run: the run's own words (what it asks and how,
+    ``--batch`` above all, so that nothing is paid for twice) with ``--resume`` for any it had."""
+    import shlex
+
+    words, kept = list(getattr(args, "words", None) or [args.command]), []
+    while words:
+        word = words.pop(0)
+        name = word.split("=", 1)[0]
+        if len(name) > 4 and "--resume".startswith(name):  # argparse takes a flag's unambiguous start
+            if "=" not in word and words and not words[0].startswith("-"):
+                words.pop(0)  # the run it continued: this one now holds all of it
+            continue
+        kept.append(word)
+    return f"agent-evals {shlex.join(kept)} --resume"
 
 
 def _write_files(args: argparse.Namespace, plan: _Plan, session: _Session, ending: _Ending) -> None:
@@ -11119,7 +11211,7 @@ def _print_results(args: argparse.Namespace, plan: _Plan, session: _Session, end
             print(_render_breakdown(experiment, suite.metrics, style), file=out)
             print(*_answer_lines(experiment, _width_of(out)) if answers else (), "", sep="\n", file=out)
     if tables and ending.interrupted:
-        print(f"partial: {ending.partial(args.command)}", file=out)
+        print(f"partial: {ending.partial(args)}", file=out)
     if tables and shown:
         print(_render_report(shown, suite.metrics, style, _width_of(out)), file=out)
         for line in _reason_lines(_rows(shown, suite.metrics)):
@@ -11144,7 +11236,7 @@ def _print_results(args: argparse.Namespace, plan: _Plan, session: _Session, end
         context = {
             **{"suite": suite.name, "command": args.command, "stamp": session.stamp, "complete": complete},
             **{"cases_finished": ending.finished, "cases_total": ending.total},
-            **{"interrupted": ending.partial(args.command) if ending.interrupted else None, "stopped": ending.stopped},
+            **{"interrupted": ending.partial(args) if ending.interrupted else None, "stopped": ending.stopped},
             "baseline": None if changes is None else [_change_document(c) for c in changes],
             "refused": plan.lineup.refused,
             "decided": session.decisions if args.until_decided else None,

@@ -202,7 +202,10 @@ class BatchAPI:
       ``failed`` with ``error.message`` for a model in ``refuse``; ``expired`` with the
       last ``expire`` requests of each of the first ``expiring`` batches unanswered.
     - ``GET /batches/{id}/results?limit=&cursor=``: ``{data, has_more, next_cursor, object}``
-      pages of ``page`` results.
+      pages of ``page`` results (``inline``: the results in the batch itself, as the beta did).
+
+    Made to misbehave on command (``misbehave``): ``"loop"``, every page says there is more and
+    names the same next one; ``"twice"``, every request answered twice, the second wrongly.
 
     Each result is the chat answer in ``response {status_code, request_id, body}``, or, for
     a status of 400 and up, ``error {message, type, param}``; its ``usage.cost`` is halved
@@ -218,9 +221,12 @@ class BatchAPI:
         expire: int = 0,
         expiring: int = 1,
         page: int = 2,
+        inline: bool = False,
+        misbehave: str = "",
     ) -> None:
         self.answer = answer or (lambda r: chat_answer(r.body["messages"][-1]["content"], cost=0.0004))
         self.polls, self.refuse, self.expire, self.expiring, self.page = polls, refuse, expire, expiring, page
+        self.inline, self.misbehave, self.pages = inline, misbehave, 0
         self.submitted: list[dict] = []
         self.batches: dict[str, dict] = {}
         self.sync = 0
@@ -279,7 +285,7 @@ class BatchAPI:
             "request_counts": {"completed": counts[0], "failed": counts[1], "total": total},
             "error": {"message": f"Model {batch['body']['model']} is not available for batch"} if refused else None,
             "usage": None,
-            "results": results if results is not None else [],
+            "results": results if results is not None and self.inline else None,
         }
 
     def _look(self, batch_id: str) -> Answer:
@@ -330,11 +336,15 @@ class BatchAPI:
         start = int(fields.get("cursor", "0"))
         limit = min(int(fields.get("limit", "1000")), self.page)
         results = self._all_results(batch_id)
+        if self.misbehave == "twice":
+            wrong = [json.loads(json.dumps(r).replace("content", "content_")) for r in results]
+            results = [r for pair in zip(results, wrong, strict=True) for r in pair]
         rows = results[start : start + limit]
-        more = start + limit < len(results)
-        return Answer(
-            200, {"data": rows, "has_more": more, "next_cursor": str(start + limit) if more else None, "object": "list"}
-        )
+        more = start + limit < len(results) or self.misbehave == "loop"
+        cursor = str(start + limit) if self.misbehave != "loop" else "0"
+        with self._lock:
+            self.pages += 1
+        return Answer(200, {"data": rows, "has_more": more, "next_cursor": cursor if more else None, "object": "list"})
 
 
 class _Loopback:

@@ -401,3 +401,146 @@ def test_a_batch_wait_holds_no_concurrency_slot_and_no_dataset_waits_for_another
     # the other's was prepared: at most once for each dataset's first pass and once for each round back
     prepared = (project / "evals" / "eval_helper.py.prepared").read_text().split()
     assert prepared[:datasets] == ["ds", "other"][:datasets] and len(prepared) <= datasets + 4, prepared
+
+
+# #50: never pay twice, never loop. A run interrupted while its batch waits at the provider, then
+# resumed as its hint says, or without --batch, or with its journal's batch record damaged.
+
+
+def _interrupted_batch_run(toy: Path, api: BatchAPI, server: OpenAICompatible) -> str:
+    """``run --batch`` on the animals, stopped (SIGTERM) while its batch waits; the resume command it printed."""
+    env = {"OPENROUTER_BASE_URL": server.url + "/api/v1", "OPENROUTER_API_KEY": "sk-or-batch", **POLL}
+    environ = {k: v for k, v in __import__("os").environ.items() if not k.startswith(("OPENROUTER", "AGENT_EVALS"))}
+    command = [sys.executable, str(ROOT / "agent_evals.py"), "run", "--batch", "--local", "-m", "openai/gpt-4o-mini"]
+    child = subprocess.Popen(
+        [*command, "-d", "animals"],
+        cwd=toy,
+        env={**environ, **env, "NO_COLOR": "1"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 30
+    while api.looks < 2 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    child.send_signal(signal.SIGTERM)
+    out, err = child.communicate(timeout=30)
+    assert child.returncode == 143 and len(api.submitted) == 1 and api.sync == 0, err
+    (hint,) = re.findall(r"finish with: (.+)", out)
+    return hint
+
+
+def test_the_printed_resume_command_as_printed_collects_the_batch_and_pays_nothing_twice(toy: Path) -> None:
+    import shlex
+
+    api = BatchAPI(toy_answer, polls=10**9)
+    with OpenAICompatible(api) as server:
+        hint = _interrupted_batch_run(toy, api, server)
+        assert hint == "agent-evals run --batch --local -m openai/gpt-4o-mini -d animals --resume"
+        api.polls = 1  # the batch ends at the provider meanwhile
+        env = {"OPENROUTER_BASE_URL": server.url + "/api/v1", "OPENROUTER_API_KEY": "sk-or-batch", **POLL}
+        done = run_agent_evals(*shlex.split(hint)[1:], cwd=toy, env=env)
+        assert done.returncode == 0, done.stderr
+        assert len(api.submitted) == 1 and api.sync == 0  # 0 synchronous calls, 0 resubmissions
+    assert [row["error"] for row in read_logs(toy)[-1]["rows"]] == [None] * 4
+
+
+def test_a_resume_without_batch_still_collects_the_batches_that_run_sent(toy: Path) -> None:
+    api = BatchAPI(toy_answer, polls=10**9)
+    with OpenAICompatible(api) as server:
+        _interrupted_batch_run(toy, api, server)
+        api.polls = 1
+        env = {"OPENROUTER_BASE_URL": server.url + "/api/v1", "OPENROUTER_API_KEY": "sk-or-batch", **POLL}
+        done = run_agent_evals(
+            "run", "--local", "-m", "openai/gpt-4o-mini", "-d", "animals", "--resume", cwd=toy, env=env
+        )
+        assert done.returncode == 0, done.stderr
+        assert len(api.submitted) == 1 and api.sync == 0  # the batch's answers, never asked again
+    assert "resume: 1 batch that run sent are collected first" in done.stderr
+    newest = read_logs(toy)[-1]
+    assert [row["error"] for row in newest["rows"]] == [None] * 4
+    assert newest["summary"]["usage"]["cost_usd"] == pytest.approx(0.0008)
+
+
+def _journal(toy: Path) -> Path:
+    """The stopped run's journal, alone: its log is removed, as a kill -9 leaves it (never written)."""
+    folder = toy / "log" / "agent-evals"
+    for log in folder.glob("*.json"):
+        log.unlink()
+    (journal,) = folder.glob("*.jsonl")
+    return journal
+
+
+@pytest.mark.parametrize(
+    ("damage", "said"),
+    [
+        (lambda b: {**b, "id": 12345}, "an id that is no batch's: 12345"),
+        (lambda b: {**b, "id": "../../key"}, "an id that is no batch's: '../../key'"),
+        (lambda b: {**b, "id": "batch_1\nerror: forged"}, "an id that is no batch's: 'batch_1\\nerror: forged'"),
+        (lambda b: {**b, "requests": {k: v.replace("#0", "#²") for k, v in b["requests"].items()}}, "case#repeat"),
+        (lambda b: {**b, "requests": []}, "no requests"),
+    ],
+    ids=["numeric id", "a path for an id", "newlines in the id", "a repeat in superscript", "no requests"],
+)
+def test_a_batch_record_that_cannot_be_read_stops_the_resume_naming_it(toy: Path, damage, said) -> None:
+    api = BatchAPI(toy_answer, polls=10**9)
+    with OpenAICompatible(api) as server:
+        hint = _interrupted_batch_run(toy, api, server)
+        journal = _journal(toy)
+        lines = journal.read_text().splitlines()
+        lines = [json.dumps({"batch": damage(json.loads(x)["batch"])}) if '"id"' in x else x for x in lines]
+        journal.write_text("\n".join(lines) + "\n")
+        env = {"OPENROUTER_BASE_URL": server.url + "/api/v1", "OPENROUTER_API_KEY": "sk-or-batch", **POLL}
+        done = run_agent_evals(*hint.split()[1:], cwd=toy, env=env)
+        assert len(api.submitted) == 1 and api.sync == 0, done.stderr  # nothing sent again
+    (line,) = [x for x in done.stderr.splitlines() if x.startswith("error:")]
+    assert done.returncode == 2 and journal.name in line and "batch record" in line and said in line, done.stderr
+    assert "may be running at the provider" in line
+
+
+def test_a_batch_record_cut_short_or_sent_without_its_id_stops_the_resume_naming_it(toy: Path) -> None:
+    api = BatchAPI(toy_answer, polls=10**9)
+    with OpenAICompatible(api) as server:
+        hint = _interrupted_batch_run(toy, api, server)
+        journal = _journal(toy)
+        whole = journal.read_text().splitlines()
+        env = {"OPENROUTER_BASE_URL": server.url + "/api/v1", "OPENROUTER_API_KEY": "sk-or-batch", **POLL}
+        # killed while writing the id's record: the line ends half way
+        cut = [x[: len(x) // 2] if '"id"' in x else x for x in whole]
+        journal.write_text("\n".join(cut))
+        first = run_agent_evals(*hint.split()[1:], cwd=toy, env=env)
+        # killed between sending the batch and writing its id: the round's record alone
+        journal.write_text("\n".join(x for x in whole if '"id"' not in x) + "\n")
+        second = run_agent_evals(*hint.split()[1:], cwd=toy, env=env)
+        assert len(api.submitted) == 1 and api.sync == 0  # nothing sent again
+    assert first.returncode == 2 and "a --batch record, was cut short" in first.stderr, first.stderr
+    assert second.returncode == 2 and "was being sent when the run ended, and its id was never written" in second.stderr
+
+
+@pytest.mark.parametrize("inline", [False, True], ids=["pages", "inline"])
+def test_results_that_name_the_same_page_again_end_the_collection_with_one_line(toy: Path, inline: bool) -> None:
+    api = BatchAPI(toy_answer, polls=1, misbehave="loop", inline=inline)
+    with OpenAICompatible(api) as server:
+        env = {"OPENROUTER_BASE_URL": server.url + "/api/v1", "OPENROUTER_API_KEY": "sk-or-batch", **POLL}
+        done = run_agent_evals(
+            "run", "--batch", "--local", "-m", "openai/gpt-4o-mini", "-d", "animals", cwd=toy, env=env
+        )
+    if inline:  # results in the batch itself: no page to follow
+        assert done.returncode == 0 and api.pages == 0, done.stderr
+        return
+    assert done.returncode == 1 and api.pages <= 3, (api.pages, done.stderr)
+    assert "results go round in circles" in done.stderr and "--resume --batch collects it" in done.stderr
+    assert len([x for x in done.stderr.splitlines() if "round in circles" in x]) == 1
+
+
+def test_a_request_answered_twice_is_that_cases_error_named(toy: Path) -> None:
+    api = BatchAPI(toy_answer, polls=1, misbehave="twice", page=100)
+    with OpenAICompatible(api) as server:
+        env = {"OPENROUTER_BASE_URL": server.url + "/api/v1", "OPENROUTER_API_KEY": "sk-or-batch", **POLL}
+        done = run_agent_evals(
+            "run", "--batch", "--local", "-m", "openai/gpt-4o-mini", "-d", "animals", cwd=toy, env=env
+        )
+    rows = read_logs(toy)[-1]["rows"]
+    assert rows and all("the batch answered one request twice" in row["error"] for row in rows)
+    assert done.returncode == 1  # every case of the contender a provider error: never 0
+    assert all(row["score"] is None for row in rows)  # an error, never a 0 from the second answer

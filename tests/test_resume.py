@@ -70,7 +70,8 @@ def test_sigint_keeps_what_finished_and_resume_asks_each_case_once(make_suite) -
         assert 6 <= len(finished) < 20 and not any(row["error"] for row in log["rows"])
         assert sorted(finished + log["not_run"]) == [f"a/{i:03d}" for i in range(1, 21)]
         assert out.startswith(
-            f"partial: interrupted after {len(finished)} of 20 cases; finish with: agent-evals compare --resume"
+            f"partial: interrupted after {len(finished)} of 20 cases; finish with: "
+            "agent-evals compare --local -p 2 --resume"
         )
         assert "│ ds      │ openai/gpt-4.1-mini │ default │    - │ 100.0% │" in out
         asked_before = len(server.chats())

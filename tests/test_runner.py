@@ -364,7 +364,8 @@ def test_ctrl_c_exits_130(make_suite, cli) -> None:
     project = make_suite(helper=helper)
     code, out, _ = cli("compare", "--local", cwd=project)
     assert code == 130
-    assert out.strip() == "partial: interrupted after 0 of 4 cases; finish with: agent-evals compare --resume"
+    # the hint repeats the run's own words, so that what it asks and how stay the same
+    assert out.strip() == "partial: interrupted after 0 of 4 cases; finish with: agent-evals compare --local --resume"
 
 
 def test_a_case_is_read_by_the_thread_that_runs_it_and_a_slow_disk_holds_no_other(make_suite, cli, monkeypatch) -> None:
