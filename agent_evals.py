@@ -1294,6 +1294,7 @@ class Provider:
     # --batch: a provider that sends many requests as one batch, at its batch price, says so
     # and implements submit and collect (OpenRouter's Batch API; OpenAI's or Anthropic's own could)
     batches: bool = False
+    batch_most, batch_bytes = 5000, 200 * 2**20  # the most requests and bytes one batch may hold
 
     def submit(self, model: Model, requests: Sequence[tuple[str, Mapping[str, object]]]) -> str:
         """Send ``requests`` (each a custom id and ``complete``'s keyword arguments) to
@@ -5758,28 +5759,54 @@ class _Batch(_Step):
             for unit, (_, calls) in waiting.items()
             for custom, _, _ in calls
         }
-        model = next(iter(waiting.values()))[0]
+        model, provider = next(iter(waiting.values()))[0], run.experiment.provider
         self.rounds += 1
-        run.run.journal_write(run.journal, _json_dumps({"batch": {"round": self.rounds, "requests": cases}}) + "\n")
-        state: BatchState | None
-        try:
-            batch_id = run.experiment.provider.submit(model, [(custom, asked[custom][1]) for custom in asked])
-        except ProviderError as e:  # refused: said in the journal, so --resume knows nothing is running
-            _stop_if_fatal(e, run.run.stop)
-            state = BatchState("failed", error=_redact(str(e)))
-            failed = {"round": self.rounds, "requests": cases, "failed": state.error}
-            run.run.journal_write(run.journal, _json_dumps({"batch": failed}) + "\n")
-        else:
-            record = {"id": batch_id, "round": self.rounds, "requests": cases}
+        sent: list[tuple[list[str], str | BatchState]] = []
+        for part in self.pieces(asked, provider):  # within the provider's limits, each journaled before it goes
+            requests = {custom: cases[custom] for custom in part}
+            run.run.journal_write(
+                run.journal, _json_dumps({"batch": {"round": self.rounds, "requests": requests}}) + "\n"
+            )
+            try:
+                sent.append((part, provider.submit(model, [(custom, asked[custom][1]) for custom in part])))
+            except ProviderError as e:  # refused: said in the journal, so --resume knows nothing is running
+                _stop_if_fatal(e, run.run.stop)
+                sent.append((part, BatchState("failed", error=_redact(str(e)))))
+                failed = {"round": self.rounds, "requests": requests, "failed": _redact(str(e))}
+                run.run.journal_write(run.journal, _json_dumps({"batch": failed}) + "\n")
+                continue
+            record: dict[str, object] = {"id": sent[-1][1], "round": self.rounds, "requests": requests}
             run.run.journal_write(run.journal, _json_dumps({"batch": record}) + "\n")
             run.experiment.batches.append(record)
-            state = self.wait(run, model, batch_id, len(asked))
-        self.settle(run, state, asked)
-        if state is None:
+        stopped = False
+        for part, batch in sent:  # the run stopped: the holds of every part are let go, the batches run on
+            state = (
+                None if stopped else batch if isinstance(batch, BatchState) else self.wait(run, model, batch, len(part))
+            )
+            self.settle(run, state, {custom: asked[custom] for custom in part})
+            stopped = stopped or state is None
+        if stopped:
             return []
         for unit, (_, calls) in waiting.items():
             self.fresh[unit] = {custom for custom, _, _ in calls if custom in self.answers}
         return list(waiting)
+
+    @staticmethod
+    def pieces(
+        asked: Mapping[str, tuple[Model, dict[str, object], _Hold | None]], provider: Provider
+    ) -> list[list[str]]:
+        """A round's requests in batches the provider takes: at most ``batch_most`` requests and
+        ``batch_bytes`` bytes each (OpenRouter's 5,000 and 200 MB)."""
+        parts: list[list[str]] = [[]]
+        size = 0
+        for custom, (_, request, _) in asked.items():
+            weight = len(_json_dumps(request)) + 256  # the body as sent, with its model, settings and custom id
+            if parts[-1] and (len(parts[-1]) >= provider.batch_most or size + weight > provider.batch_bytes):
+                parts.append([])
+                size = 0
+            parts[-1].append(custom)
+            size += weight
+        return parts
 
     def collect_earlier(self, run: _ExperimentRun) -> None:
         """--resume: the batches the run it continues sent, collected (never sent again)."""
@@ -9168,10 +9195,25 @@ def _forecast_line(forecasts: Sequence[_Forecast], decided: bool = False) -> str
 
 
 def _batch_forecast(forecasts: Sequence[_Forecast]) -> str:
-    """``--batch``: the forecast at the batch price, beside the one above (OpenRouter bills a
-    batch's requests at about half the model's price; each answer's own cost is what counts)."""
-    known = [f.likely for f in forecasts if f.counted]
-    return f"as a batch: about {_fmt_cost(sum(known) / 2)} of that, at about half the price" if known else ""
+    """``--batch``: the forecast at each model's batch price, its catalog's ``:batch`` variant
+    (the inputs alone at its input price; an expected cost at the dearer of its two ratios),
+    beside the one above; where the catalog lists none, at half, said so."""
+    total, unlisted = 0.0, []
+    for f in forecasts:
+        if not f.counted:
+            continue
+        c, provider = f.experiment.contender, f.experiment.provider
+        price, batch = _price_of(provider, c.model), _price_of(provider, f"{c.model}:batch")
+        if price is None or batch is None:
+            unlisted.append(c.label)
+            total += f.likely / 2
+            continue
+        ratios = [b / p if p else 1.0 for p, b in zip(price[:2], batch[:2], strict=True)]
+        total += f.likely * (ratios[0] if f.expected is None else max(ratios))
+    if not total and not unlisted:
+        return ""
+    half = f"; {', '.join(unlisted)} at half its price, its batch price not listed" if unlisted else ""
+    return f"as a batch: about {_fmt_cost(total)} of that, at each model's batch price{half}"
 
 
 def _first_round(forecasts: Iterable[_Forecast]) -> float:
@@ -10883,6 +10925,33 @@ def _cmd_run(args: argparse.Namespace) -> int:
         _release_stamp(plan.log_dir, stamp)
 
 
+def _batch_problem(lineup: _Lineup) -> str | None:
+    """Why a lineup cannot go through the Batch API, before anything is sent: a provider with
+    none; a model its catalog lists no ``:batch`` variant of (the catalog lists what can be
+    batched, and at what price), once the catalog lists any; a routing the batch cannot honour
+    (it runs on one upstream: only ``provider.only`` is sent, never ZDR or a data policy)."""
+    if unbatched := [c.label for c, p in lineup.contenders if not p.batches]:
+        return f"{', '.join(unbatched)}: the provider has no batch API; leave them out with -m, or run without --batch"
+    unlisted, routed = [], []
+    for c, p in lineup.contenders:
+        catalog = p.catalog()
+        if catalog and any(m.endswith(":batch") for m in catalog) and f"{c.model}:batch" not in catalog:
+            unlisted.append(c.label)
+        if c.routing and set(json.loads(c.routing)) - {"only"}:
+            routed.append(f"{c.label} ({', '.join(sorted(set(json.loads(c.routing)) - {'only'}))})")
+    if unlisted:
+        return (
+            f"{', '.join(unlisted)}: OpenRouter's catalog lists no :batch variant of it, so it cannot be asked as a "
+            "batch; leave it out with -m, or run without --batch"
+        )
+    if routed:
+        return (
+            f"{', '.join(routed)}: a batch runs on one upstream and honours no routing but provider.only; route it "
+            "with only, or run without --batch"
+        )
+    return None
+
+
 def _plan_run(args: argparse.Namespace) -> _Plan:
     """The suite, the cases, the lineup and its experiments, the gates, and providers set up."""
     if args.reserved:
@@ -10921,11 +10990,8 @@ def _plan_run(args: argparse.Namespace) -> _Plan:
         notes += [f"{p.name}: {_URL_PASSWORD.sub('', url)} is reached {_route(url)}" for url, p in servers.items()]
     if unknown:
         raise ConfigError(unknown[0])
-    if args.batch and (unbatched := [c.label for c, p in lineup.contenders if not p.batches]):
-        raise ConfigError(
-            f"--batch: {', '.join(unbatched)}: the provider has no batch API; leave them out with -m, "
-            "or run without --batch"
-        )
+    if args.batch and (problem := _batch_problem(lineup)):
+        raise ConfigError(f"--batch: {problem}")
     keys = {f.key for f in selected}
     twice = [(key, problem) for key, problem in twice if key in keys]
     log_dir = suite.project_root / LOG_DIR

@@ -64,7 +64,7 @@ def test_compare_batch_gives_the_tables_of_a_run_asked_call_by_call(toy: Path) -
     assert "│ animals │ openai/gpt-4.1-mini │ default │    - │" in batched.stdout
     # the cost is what the stand-in reported for each result: half the synchronous price
     assert log["summary"]["usage"]["cost_usd"] == pytest.approx(0.0008)
-    assert "as a batch: about $" in batched.stderr and "at about half the price" in batched.stderr
+    assert "as a batch: about $" in batched.stderr and "at half its price, its batch price not listed" in batched.stderr
     assert re.search(
         r"batch \d \[animals\] openai/gpt-4o-mini effort=default \(batch_\d, 4 requests\): completed, 4 of 4 done",
         batched.stderr,
@@ -544,3 +544,85 @@ def test_a_request_answered_twice_is_that_cases_error_named(toy: Path) -> None:
     assert rows and all("the batch answered one request twice" in row["error"] for row in rows)
     assert done.returncode == 1  # every case of the contender a provider error: never 0
     assert all(row["score"] is None for row in rows)  # an error, never a 0 from the second answer
+
+
+# The catalog's word on batch: a model is asked as a batch only if the catalog lists its :batch
+# variant, and the forecast counts that variant's price.
+BATCH_CATALOG = [
+    *(entry for entry in __import__("servers").CATALOG),
+    {"id": "openai/gpt-4o-mini:batch", "pricing": {"prompt": "0.00000006", "completion": "0.0000003"}},
+]
+
+
+def test_a_model_without_a_batch_variant_is_refused_before_any_request(toy: Path) -> None:
+    api = BatchAPI(toy_answer)
+    with OpenAICompatible(api, catalog=BATCH_CATALOG) as server:
+        env = {"OPENROUTER_BASE_URL": server.url + "/api/v1", "OPENROUTER_API_KEY": "sk-or-batch", **POLL}
+        refused = run_agent_evals("compare", "--batch", "--local", cwd=toy, env=env)
+        chats = [r for r in server.requests if r.method == "POST"]
+    assert refused.returncode == 2 and not chats and not api.submitted, refused.stderr
+    (line,) = [x for x in refused.stderr.splitlines() if x.startswith("error:")]
+    assert "--batch: openai/gpt-4.1-mini effort=default: OpenRouter's catalog lists no :batch variant of it" in line
+    assert "gpt-4o-mini" not in line  # the one with a variant is not named
+
+
+def test_the_batch_forecast_is_the_variants_price_times_the_forecast_tokens(toy: Path) -> None:
+    api = BatchAPI(toy_answer)
+    with OpenAICompatible(api, catalog=BATCH_CATALOG) as server:
+        env = {"OPENROUTER_BASE_URL": server.url + "/api/v1", "OPENROUTER_API_KEY": "sk-or-batch", **POLL}
+        done = run_agent_evals("compare", "--batch", "--local", "-m", "openai/gpt-4o-mini", cwd=toy, env=env)
+    assert done.returncode == 0, done.stderr
+    least = float(re.search(r"forecast: \$([\d.]+) to", done.stderr)[1])
+    batch = float(re.search(r"as a batch: about \$([\d.]+) of that, at each model's batch price\n", done.stderr)[1])
+    # no run has answered yet: the inputs alone, at the variant's input price (0.4 of the model's)
+    assert batch == pytest.approx(least * 0.4, rel=0.1), done.stderr
+
+
+def test_a_routing_a_batch_cannot_honour_is_refused_before_any_request(toy: Path) -> None:
+    routed = LINEUP.replace(
+        "    - model: gpt-4o-mini\n", "    - model: gpt-4o-mini\n      provider: {zdr: true, data_collection: deny}\n"
+    )
+    (toy / "evals" / ".agent-eval.config.yml").write_text(routed)
+    api = BatchAPI(toy_answer)
+    with OpenAICompatible(api) as server:
+        env = {"OPENROUTER_BASE_URL": server.url + "/api/v1", "OPENROUTER_API_KEY": "sk-or-batch", **POLL}
+        refused = run_agent_evals("compare", "--batch", "--local", cwd=toy, env=env)
+        chats = [r for r in server.requests if r.method == "POST"]
+    assert refused.returncode == 2 and not chats, refused.stderr
+    assert "(data_collection, zdr): a batch runs on one upstream and honours no routing but provider.only" in (
+        refused.stderr
+    )
+
+
+@pytest.mark.parametrize("limit", ["requests", "bytes"])
+def test_a_round_past_a_batch_limit_goes_as_several_each_journaled_before_it_goes(
+    make_suite, cli, monkeypatch, limit: str
+) -> None:
+    """OpenRouter takes 5,000 requests and 200 MB a batch: here 5 requests, or about 5 requests' bytes."""
+    journaled: list[int] = []
+    api = BatchAPI(lambda r: chat_answer(r.body["messages"][-1]["content"], cost=0.0004), polls=1)
+    submit = api._submit
+
+    def counted(received):  # at each submission, the round's records the journal holds already
+        journal = next((project / "log" / "agent-evals").glob("*.jsonl"))
+        journaled.append(sum('"round"' in line and '"id"' not in line for line in journal.read_text().splitlines()))
+        return submit(received)
+
+    api._submit = counted
+    if limit == "requests":
+        monkeypatch.setattr(ae.OpenRouter, "batch_most", 5)
+    else:
+        monkeypatch.setattr(ae.OpenRouter, "batch_bytes", 2000)  # four or five of these requests
+    lineup = "request_types: [prompt]\ndefaults:\n  max_tokens: 16\nvendors:\n  openai:\n    - model: gpt-4o-mini\n"
+    with OpenAICompatible(api) as server:
+        monkeypatch.setenv("OPENROUTER_BASE_URL", server.url + "/api/v1")
+        monkeypatch.setenv("OPENROUTER_API_KEY", "sk-or-batch")
+        monkeypatch.setenv("AGENT_EVALS_BATCH_POLL", "0.02")
+        project = make_suite(helper=EXACT_HELPER, config=lineup, cases=many(12))
+        code, _, err = cli("run", "--batch", "--local", cwd=project)
+    assert code == 0 and api.sync == 0, err
+    sizes = [len(b["requests"]) for b in api.submitted]
+    assert sum(sizes) == 12 and len(sizes) >= 3 and max(sizes) <= 5, sizes
+    assert journaled == list(range(1, len(sizes) + 1))  # each part's record written before it is sent
+    rows = read_logs(project)[-1]["rows"]
+    assert len(rows) == 12 and all(row["error"] is None for row in rows)
