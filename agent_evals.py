@@ -5797,16 +5797,16 @@ class _Batch(_Step):
     ) -> list[list[str]]:
         """A round's requests in batches the provider takes: at most ``batch_most`` requests and
         ``batch_bytes`` bytes each (OpenRouter's 5,000 and 200 MB)."""
-        parts: list[list[str]] = [[]]
+        batches: list[list[str]] = [[]]
         size = 0
         for custom, (_, request, _) in asked.items():
             weight = len(_json_dumps(request)) + 256  # the body as sent, with its model, settings and custom id
-            if parts[-1] and (len(parts[-1]) >= provider.batch_most or size + weight > provider.batch_bytes):
-                parts.append([])
+            if batches[-1] and (len(batches[-1]) >= provider.batch_most or size + weight > provider.batch_bytes):
+                batches.append([])
                 size = 0
-            parts[-1].append(custom)
+            batches[-1].append(custom)
             size += weight
-        return parts
+        return batches
 
     def collect_earlier(self, run: _ExperimentRun) -> None:
         """--resume: the batches the run it continues sent, collected (never sent again)."""
