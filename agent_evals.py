@@ -5649,6 +5649,8 @@ class _Batch(_Step):
     batch's id goes to the journal, the thread waits for it, and the case runs waiting on
     it run again, finding their answers; an agent's next turn is the next round's."""
 
+    GATHER = 0.1  # seconds a call put off waits before its case steps aside, for the calls made beside it
+
     def __init__(self, fallback: str | None, earlier: Sequence[Mapping[str, object]], budget: _Budget | None) -> None:
         self.budget = budget
         # what asks again what a batch left unanswered: "batch" or "sync"; None: no --batch, and this
@@ -5681,6 +5683,7 @@ class _Batch(_Step):
             if custom not in self.sync and self.fallback is not None:  # without --batch: asked now
                 hold = None if self.budget is None else self.budget.begin(call.model, call.request)
                 mine.asked.append((custom, call.request, hold))
+                call.model.stop.wait(self.GATHER)  # the calls made beside it (threads, gather) join its round
                 raise _Deferred(custom)
             return
         mine.used.add(custom)

@@ -626,3 +626,39 @@ def test_a_round_past_a_batch_limit_goes_as_several_each_journaled_before_it_goe
     assert journaled == list(range(1, len(sizes) + 1))  # each part's record written before it is sent
     rows = read_logs(project)[-1]["rows"]
     assert len(rows) == 12 and all(row["error"] is None for row in rows)
+
+
+SIDE_BY_SIDE = {
+    "threads": (
+        "from concurrent.futures import ThreadPoolExecutor\nclass A(ae.Adapter):\n    def call(self, case, model):\n"
+        "        with ThreadPoolExecutor(2) as pool:\n            first, _ = pool.map(lambda u: model.complete(user=u),"
+        " [case.input, case.input + ' again'])\n        return ae.EchoAdapter._reply(first)\n"
+    ),
+    "gather": (
+        "import asyncio\nclass A(ae.Adapter):\n    async def call(self, case, model):\n        first, _ = await "
+        "asyncio.gather(model.acomplete(user=case.input), model.acomplete(user=case.input + ' again'))\n"
+        "        return ae.EchoAdapter._reply(first)\n"
+    ),
+    "in turn": (
+        "class A(ae.Adapter):\n    def call(self, case, model):\n        first = model.complete(user=case.input)\n"
+        "        model.complete(user=case.input + ' again')\n        return ae.EchoAdapter._reply(first)\n"
+    ),
+}
+
+
+@pytest.mark.parametrize("how", list(SIDE_BY_SIDE))
+def test_calls_a_case_makes_side_by_side_go_in_one_round_and_in_turn_in_two(make_suite, cli, monkeypatch, how) -> None:
+    helper = EXACT_HELPER.replace("adapter=ae.EchoAdapter()", "adapter=A()").replace(
+        "class S(ae.Scorer):", SIDE_BY_SIDE[how] + "\nclass S(ae.Scorer):"
+    )
+    api = BatchAPI(lambda r: chat_answer(r.body["messages"][-1]["content"], cost=0.0004), polls=1)
+    lineup = "request_types: [prompt]\nvendors:\n  openai:\n    - model: gpt-4o-mini\n"
+    with OpenAICompatible(api) as server:
+        monkeypatch.setenv("OPENROUTER_BASE_URL", server.url + "/api/v1")
+        monkeypatch.setenv("OPENROUTER_API_KEY", "sk-or-batch")
+        monkeypatch.setenv("AGENT_EVALS_BATCH_POLL", "0.02")
+        project = make_suite(helper=helper, config=lineup, cases=many(4))
+        code, _, err = cli("run", "--batch", "--local", cwd=project)
+    assert code == 0 and api.sync == 0, err
+    assert [len(b["requests"]) for b in api.submitted] == ([4, 4] if how == "in turn" else [8])
+    assert all(row["error"] is None and row["score"] == 1.0 for row in read_logs(project)[-1]["rows"])
