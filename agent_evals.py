@@ -11228,6 +11228,8 @@ class _Ending:
         stopped = None if interrupted or not reason else f"the run stopped after {finished} of {total} cases: {reason}"
         if stopped and plan.budget is not None and str(reason).startswith(_BUDGET):
             stopped = plan.budget.stopped(finished, total)
+            if session.batch:  # --batch: what the cases put off for a batch it stopped before is unpaid
+                stopped += " (a batch not yet sent when it stopped was never sent, and costs nothing)"
         return cls(finished, total, interrupted, stopped, [e for e in experiments if e.results])
 
     def partial(self, args: argparse.Namespace) -> str:

@@ -271,6 +271,7 @@ def test_repeats_cache_budget_and_until_decided_hold_under_batch(make_suite, cli
         code, _, err = cli("run", "--batch", "--local", "--budget", "0.0001", "-m", "openai/gpt-4.1-mini", cwd=project)
         assert code == 1 and len(api.submitted) == 1, err
         assert "error: budget reached: $0.0000 of $0.0001; 0 of 4 cases asked; --resume with a higher --budget" in err
+        assert "(a batch not yet sent when it stopped was never sent, and costs nothing)" in err
         code, _, err = cli(
             "run", "--batch", "--local", "--budget", "0.01", "-m", "openai/gpt-4.1-mini", "--resume", cwd=project
         )
