@@ -7437,7 +7437,10 @@ class Logfire(Tracker):
 
         label = f"{case.id}#{repeat}" if repeat or experiment.repeat > 1 else case.id
         key = (id(experiment), case.id, repeat)
-        span = self._span(key, f"case {label}", self._experiment_span(experiment), {}, time.time())
+        # --batch runs a case once per round: every round goes in the span its first opened, ended once
+        span = self.spans.get(key) or self._span(
+            key, f"case {label}", self._experiment_span(experiment), {}, time.time()
+        )
         with trace.use_span(span, record_exception=False, set_status_on_exception=False):
             yield
 

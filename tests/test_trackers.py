@@ -493,3 +493,30 @@ def test_a_failed_agent_case_keeps_its_turns_in_the_log_and_the_tracker(make_sui
     first, second = sorted(server.rows("llm", stamp), key=lambda r: r["metrics"]["start"])
     assert first["output"]["tool_calls"][0]["function"]["name"] == "step" and "error" not in first
     assert second["input"] == row["transcript"] and "HTTP 500" in second["error"]
+
+
+@needs_otel
+def test_a_case_put_off_for_its_batch_is_one_span_across_its_rounds(make_suite, cli, monkeypatch) -> None:
+    """--batch runs a case again each round: one case span holds them all, and the app's spans
+    of every round are its children (none orphaned under a span never sent)."""
+    from servers import BatchAPI, chat_answer
+
+    monkeypatch.setenv("LOGFIRE_TOKEN", "pylf_v1_us_testtoken")
+    helper = SUITE.replace("adapter=ae.EchoAdapter()", "adapter=Adapter()").replace("import builtins\n", APP_SPANS, 1)
+    helper = helper.replace(", providers=[ae.FakeProvider()]", "")
+    api = BatchAPI(lambda r: chat_answer(r.body["messages"][-1]["content"], cost=0.0004), polls=1)
+    with OpenAICompatible(api) as server:
+        monkeypatch.setenv("OPENROUTER_BASE_URL", server.url + "/api/v1")
+        monkeypatch.setenv("OPENROUTER_API_KEY", "sk-or-traced")
+        monkeypatch.setenv("AGENT_EVALS_BATCH_POLL", "0.02")
+        project = make_suite(
+            helper=helper, config="request_types: [prompt]\nvendors:\n  openai:\n    - model: gpt-4o-mini\n"
+        )
+        code, _, err = cli("run", "--batch", "--tracker", "memfire", cwd=project)
+    assert code == 0 and len(api.submitted) == 1 and api.sync == 0, err
+    ours = builtins._agent_evals_spans.get_finished_spans()
+    app = builtins._app_spans.get_finished_spans()
+    cases = {s.context.span_id: s for s in ours if s.name.startswith("case ")}
+    assert len(cases) == 4  # one a case, not one a round
+    assert len(app) == 8 and all(s.parent.span_id in cases for s in app)  # two rounds, each under its case
+    del builtins._agent_evals_spans, builtins._app_spans
