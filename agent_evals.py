@@ -5080,8 +5080,8 @@ def _case_values(
     repeats: dict[tuple[str, str], list[float]] = {}
     for r in results:
         value = r.score.metrics.get(metric) if r.score is not None else None
-        if value is None and r.error is not None:
-            value = errors_as
+        if value is None and r.error is not None:  # judging repeats (wrong, exclude), an error is a wrong one
+            value = errors_as if errors_as is not None or flaky == "mean" else 0.0
         if value is not None:
             unit = _unit(r.case.dataset, r.case.id, r.case.metadata.get(CLUSTER))
             repeats.setdefault((unit, r.case.id), []).append(float(value))
@@ -7950,7 +7950,8 @@ def _row_values(
     ``flaky`` says: see ``_case_values``; errors out unless ``errors_as`` gives them a value)."""
     repeats: dict[tuple[str, str], list[float]] = {}
     for row in record.get("rows", ()):
-        value = (row.get("metrics") or {}).get(metric) if not row.get("error") else errors_as
+        wrong = errors_as if errors_as is not None or flaky == "mean" else 0.0  # judging repeats: an error is wrong
+        value = (row.get("metrics") or {}).get(metric) if not row.get("error") else wrong
         if value is not None:
             unit = _unit(record["dataset"], row["case"], row.get(CLUSTER))
             repeats.setdefault((unit, row["case"]), []).append(float(value))
@@ -9293,9 +9294,12 @@ class _Change:
     raised: int = 0
     fixed: int = 0
     edited: tuple[str, ...] = ()  # the experiment's cases edited between the runs: left out, named
+    left_out: int = 0  # cases --flaky exclude left out, when it left none of one run to judge
 
     @property
     def verdict(self) -> str:
+        if self.left_out:
+            return "nothing to judge"
         if self.old is None or self.new is None:
             return "only in new" if self.old is None else "only in old"
         if self.paired is None or self.paired.p is None:
@@ -9358,6 +9362,11 @@ def _experiment_changes(
     for metric in metrics:
         a = _row_values(before, metric, flaky=flaky) if before else {}
         b = _row_values(after, metric, flaky=flaky) if after else {}
+        if before and after and not (a and b) and flaky != "mean":  # every case of a run left out: said, never passed
+            every = {**_row_values(before, metric), **_row_values(after, metric)}
+            if left := len(every.keys() - (a.keys() & b.keys())):
+                changes.append(_Change(record["dataset"], record["contender"], metric, None, None, None, left_out=left))
+                continue
         if not a and not b:
             continue
         shared = a.keys() & b.keys()
@@ -9516,6 +9525,11 @@ class _Gates:
                     )
         if self.on_regression:
             failed += [f"--fail-on-regression: {_change_text(c)}" for c in _regressions(changes or (), self.primary)]
+            failed += [  # a rule that left the gate nothing to judge fails it, saying why
+                f"--fail-on-regression: {_change_text(c)}"
+                for c in changes or ()
+                if c.metric == self.primary and c.verdict == "nothing to judge"
+            ]
         return failed
 
 
@@ -9595,6 +9609,11 @@ def _change_text(c: _Change) -> str:
         return (
             f"[{c.dataset}] {who}: {c.raised} cases raise now that answered before ({c.fixed} no longer raise); "
             f"errors {_fmt_pct(c.old)} -> {_fmt_pct(c.new)}"
+        )
+    if c.left_out:
+        return (
+            f"[{c.dataset}] {who} {c.metric}: --flaky exclude left no case to judge ({_n(c.left_out, 'case')} whose "
+            "repeats disagree, as graded scores' mostly do); judge them with --flaky mean or wrong"
         )
     p = c.paired
     moved = "fell" if p is not None and p.delta < 0 else "rose"

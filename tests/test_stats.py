@@ -485,3 +485,58 @@ def test_latency_is_quoted_as_p50_and_p95(make_suite, cli) -> None:
     code, _, err = cli("compare", "--local", "--html", "report.html")
     assert code == 0, err
     assert "(p50 " in (project / "report.html").read_text()
+
+
+GRADED = """
+import os
+import agent_evals as ae
+
+seen = {}
+
+class S(ae.Scorer):
+    def metrics(self):
+        return [ae.Metric("quality", "graded 0-1", primary=True)]
+
+    def call(self, case, reply, context):
+        n = seen[case.id] = seen.get(case.id, -1) + 1
+        if os.environ.get("BREAK") and case.id.endswith("7") and n % 3 == 1:
+            raise RuntimeError("the scorer broke on one repeat")
+        spread = float(os.environ.get("SPREAD", "0.05"))
+        # each case its own level, each repeat a little apart from the others
+        value = float(os.environ.get("BASE", "0.8")) * (1 - spread * (int(case.id[-1]) % 4)) + spread * (n % 3 - 1)
+        return ae.Score(value=value, metrics={"quality": value})
+
+ae.configure(suite="graded", adapter=ae.EchoAdapter(), scorer=S(), providers=[ae.FakeProvider()])
+"""
+
+
+def test_flaky_exclude_on_graded_scores_never_switches_the_regression_gate_off(make_suite, cli, monkeypatch) -> None:
+    """Graded scores' repeats nearly always differ: --flaky exclude would leave every case out and
+    pass a 0.80 -> 0.20 fall without a line (#51). The gate fails instead, saying why."""
+    config = "request_types: [prompt]\nvendors:\n  fake:\n    - model: echo\n"
+    project = make_suite(helper=GRADED, config=config, cases=many(20))
+    code, _, err = cli("compare", "--local", "--repeat", "3", "-p", "1", cwd=project)
+    assert code == 0, err
+    baseline = sorted((project / "log" / "agent-evals").glob("*.json"))[-1]
+    monkeypatch.setenv("BASE", "0.2")
+    argv = ["compare", "--local", "--repeat", "3", "-p", "1", "--baseline", str(baseline), "--fail-on-regression"]
+    code, _, err = cli(*argv, "--flaky", "exclude")
+    assert code == 1, err
+    assert (
+        "gate failed: --fail-on-regression: [ds] fake/echo effort=default quality: --flaky exclude left no case" in err
+    )
+    code, _, err = cli(*argv, "--flaky", "wrong")  # each case at its worst repeat: the fall is judged
+    assert code == 1 and "quality fell" in err and "-> " in err, err
+
+
+def test_an_error_is_a_wrong_repeat_when_the_gates_judge_repeats(make_suite, cli, monkeypatch) -> None:
+    config = "request_types: [prompt]\nvendors:\n  fake:\n    - model: echo\n"
+    project = make_suite(helper=GRADED, config=config, cases=many(20))
+    monkeypatch.setenv("BASE", "1.0")
+    monkeypatch.setenv("SPREAD", "0")
+    monkeypatch.setenv("BREAK", "1")  # cases ending in 7 raise on one repeat of three
+    argv = ["compare", "--local", "--repeat", "3", "-p", "1", "--fail-under", "100"]
+    code, _, err = cli(*argv, cwd=project)
+    assert code == 0, err  # the mean over the repeats answered: 100%, the errors named in a warning
+    code, _, err = cli(*argv, "--flaky", "wrong")
+    assert code == 1 and "gate failed: --fail-under quality=100%: [ds] fake/echo effort=default scored 90.0%" in err
