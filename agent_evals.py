@@ -9548,6 +9548,23 @@ def _regressions(changes: Iterable[_Change], primary: str) -> list[_Change]:
     return [c for c in judged if c.verdict == "regressed"]
 
 
+def _check_exclude(flaky: str, records: Mapping[tuple[str, str], Mapping[str, Any]], metric: str, flag: str) -> None:
+    """``--flaky exclude`` is refused, before anything is asked, for a primary metric a run
+    already logged graded: a graded case's repeats nearly always differ, so it would leave
+    the gates no case to judge (``mean`` and ``wrong`` judge graded scores)."""
+    if flaky != "exclude":
+        return
+    for record in records.values():
+        for row in record.get("rows", ()):
+            value = (row.get("metrics") or {}).get(metric)
+            if isinstance(value, int | float) and value not in (0, 1):
+                raise ConfigError(
+                    f"--flaky exclude: {metric} is graded in the run {flag} reads ({_shown(value)}), and a graded "
+                    "case's repeats nearly always differ: exclude would leave no case to judge; use --flaky mean or "
+                    "wrong"
+                )
+
+
 def _upstream_lines(old: Mapping[tuple[str, str], Mapping[str, Any]], new: Mapping[tuple[str, str], Any]) -> list[str]:
     """A line for each experiment whose answers came from other upstreams than the earlier
     run's: a change of scores may be the upstream's, not the prompt's."""
@@ -10251,6 +10268,7 @@ def _cmd_diff(args: argparse.Namespace) -> int:
         metrics |= dict.fromkeys(name for row in record.get("rows", ()) for name in (row.get("metrics") or {}))
     declared = [m for record in [*new.values(), *old.values()] for m in record.get("metrics") or ()]
     primary = next((m["name"] for m in declared if m.get("primary")), next(iter(metrics), ""))
+    _check_exclude(args.flaky, {**old, **new}, primary, "diff")
     changes = _compare_runs(old, new, list(metrics), args.flaky)
     effect = None
     if args.effect is not None:
@@ -11098,6 +11116,7 @@ def _prepare_run(args: argparse.Namespace, plan: _Plan) -> None:
     _apply_budget(plan, budget)
     _check_credit(plan.forecasts, budget)
     plan.baseline = _read_run(args.baseline, log_dir, "--baseline") if args.baseline else None
+    _check_exclude(args.flaky, plan.baseline or {}, _primary(suite.metrics).name, "--baseline")
     plan.cache = _Cache(log_dir / "cache" / "completions.sqlite3") if args.cache or suite.config.cache else None
 
 

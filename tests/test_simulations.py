@@ -461,3 +461,39 @@ def test_the_table_and_the_json_name_the_same_best_value_on_an_exact_tie() -> No
         document = ae._results_document(lineup, [PRIMARY], {})
         assert line.startswith("best value [ds] (m/clean effort=default)"), (order, line)
         assert document["datasets"][0]["best_value"]["model"] == "m/clean"
+
+
+# 11. --flaky never trades a gate's false alarms for its mode (issue #51) ─────────────────
+
+
+def repeated(values: list[list[float]]) -> dict:
+    """A logged experiment whose case ``i`` scored ``values[i]``, one value a repeat."""
+    contender = {"model": "m", "effort": None, "temperature": None, "max_tokens": None, "provider": "p"}
+    rows = [
+        {"case": f"c{i:03d}", "repeat": r, "metrics": {"acc": v}}
+        for i, vs in enumerate(values)
+        for r, v in enumerate(vs)
+    ]
+    return {"dataset": "ds", "contender": contender, "rows": rows}
+
+
+@pytest.mark.parametrize(
+    ("flaky", "graded"), [("mean", False), ("wrong", False), ("exclude", False), ("mean", True), ("wrong", True)]
+)
+def test_a_flaky_gate_rarely_fails_two_runs_of_an_unchanged_model(flaky: str, graded: bool) -> None:
+    """An unchanged model, 100 cases of mixed difficulty asked 3 times in each run: how often
+    --fail-on-regression fails (300 pairs a mode). 0/1 scores: mean 3.7%, wrong 2.3%, exclude
+    0.0%; graded scores (a case's level plus noise a repeat): mean 1.7%, wrong 2.0%. exclude on
+    graded scores is refused before a run (a graded case's repeats always differ)."""
+
+    def false_alarm(rng: random.Random) -> bool:
+        levels = [rng.choice([0.97, 0.9, 0.7, 0.4, 0.1]) for _ in range(100)]  # the same cases in both runs
+
+        def ask(level: float) -> float:
+            return min(1.0, max(0.0, rng.gauss(level, 0.1))) if graded else float(rng.random() < level)
+
+        old, new = ({("m", "ds"): repeated([[ask(x) for _ in range(3)] for x in levels])} for _ in range(2))
+        gates = ae._Gates(on_regression=True, primary="acc", flaky=flaky)
+        return bool(gates.check([], ae._compare_runs(old, new, ["acc"], flaky)))
+
+    assert rate(300, false_alarm, seed=31) <= 0.05

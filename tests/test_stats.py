@@ -520,11 +520,11 @@ def test_flaky_exclude_on_graded_scores_never_switches_the_regression_gate_off(m
     baseline = sorted((project / "log" / "agent-evals").glob("*.json"))[-1]
     monkeypatch.setenv("BASE", "0.2")
     argv = ["compare", "--local", "--repeat", "3", "-p", "1", "--baseline", str(baseline), "--fail-on-regression"]
-    code, _, err = cli(*argv, "--flaky", "exclude")
-    assert code == 1, err
-    assert (
-        "gate failed: --fail-on-regression: [ds] fake/echo effort=default quality: --flaky exclude left no case" in err
-    )
+    code, _, err = cli(*argv, "--flaky", "exclude")  # refused by name before any call: the baseline is graded
+    assert code == 2 and "error: --flaky exclude: quality is graded in the run --baseline reads (0." in err, err
+    assert len(sorted((project / "log" / "agent-evals").glob("*.json"))) == 1  # nothing ran
+    code, _, err = cli("diff", str(baseline), str(baseline), "--flaky", "exclude")  # diff refuses it alike
+    assert code == 2 and "--flaky exclude: quality is graded in the run diff reads" in err, err
     code, _, err = cli(*argv, "--flaky", "wrong")  # each case at its worst repeat: the fall is judged
     assert code == 1 and "quality fell" in err and "-> " in err, err
 
@@ -540,3 +540,23 @@ def test_an_error_is_a_wrong_repeat_when_the_gates_judge_repeats(make_suite, cli
     assert code == 0, err  # the mean over the repeats answered: 100%, the errors named in a warning
     code, _, err = cli(*argv, "--flaky", "wrong")
     assert code == 1 and "gate failed: --fail-under quality=100%: [ds] fake/echo effort=default scored 90.0%" in err
+
+
+def test_a_flaky_rule_that_leaves_a_gate_nothing_to_judge_fails_it_saying_why() -> None:
+    """0/1 scores whose every case now disagrees with itself: --flaky exclude leaves nothing, and
+    the gate fails (it passed before: a run it could not judge)."""
+    contender = {"model": "m", "effort": None, "temperature": None, "max_tokens": None, "provider": "p"}
+
+    def record(repeats: list[list[float]]) -> dict:
+        rows = [
+            {"case": f"c{i}", "repeat": r, "metrics": {"acc": v}}
+            for i, values in enumerate(repeats)
+            for r, v in enumerate(values)
+        ]
+        return {"dataset": "ds", "contender": contender, "rows": rows}
+
+    key = ("m", "ds")
+    old, new = {key: record([[1.0] * 3] * 10)}, {key: record([[1.0, 0.0, 1.0]] * 10)}
+    gates = ae._Gates(on_regression=True, primary="acc", flaky="exclude")
+    (failed,) = gates.check([], ae._compare_runs(old, new, ["acc"], "exclude"))
+    assert "acc: --flaky exclude left no case to judge (10 cases whose repeats disagree" in failed
