@@ -9433,8 +9433,8 @@ def _change_row(c: _Change, style: str) -> list[str]:
         delta = f"{p.delta * 100:+.1f}"
         delta += "" if p.low is None or p.high is None else _fmt_interval(p.low, p.high, style, signed=True)
     p_text = "-" if p is None or p.p is None else f"{p.p:.2g}"
-    if p is not None and p.adjusted is not None and p.adjusted != p.p:
-        p_text += f" ({p.adjusted:.2g})"
+    if p is not None and p.adjusted is not None:  # raw, then corrected: each says which it is
+        p_text += f" (Holm {p.adjusted:.2g})"
     model = _shown_model(c.contender.get("model", "?"), c.contender.get("provider"))
     settings = [c.contender.get("effort") or "default", _fmt_temp(c.contender.get("temperature"))]
     n = "-" if p is None else str(p.n)
@@ -9730,14 +9730,27 @@ def _markdown(
         if group is not overall:
             lines += ["", *(_md(line) for line in _best_value_lines(group, primary, "ascii"))]
     if changes is not None:
-        moved = [c for c in changes if c.verdict in ("regressed", "improved")]
-        moved.sort(key=lambda c: c.verdict != "regressed")
-        lines += ["", "### Against the baseline", ""]
-        if moved:
-            lines.append(_md_table(_CHANGE_HEADERS, [_change_row(c, "ascii") for c in moved], _CHANGE_NUMBERS))
-            lines.append("")
-        lines.append(f"{len(changes) - len(moved)} of {len(changes)} compared lines unchanged (paired tests, 5%)")
+        lines += ["", "### Against the baseline", "", *_summary_changes(changes, primary.name)]
     return "\n".join(lines) + "\n"
+
+
+def _summary_changes(changes: Sequence[_Change], primary: str) -> list[str]:
+    """The baseline in the summary: every compared line of the primary metric and the errors,
+    with its delta whether or not it is significant, and any other line that moved; then
+    counts that say what they count (lines compared, and lines in one run only)."""
+    compared = [c for c in changes if c.old is not None and c.new is not None]
+    moved = [c for c in compared if c.verdict in ("regressed", "improved")]
+    shown = [c for c in compared if c.metric in (primary, ERRORS) or c in moved]
+    shown.sort(key=lambda c: (c.verdict != "regressed", c.verdict != "improved"))
+    lines = [_md_table(_CHANGE_HEADERS, [_change_row(c, "ascii") for c in shown], _CHANGE_NUMBERS), ""] if shown else []
+    new_only, old_only = (sum(c.verdict == f"only in {run}" for c in changes) for run in ("new", "old"))
+    lines.append(
+        f"{len(compared) - len(moved)} of {_n(len(compared), 'line')} compared unchanged (paired tests over the cases "
+        f"both runs answered; p < {ALPHA} after Holm's correction)"
+        + (f"; {new_only} only in the new run" if new_only else "")
+        + (f"; {old_only} only in the old run" if old_only else "")
+    )
+    return lines
 
 
 def _md_table(headers: Sequence[str], rows: Sequence[Sequence[str]], right: Sequence[bool]) -> str:

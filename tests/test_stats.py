@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import shutil
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -244,7 +245,7 @@ def test_the_pull_requests_summary_in_markdown(make_suite, tmp_path) -> None:
     assert "| 1 | fake/echo | default | - | 50.0% [37.7-62.3] | 0 |" in out and "│" not in out
     assert "### Against the baseline" in out
     assert "| ds | fake/echo | default | - | exact | 60 | 100.0% | 50.0% | -50.0 [-63.0, -37.0] |" in out
-    assert "| regressed |\n\n0 of 1 compared lines unchanged (paired tests, 5%)" in out
+    assert "| regressed |\n\n0 of 1 line compared unchanged (paired tests over the cases both runs answered" in out
     assert "gate failed" in planted.stderr  # the failures still on STDERR
     unwritable = cli_run(project, "compare", "--local", env={"GITHUB_STEP_SUMMARY": str(tmp_path / "no" / "dir.md")})
     assert unwritable.returncode == 1 and "dir.md (No such file or directory; GITHUB_STEP_SUMMARY)" in unwritable.stderr
@@ -352,7 +353,7 @@ def test_diff_reads_a_killed_runs_journal_and_names_bad_input(make_suite, cli) -
     code, _, _ = cli("compare", "--local", cwd=project)
     (journal,) = (project / "log" / "agent-evals").glob("*.jsonl")
     code, out, _ = cli("diff", str(journal), str(journal))
-    assert code == 0 and "0 regressions" in out and "│ exact  │ 4 │ 100.0% │ 100.0% │        +0.0 │ 1 │" in out
+    assert code == 0 and "0 regressions" in out and "│ exact  │ 4 │ 100.0% │ 100.0% │        +0.0 │ 1 (Holm 1) │" in out
     code, _, err = cli("diff", "nowhere", str(journal))
     assert code == 2 and "diff OLD nowhere: no such file or folder" in err
     bad = project / "log" / "agent-evals" / "x.20260101-000000-000.jsonl"
@@ -560,3 +561,55 @@ def test_a_flaky_rule_that_leaves_a_gate_nothing_to_judge_fails_it_saying_why() 
     gates = ae._Gates(on_regression=True, primary="acc", flaky="exclude")
     (failed,) = gates.check([], ae._compare_runs(old, new, ["acc"], "exclude"))
     assert "acc: --flaky exclude left no case to judge (10 cases whose repeats disagree" in failed
+
+
+SUMMARIZED = """
+import os
+import agent_evals as ae
+
+class S(ae.Scorer):
+    def metrics(self):
+        return [ae.Metric("exact", "1 when right.", primary=True)]
+
+    def call(self, case, reply, context):
+        n = int(case.id.split("/")[1])
+        broken = os.environ.get("PLANT") and (case.dataset == "fell" and n <= 30 or case.dataset == "dipped" and n <= 2)
+        right = 0.0 if broken else float(reply.output == case.expected)
+        return ae.Score(value=right, metrics={"exact": right})
+
+ae.configure(adapter=ae.EchoAdapter(), scorer=S(), providers=[ae.FakeProvider()])
+"""
+
+
+def test_the_summary_counts_what_it_compared_and_shows_every_primary_delta(make_suite, cli, monkeypatch) -> None:
+    """A regression, a fall too small to show, and a dataset only the new run has: the Markdown
+    summary's counts, deltas and p-values are the JSON's (#51: it counted lines in one run only
+    as unchanged, hid the deltas of falls not shown significant, and left a p unlabelled)."""
+    cases = {}
+    for dataset in ("fell", "dipped"):
+        for i in range(1, 61):
+            cases |= case_files(dataset, f"a/{i:03d}", {"v": i})
+    config = "request_types: [prompt]\nvendors:\n  fake:\n    - model: echo\n"
+    project = make_suite(helper=SUMMARIZED, config=config, cases=cases)
+    code, _, err = cli("compare", "--local", cwd=project)
+    assert code == 0, err
+    old_log = project / "baseline"  # the run, all of its experiments (the runs below log beside it)
+    shutil.copytree(project / "log" / "agent-evals", old_log, ignore=shutil.ignore_patterns("*.jsonl"))
+    for i in range(1, 11):  # a dataset the baseline never had
+        for rel, text in case_files("new", f"a/{i:03d}", {"v": i}).items():
+            (project / rel).parent.mkdir(parents=True, exist_ok=True)
+            (project / rel).write_text(text)
+    monkeypatch.setenv("PLANT", "1")
+    argv = ("compare", "--local", "--baseline", str(old_log))
+    code, out, err = cli(*argv, "--format", "markdown")
+    assert code == 0, err
+    code, doc, err = cli(*argv, "--format", "json")
+    lines = {(c["dataset"], c["metric"]): c for c in json.loads(doc)["baseline"]}
+    fell, dipped = lines[("fell", "exact")], lines[("dipped", "exact")]
+    assert fell["verdict"] == "regressed" and dipped["verdict"] == "no significant change"
+    assert lines[("new", "exact")]["verdict"] == "only in new"
+    summary = out[out.index("### Against the baseline") :]
+    assert "| fell | fake/echo | default | - | exact | 60 | 100.0% | 50.0% | -50.0" in summary
+    assert "| dipped | fake/echo | default | - | exact | 60 | 100.0% | 96.7% | -3.3" in summary  # shown, not moved
+    assert "1 of 2 lines compared unchanged" in summary and "; 1 only in the new run" in summary
+    assert f"{dipped['p']:.2g} (Holm {dipped['p_holm']:.2g})" in summary, summary  # each p says which it is
