@@ -11755,13 +11755,7 @@ def _run_line(stamp: str, files: Sequence[Path]) -> list[object]:
         state = "unreadable: " + "; ".join(unreadable) if unreadable else "stopped before its logs: --resume it"
         return [stamp, None, None, len(journals), cases, None, None, None, state]
     primary = next((m.get("name") for m in headers[0].get("metrics") or [] if m.get("primary")), None)
-    best, best_model = None, ""
-    for header in headers:  # ranked as the tables rank: every error counted as wrong
-        values = _row_values(header, primary, 0.0) if primary else {}
-        mean = sum(values.values()) / len(values) if values else None
-        if mean is not None and (best is None or mean > best):
-            contender = header.get("contender") or {}
-            best, best_model = mean, _shown_model(contender.get("model"), contender.get("provider"))
+    best = _best_experiment(headers, primary) if primary else None
     cost = sum((Usage.coerce(h["summary"].get("usage")) or Usage()).cost_usd for h in headers)  # NaN, -1: unknown
     not_run = sum(len(h.get("not_run") or ()) for h in headers)
     if isinstance(planned := headers[0].get("planned"), int):  # experiments never started have no log
@@ -11777,9 +11771,25 @@ def _run_line(stamp: str, files: Sequence[Path]) -> list[object]:
         sum(int(h["summary"].get("cases") or 0) for h in headers),
         sum(int(h["summary"].get("errors") or 0) for h in headers),
         cost,
-        None if best is None else f"{primary} {_fmt_pct(best)} {best_model}",
+        None if best is None else f"{primary} {best}",
         state,
     ]
+
+
+def _best_experiment(headers: Sequence[Mapping[str, Any]], primary: str) -> str | None:
+    """A run's best single experiment, ranked as the tables rank (every error counted as
+    wrong, then fewer errors, then cheaper): its score, contender and dataset."""
+    ranked = []
+    for header in headers:
+        if values := _row_values(header, primary, 0.0):
+            spent = (Usage.coerce(header["summary"].get("usage")) or Usage()).cost_usd
+            tie = (-int(header["summary"].get("errors") or 0), -spent if math.isfinite(spent) else -math.inf)
+            ranked.append((sum(values.values()) / len(values), *tie, header))
+    if not ranked:
+        return None
+    mean, _, _, top = max(ranked, key=lambda r: r[:3])
+    contender = top.get("contender") or {}
+    return f"{_fmt_pct(mean)} {_shown_model(contender.get('model'), contender.get('provider'))} [{top.get('dataset')}]"
 
 
 _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {

@@ -32,7 +32,20 @@ def test_runs_ranks_as_the_tables_do_errors_counted_as_wrong(make_suite, cli) ->
     code, out, _ = cli("compare", "--local", cwd=project)
     assert code == 0 and "│ 1 │ fake/good  │" in out, out
     code, out, _ = cli("runs")
-    assert code == 0 and "exact 90.0% fake/good │ complete" in out, out
+    assert code == 0 and "exact 90.0% fake/good [ds] │ complete" in out, out
+
+
+def test_runs_breaks_an_exact_tie_as_the_tables_do(make_suite, cli) -> None:
+    # both 90% with errors counted as wrong: "raises" by raising on a tenth, "wrong" by being wrong on it;
+    # the tables rank fewer errors first (#51: runs named the one that raised)
+    fakes = """{'raises': lambda s, u: (_ for _ in ()).throw(RuntimeError('boom')) if u.split()[2][-2] == '1' else u,
+                'wrong': lambda s, u: '{}' if u.split()[2][-2] == '1' else u}"""
+    config = "request_types: [prompt]\nvendors:\n  fake:\n    - model: raises\n    - model: wrong\n"
+    project = make_suite(fakes=fakes, config=config, cases=many(20))
+    code, out, _ = cli("compare", "--local", cwd=project)
+    assert code == 0 and "│ 1 │ fake/wrong  │" in out, out
+    code, out, _ = cli("runs")
+    assert code == 0 and "exact 90.0% fake/wrong [ds] │ complete" in out, out
 
 
 def test_runs_lists_every_run_newest_first_with_what_it_holds(make_suite, cli, tmp_path) -> None:
@@ -49,7 +62,7 @@ def test_runs_lists_every_run_newest_first_with_what_it_holds(make_suite, cli, t
     assert len(lines) == 4 and out.startswith("4 runs in ")
     assert lines[0].startswith("│ 20990101-000000-000 │ -") and "stopped before its logs: --resume it" in lines[0]
     assert "│ compare │ toy " not in out  # the suite's own name, not the example's
-    assert "│           1 │     6 │      0 │" in lines[1] and "exact 100.0% fake/echo │ complete" in lines[1]
+    assert "│           1 │     6 │      0 │" in lines[1] and "exact 100.0% fake/echo [ds] │ complete" in lines[1]
     assert "│           1 │     3 │      0 │" in lines[2]
     assert "unreadable: broken.20000101-000000-000.json" in lines[3]
     code, _, err = cli("runs", str(tmp_path / "nowhere"))
