@@ -6,6 +6,8 @@ import json
 import os
 from pathlib import Path
 
+import pytest
+
 from conftest import many
 
 
@@ -22,30 +24,30 @@ def test_an_unwritable_log_folder_fails_before_any_call(make_suite, cli) -> None
     assert err.startswith("error: log/agent-evals: cannot write the logs there")
 
 
-def test_runs_ranks_as_the_tables_do_errors_counted_as_wrong(make_suite, cli) -> None:
-    # "flaky" raises on a fifth of the cases and is right on the rest: 100% of what it answered, 80% ranked
-    # and "good" is wrong on a tenth: 90%, first in the tables
-    fakes = """{'flaky': lambda s, u: (_ for _ in ()).throw(RuntimeError('boom')) if u.split()[2][-2] in '05' else u,
-                'good': lambda s, u: '{}' if u.split()[2][-2] == '1' else u}"""
-    config = "request_types: [prompt]\nvendors:\n  fake:\n    - model: flaky\n    - model: good\n"
-    project = make_suite(fakes=fakes, config=config, cases=many(20))
-    code, out, _ = cli("compare", "--local", cwd=project)
-    assert code == 0 and "│ 1 │ fake/good  │" in out, out
-    code, out, _ = cli("runs")
-    assert code == 0 and "exact 90.0% fake/good [ds] │ complete" in out, out
+RAISES = "(_ for _ in ()).throw(RuntimeError('boom'))"
 
 
-def test_runs_breaks_an_exact_tie_as_the_tables_do(make_suite, cli) -> None:
-    # both 90% with errors counted as wrong: "raises" by raising on a tenth, "wrong" by being wrong on it;
-    # the tables rank fewer errors first (#51: runs named the one that raised)
-    fakes = """{'raises': lambda s, u: (_ for _ in ()).throw(RuntimeError('boom')) if u.split()[2][-2] == '1' else u,
-                'wrong': lambda s, u: '{}' if u.split()[2][-2] == '1' else u}"""
-    config = "request_types: [prompt]\nvendors:\n  fake:\n    - model: raises\n    - model: wrong\n"
+@pytest.mark.parametrize(
+    ("raising", "top"),
+    [
+        # "other" raises on a fifth of the cases and is right on the rest: 100% of what it answered, 80%
+        # ranked; "top" is wrong on a tenth: 90%, first in the tables
+        ("in '05'", "90.0%"),
+        # both 90% with errors counted as wrong, "other" by raising on a tenth: the tables rank fewer
+        # errors first (#51: runs named the one that raised, the first log it found)
+        ("== '1'", "90.0%"),
+    ],
+    ids=["errors counted as wrong", "an exact tie"],
+)
+def test_runs_ranks_as_the_tables_do(make_suite, cli, raising: str, top: str) -> None:
+    fakes = f"""{{'other': lambda s, u: {RAISES} if u.split()[2][-2] {raising} else u,
+                'top': lambda s, u: '{{}}' if u.split()[2][-2] == '1' else u}}"""
+    config = "request_types: [prompt]\nvendors:\n  fake:\n    - model: other\n    - model: top\n"
     project = make_suite(fakes=fakes, config=config, cases=many(20))
     code, out, _ = cli("compare", "--local", cwd=project)
-    assert code == 0 and "│ 1 │ fake/wrong  │" in out, out
+    assert code == 0 and "│ 1 │ fake/top   │" in out, out
     code, out, _ = cli("runs")
-    assert code == 0 and "exact 90.0% fake/wrong [ds] │ complete" in out, out
+    assert code == 0 and f"exact {top} fake/top [ds] │ complete" in out, out
 
 
 def test_runs_lists_every_run_newest_first_with_what_it_holds(make_suite, cli, tmp_path) -> None:
