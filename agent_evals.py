@@ -4180,7 +4180,8 @@ class OpenRouter(Provider):
             if not _fields(page).get("has_more"):
                 return
             cursor = _fields(page).get("next_cursor")
-            if not isinstance(cursor, str) or not cursor or cursor in seen or len(seen) > max(total, done):
+            most = min(max(total, done), self.batch_most)  # the server's counts, never past what a batch holds
+            if not isinstance(cursor, str) or not cursor or cursor in seen or len(seen) > most:
                 raise ProviderError(
                     f"{self.name}: {model.id}: batch {batch_id}'s results go round in circles (page {len(seen) + 2} "
                     f"names {_shown(cursor)[:60]}); it stays at the provider, and --resume --batch collects it",

@@ -129,32 +129,8 @@ def test_sigterm_or_ctrl_c_during_the_wait_then_resume_collects_the_batch_and_se
     api = BatchAPI(toy_answer, polls=10**9)  # never done while the first run waits
     with OpenAICompatible(api) as server:
         env = {"OPENROUTER_BASE_URL": server.url + "/api/v1", "OPENROUTER_API_KEY": "sk-or-batch", **POLL}
-        command = [
-            sys.executable,
-            str(ROOT / "agent_evals.py"),
-            "run",
-            "--batch",
-            "--local",
-            "-m",
-            "openai/gpt-4o-mini",
-            "-d",
-            "animals",
-        ]
-        environ = {k: v for k, v in __import__("os").environ.items() if not k.startswith(("OPENROUTER", "AGENT_EVALS"))}
-        child = subprocess.Popen(
-            command,
-            cwd=toy,
-            env={**environ, **env, "NO_COLOR": "1"},
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        deadline = time.monotonic() + 30
-        while api.looks < 3 and time.monotonic() < deadline:
-            time.sleep(0.02)
-        child.send_signal(sent)
-        _, err = child.communicate(timeout=30)
-        assert child.returncode == code, err
+        returncode, _, err = _interrupted_batch_run(toy, api, server, sent)
+        assert returncode == code, err
         assert "(batch_1, 4 requests): it goes on at the provider; --resume --batch collects it" in err
         assert len(api.submitted) == 1 and api.sync == 0
         api.polls = 1  # the batch ends at OpenRouter meanwhile
@@ -408,8 +384,10 @@ def test_a_batch_wait_holds_no_concurrency_slot_and_no_dataset_waits_for_another
 # resumed as its hint says, or without --batch, or with its journal's batch record damaged.
 
 
-def _interrupted_batch_run(toy: Path, api: BatchAPI, server: OpenAICompatible) -> str:
-    """``run --batch`` on the animals, stopped (SIGTERM) while its batch waits; the resume command it printed."""
+def _interrupted_batch_run(
+    toy: Path, api: BatchAPI, server: OpenAICompatible, sent: signal.Signals = signal.SIGTERM
+) -> tuple[int, str, str]:
+    """``run --batch`` on the animals, stopped by ``sent`` while its batch waits: its exit code and what it printed."""
     env = {"OPENROUTER_BASE_URL": server.url + "/api/v1", "OPENROUTER_API_KEY": "sk-or-batch", **POLL}
     environ = {k: v for k, v in __import__("os").environ.items() if not k.startswith(("OPENROUTER", "AGENT_EVALS"))}
     command = [sys.executable, str(ROOT / "agent_evals.py"), "run", "--batch", "--local", "-m", "openai/gpt-4o-mini"]
@@ -424,9 +402,15 @@ def _interrupted_batch_run(toy: Path, api: BatchAPI, server: OpenAICompatible) -
     deadline = time.monotonic() + 30
     while api.looks < 2 and time.monotonic() < deadline:
         time.sleep(0.02)
-    child.send_signal(signal.SIGTERM)
+    child.send_signal(sent)
     out, err = child.communicate(timeout=30)
-    assert child.returncode == 143 and len(api.submitted) == 1 and api.sync == 0, err
+    return child.returncode, out, err
+
+
+def _resume_hint(toy: Path, api: BatchAPI, server: OpenAICompatible) -> str:
+    """The resume command a ``run --batch`` stopped by SIGTERM while its batch waits printed."""
+    code, out, err = _interrupted_batch_run(toy, api, server)
+    assert code == 143 and len(api.submitted) == 1 and api.sync == 0, err
     (hint,) = re.findall(r"finish with: (.+)", out)
     return hint
 
@@ -436,7 +420,7 @@ def test_the_printed_resume_command_as_printed_collects_the_batch_and_pays_nothi
 
     api = BatchAPI(toy_answer, polls=10**9)
     with OpenAICompatible(api) as server:
-        hint = _interrupted_batch_run(toy, api, server)
+        hint = _resume_hint(toy, api, server)
         assert hint == "agent-evals run --batch --local -m openai/gpt-4o-mini -d animals --resume"
         api.polls = 1  # the batch ends at the provider meanwhile
         env = {"OPENROUTER_BASE_URL": server.url + "/api/v1", "OPENROUTER_API_KEY": "sk-or-batch", **POLL}
@@ -449,7 +433,7 @@ def test_the_printed_resume_command_as_printed_collects_the_batch_and_pays_nothi
 def test_a_resume_without_batch_still_collects_the_batches_that_run_sent(toy: Path) -> None:
     api = BatchAPI(toy_answer, polls=10**9)
     with OpenAICompatible(api) as server:
-        _interrupted_batch_run(toy, api, server)
+        _resume_hint(toy, api, server)
         api.polls = 1
         env = {"OPENROUTER_BASE_URL": server.url + "/api/v1", "OPENROUTER_API_KEY": "sk-or-batch", **POLL}
         done = run_agent_evals(
@@ -486,7 +470,7 @@ def _journal(toy: Path) -> Path:
 def test_a_batch_record_that_cannot_be_read_stops_the_resume_naming_it(toy: Path, damage, said) -> None:
     api = BatchAPI(toy_answer, polls=10**9)
     with OpenAICompatible(api) as server:
-        hint = _interrupted_batch_run(toy, api, server)
+        hint = _resume_hint(toy, api, server)
         journal = _journal(toy)
         lines = journal.read_text().splitlines()
         lines = [json.dumps({"batch": damage(json.loads(x)["batch"])}) if '"id"' in x else x for x in lines]
@@ -502,7 +486,7 @@ def test_a_batch_record_that_cannot_be_read_stops_the_resume_naming_it(toy: Path
 def test_a_batch_record_cut_short_or_sent_without_its_id_stops_the_resume_naming_it(toy: Path) -> None:
     api = BatchAPI(toy_answer, polls=10**9)
     with OpenAICompatible(api) as server:
-        hint = _interrupted_batch_run(toy, api, server)
+        hint = _resume_hint(toy, api, server)
         journal = _journal(toy)
         whole = journal.read_text().splitlines()
         env = {"OPENROUTER_BASE_URL": server.url + "/api/v1", "OPENROUTER_API_KEY": "sk-or-batch", **POLL}
