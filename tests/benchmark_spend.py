@@ -17,7 +17,7 @@ from statistics import NormalDist
 
 sys.path[:0] = [str(Path(__file__).parent), str(Path(__file__).parent.parent)]
 
-from test_decide import Z, sequential  # noqa: E402
+from test_decide import obf, sequential  # noqa: E402
 from test_spend import simulate  # noqa: E402
 
 import agent_evals as ae  # noqa: E402
@@ -29,9 +29,9 @@ def main() -> None:
     runs = parser.parse_args().runs
     rng = random.Random(2026)
     naive_z = NormalDist().inv_cdf(1 - ae.ALPHA / 2)
-    null = [sequential(rng, 0.7, 0.7, 1000, Z) for _ in range(runs)]
-    naive = [sequential(rng, 0.7, 0.7, 1000, naive_z) for _ in range(runs)]
-    gap = [sequential(rng, 0.8, 0.7, 1000, Z) or 1000 for _ in range(runs)]
+    null = [sequential(rng, 0.7, 0.7, 1000, obf(1000)) for _ in range(runs)]
+    naive = [sequential(rng, 0.7, 0.7, 1000, [naive_z] * 10) for _ in range(runs)]
+    gap = [sequential(rng, 0.8, 0.7, 1000, obf(1000)) or 1000 for _ in range(runs)]
     print(f"no difference, {runs} runs of 1,000 cases, 10 looks:")
     print(f"  --until-decided declares a winner in {sum(x is not None for x in null) / runs:.1%}")
     print(f"  a 5% test at every look (naive peeking) would in {sum(x is not None for x in naive) / runs:.1%}")

@@ -32,27 +32,49 @@ same simulations, at 1,000 runs or more; 300 for the gate over 30 comparisons).
 
 **Deciding sooner (`--until-decided`).** Each dataset's contenders are asked side by side,
 their cases in one seeded random order (the same for every contender and every rerun), a
-tenth at a time. After each round the top contender on the primary metric (errors counted
-as wrong) is tested against each other one, paired over the cases both answered: a t
-interval of the mean difference at α / (2 × 10 looks × comparisons), Bonferroni over every
-look and every comparison, so the chance of ever declaring a wrong order stays under 5%
-however the looks fall (an always-valid union bound; no fewer than 10 shared cases decide
+tenth at a time. After each round, the last one included, the top contender on the primary
+metric (errors counted as wrong) is tested against each other one, paired over the cases
+both answered: a t interval of the mean difference, widened by half a case, at the level a
+group-sequential boundary sets for that round. The boundaries spend α = 5% (split evenly
+over the comparisons) as Lan and DeMets' O'Brien–Fleming-type function says: almost
+nothing at the first rounds and nearly all of it at the last, so the chance of ever
+declaring a wrong order stays under 5% however many rounds are looked at, and the last look
+is nearly as strong as one test over every case (no fewer than 10 shared cases decide
 anything). A contender whose interval lies wholly below the top is asked no more
 (`decided [ds] X: below Y by 9.8 points [3.1, 16.5] after 300 cases` on STDERR); once only
-the top is left, the dataset is decided. The run then says how many case runs it did not
-ask; the logs list them as not run, and the tables show every contender's numbers over
-the cases it was asked, with the usual 95% intervals (the decisions' own intervals, the
-sequential ones, are on the decision lines; `--format json` lists them under
-`decided`). Best value is judged on the final data as usual, not sequentially.
-`--until-decided` runs a dataset's contenders all at once (`-j` aside). With `--resume`
-it continues a run that was stopped (Ctrl-C, the budget): the rounds already asked are
-looked at again as they were, so it decides after the same cases as a run never stopped.
-Measured (`python tests/benchmark_spend.py`, 1,000 runs of 1,000 cases, two contenders):
-with no true difference a winner was declared in 2.3% of runs (a 5% test at each look,
-naive peeking, in 20.0%); with a 10-point gap (80% against 70%) it stopped after 364
-cases on average (median 300), asking all 1,000 in 1.4% of runs. At ten cases a look
-(100 cases at 50%, 5,000 runs) it declares one in 2.6% (a z interval did in 5.3%), and a
-decision's interval never runs past 100 points.
+the top is left, the dataset is decided, and `runs` lists the run as `decided`. The run then
+says how many case runs it did not ask; the logs list them as not run, and the tables show
+every contender's numbers over the cases it was asked, with the usual 95% intervals (the
+decisions' own intervals, the sequential ones, are on the decision lines; `--format json`
+lists them under `decided`). Best value is judged on the final data as usual, not
+sequentially. `--until-decided` runs a dataset's contenders all at once (`-j` aside). With
+`--resume` it continues a run that was stopped (Ctrl-C, the budget): the rounds already
+asked are looked at again as they were, so it decides after the same cases as a run never
+stopped.
+
+*When it saves.* Stopping early saves only on a gap the cases can show well before the
+end: one that a single test over every case would find about 9 times in 10. On such a gap
+it asked 68–72% of the cases on average (scores near 50%, the widest spread; fewer nearer
+0 or 100%); on smaller gaps it asks nearly every case, and then gives up almost no power
+against that single test. `-n` prints the gap for each dataset before a run: about
+`(z + 1.28) · √(0.5 / cases)` with z = 1.96 for two contenders (more for more), 23 points at 100 cases, 10 at 500, 7 at 1,000. Measured
+(`python tests/benchmark_decide.py`, 4,000 runs a cell, two contenders answering
+independently, the top at 80%):
+
+| cases | gap | decided | cases asked | one test at the end, same power |
+| --- | --- | --- | --- | --- |
+| 100 | none | 3.3% (a wrong order: 1.2%) | 99 | — |
+| 100 | 6 / 10 / 15 points | 13% / 32% / 61% | 97 / 93 / 84 | 68 / 83 / 86 |
+| 500 | none | 4.4% | 496 | — |
+| 500 | 6 / 10 / 15 points | 57% / 94% / 99.9% | 424 / 317 / 222 | 451 / 453 / 454 |
+| 1,000 | 6 / 10 points | 86% / 99.8% | 699 / 454 | 916 / 853 |
+
+With no difference at 50%, 20,000 runs: 4.2% decided at 100 cases, 4.6% at 500 (without the
+half case, 5.1% and 5.6% at 80%). The simulation also tried Pocock-type spending (fewer
+cases on large gaps: 273 against 317 at 500 and 10 points, but 9 points less power on a
+6-point gap), a mixture sequential test valid at any look (mSPRT: 29% against 57% power at
+500 and 6 points, 333 cases against 317 at 10), and the Bonferroni over looks it replaces
+(35% power at 500 and 6 points, and it never looked after the last round).
 
 Mid-p McNemar rather than the exact test: the exact test is conservative at small numbers
 of discordant cases. Over 100 cases (4,000 simulated pairs) mid-p raised 4.9% false alarms
