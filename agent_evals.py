@@ -7175,6 +7175,7 @@ class LocalTracker(Tracker):
             "shard": self.context.get("shard"),
             "run_id": self.context.get("run_id"),  # what the shards of one run share
             "planned": self.context.get("planned"),  # the case runs of the whole run (its shard's)
+            "plan": self.context.get("plan"),  # and its experiments
             "rescored_from": self.context.get("rescored_from"),
             "metrics": [
                 {"name": m.name, "description": m.description, "primary": m.primary}
@@ -8215,7 +8216,13 @@ def _logged_experiment(record: Mapping[str, Any], cases: Mapping[tuple[str, str]
         )
         experiment.results.append(dataclasses.replace(_result_from_row(row, case), experiment=experiment))
     experiment.cases = list({r.case.id: r.case for r in experiment.results}.values())
+    experiment.not_run, experiment.decided = list(record.get("not_run") or ()), record.get("decided")
     return experiment
+
+
+def _label_of(experiment: Experiment) -> str:
+    """How lines name an experiment: ``[dataset] contender``."""
+    return f"[{experiment.dataset}] {experiment.contender.label}"
 
 
 # ═══════════════════════════════════════════════════════════════════════════════
@@ -8276,6 +8283,7 @@ class _Row:
     pass_k: float | None = None  # with repeats: the primary metric with each case at its worst repeat
     graded: bool = False  # the primary metric's scores are not all 0 or 1 (pass^k is then a worst repeat's)
     latency: tuple[float, float] | None = None  # p50 and p95 of its case runs' durations, seconds
+    planned: int = 0  # the case runs it was to ask, when an interrupt or a killed shard left some out
 
     def mean(self, metric: str) -> float | None:
         values = self.values.get(metric) or {}
@@ -8339,6 +8347,7 @@ def _row(experiment: Experiment, metrics: Sequence[Metric], primary: Metric, fla
         _mean(_case_values(results, primary.name, 0.0, "wrong").values()) if repeated else None,
         any(v not in (0.0, 1.0) for values in repeats.values() for v in values),
         _latency([r.duration for r in results]),
+        0 if experiment.decided else len(results) + len(experiment.not_run),
     )
 
 
@@ -8349,7 +8358,7 @@ def _run_lines(experiments: Sequence[Experiment], verbose: bool = False) -> list
     users quote them."""
     lines = []
     for experiment in experiments:
-        results, label = experiment.results, f"[{experiment.dataset}] {experiment.contender.label}"
+        results, label = experiment.results, _label_of(experiment)
         if verbose and (latency := _latency([r.duration for r in results])):
             lines.append((f"latency {label}: p50 {latency[0]:.2f} s, p95 {latency[1]:.2f} s a case run", False))
         if retries := sum(r.retries for r in results):
@@ -8568,7 +8577,9 @@ def _metric_table(
 
 
 def _results_table(rows: Sequence[_Row], metrics: Sequence[Metric], style: str, width: int = 0) -> str:
-    return _metric_table("dataset", [r.dataset for r in rows], rows, metrics, style, width)
+    """The table of experiments; a partial one says how many of its case runs it holds."""
+    leads = [f"{r.dataset} ({r.runs} of {r.planned})" if r.runs < r.planned else r.dataset for r in rows]
+    return _metric_table("dataset", leads, rows, metrics, style, width)
 
 
 def _best_value(rows: Sequence[_Row], primary: Metric) -> _Row | None:
@@ -8821,6 +8832,7 @@ def _overall(rows: Sequence[_Row], metrics: Sequence[Metric], primary: Metric) -
             },
             sum(r.saved for r in group),
             _reasons((), counted=(reason for r in group for reason in r.reasons)),
+            planned=sum(max(r.planned, r.runs) for r in group),
         )
         for contender, group in groups.items()
     ]
@@ -8828,8 +8840,28 @@ def _overall(rows: Sequence[_Row], metrics: Sequence[Metric], primary: Metric) -
     return out
 
 
-def _leaderboard_table(rows: Sequence[_Row], metrics: Sequence[Metric], style: str, width: int = 0) -> str:
-    return _metric_table("#", [str(i) for i in range(1, len(rows) + 1)], rows, metrics, style, width)
+def _unlike(rows: Sequence[_Row]) -> list[str]:
+    """What keeps contenders from being ranked across datasets: they ran different cases (a
+    partial experiment, a dataset one of them has no log of), each named; none when alike."""
+    held: dict[Contender, set[str]] = {}
+    for row in rows:
+        held.setdefault(row.contender, set()).add(row.dataset)
+    unlike = [f"[{r.dataset}] {r.contender.label}: {r.runs} of {r.planned}" for r in rows if r.runs < r.planned]
+    datasets = dict.fromkeys(r.dataset for r in rows)
+    return unlike + [f"[{d}] {c.label}: none" for c, have in held.items() for d in datasets if d not in have]
+
+
+def _leaderboard_head(rows: Sequence[_Row], primary: Metric) -> str:
+    if unlike := _unlike(rows):
+        return f"leaderboard: all datasets, not ranked: the contenders ran different cases ({'; '.join(unlike)})"
+    return f"leaderboard: all datasets, case-weighted, ranked by {primary.name} (errors counted as wrong) then cost"
+
+
+def _leaderboard_table(
+    rows: Sequence[_Row], metrics: Sequence[Metric], style: str, width: int = 0, ranked: bool = True
+) -> str:
+    leads = [str(i) if ranked else "-" for i in range(1, len(rows) + 1)]
+    return _metric_table("#", leads, rows, metrics, style, width)
 
 
 def _render_report(experiments: Sequence[Experiment], metrics: Sequence[Metric], style: str, width: int = 0) -> str:
@@ -8851,8 +8883,8 @@ def _render_report(experiments: Sequence[Experiment], metrics: Sequence[Metric],
             "",
             _glossary(metrics, spread, any(r.errors for r in rows)),
             "",
-            f"leaderboard: all datasets, case-weighted, ranked by {primary.name} (errors counted as wrong) then cost",
-            _leaderboard_table(overall, metrics, style, width),
+            _leaderboard_head(rows, primary),
+            _leaderboard_table(overall, metrics, style, width, not _unlike(rows)),
         ]
     )
 
@@ -8894,6 +8926,7 @@ def _results_document(
         "rank_rule": f"{primary.name} with errors counted as wrong, then fewer errors, then cost, then the label",
         "datasets": datasets,
         "overall": [_row_document(r, metrics) for r in _overall(rows, metrics, primary)],
+        "overall_not_ranked": _unlike(rows),  # why the overall list is no ranking: contenders ran different cases
     }
 
 
@@ -8936,6 +8969,7 @@ def _row_document(row: _Row, metrics: Sequence[Metric]) -> dict[str, object]:
         "model": row.contender.shown,
         "contender": row.contender.to_json(),
         "runs": row.runs,
+        **({"planned": row.planned} if row.runs < row.planned else {}),  # a partial one: what it was to ask
         "errors": row.errors,
         "error_reasons": [{"count": n, "reason": text} for n, text in row.reasons],
         "metrics": scores,
@@ -9796,10 +9830,12 @@ def _markdown(
     lines = [f"## {_md(title)}", "", *head]
     overall = _overall(rows, metrics, primary) if len({r.dataset for r in rows}) > 1 else []
     groups = [(d, [r for r in rows if r.dataset == d]) for d in dict.fromkeys(r.dataset for r in rows)]
-    for name, group in [*groups, *([("all datasets, case-weighted", overall)] if overall else [])]:
+    whole = _leaderboard_head(rows, primary).removeprefix("leaderboard: ")
+    for name, group in [*groups, *([(whole, overall)] if overall else [])]:
         ranked = sorted(group, key=lambda r: _rank_key(r, primary))
         headers, right = _leaderboard_columns("#", metrics, any(r.errors for r in group))
-        cells = [[str(n), *_row_cells(r, metrics, "ascii", "ranked" in headers)] for n, r in enumerate(ranked, 1)]
+        leads = [f"{n}" if group is not overall or not _unlike(rows) else "-" for n in range(1, len(ranked) + 1)]
+        cells = [[n, *_row_cells(r, metrics, "ascii", "ranked" in headers)] for n, r in zip(leads, ranked, strict=True)]
         lines += ["", f"### {_md(name)}", "", _md_table(headers, cells, right)]
         if group is not overall:
             lines += ["", *(_md(line) for line in _best_value_lines(group, primary, "ascii"))]
@@ -10089,7 +10125,7 @@ def _html_rows(
         cells.append(
             [
                 (str(i) if lead == "#" else r.dataset, i if lead == "#" else None),
-                (c.shown, None),
+                (c.shown + (f" ({r.runs} of {r.planned})" if r.runs < r.planned else ""), None),
                 (c.effort or "default", None),
                 (_fmt_temp(c.temperature), c.temperature if c.temperature is not None else -1),
                 *(
@@ -10161,7 +10197,8 @@ def _render_html(
         out.append("</section>")
     overall = _overall(rows, metrics, primary)
     headers, cells, numeric = _html_rows(overall, metrics, "#")
-    out.append(f"<section><h2>Leaderboard, all datasets</h2>{_html_table(headers, cells, numeric)}</section>")
+    note = f"<p>{_h(_leaderboard_head(rows, primary))}</p>" if _unlike(rows) else ""
+    out.append(f"<section><h2>Leaderboard, all datasets</h2>{note}{_html_table(headers, cells, numeric)}</section>")
     out.append("<section><h2>Cases</h2><div class=filters role=group aria-label=Show>")
     out.append(
         '<button type=button data-filter="">all</button>'
@@ -11268,6 +11305,7 @@ def _session(args: argparse.Namespace, plan: _Plan, stamp: str) -> _Session:
         **{"metrics": suite.metrics, "shard": args.shard, "tracker": plan.remote and plan.remote.name},
         "run_id": _run_id(os.environ) if args.shard else None,
         "planned": sum(len(experiment.cases) * experiment.repeat for experiment in experiments),
+        "plan": [_label_of(experiment) for experiment in experiments],  # report names those with no log
     }
     # each run learns its keys' pace anew, its slow start at the run's largest -p
     pace = _Pace(max((e.parallelism for e in experiments), default=8)) if _limiter_on() else None
@@ -11597,6 +11635,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
     experiments = sorted(
         (_logged_experiment(r) for r in records.values()), key=lambda experiment: (experiment.dataset, experiment.order)
     )
+    partial += _unfinished(records.values(), experiments)
     suites = sorted({str(r.get("suite")) for r in records.values() if r.get("suite")})
     title = f"agent-evals: {', '.join(suites) or 'report'}"
     if args.output:
@@ -11615,6 +11654,24 @@ def _cmd_report(args: argparse.Namespace) -> int:
     _print_summary(args.format, unwritten, title, experiments, metrics, [], None, "; ".join(partial) or None)
     _report_unwritten(unwritten)
     return EXIT_FAILED if unwritten else EXIT_OK
+
+
+def _unfinished(records: Iterable[Mapping[str, object]], experiments: Sequence[Experiment]) -> list[str]:
+    """Warned, and notes for ``partial``: the experiments an interrupt or a killed shard cut
+    short, with what they hold, and those a run planned that left no log at all."""
+    notes = [
+        f"{_label_of(e)}: {len(e.results)} of {len(e.results) + len(e.not_run)} case runs"
+        for e in experiments
+        if e.not_run and not e.decided
+    ]
+    present = {_label_of(e) for e in experiments}
+    plans = [r.get("plan") for r in records]
+    planned = dict.fromkeys(p for plan in plans if isinstance(plan, list) for p in plan if isinstance(p, str))
+    if missing := [p for p in planned if p not in present]:
+        notes.append(f"planned but never started: {', '.join(missing)}")
+    for note in notes:
+        _warn(f"report: {note}")
+    return notes
 
 
 def _cmd_rescore(args: argparse.Namespace) -> int:

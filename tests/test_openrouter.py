@@ -330,7 +330,7 @@ def test_401_stops_the_whole_run_with_one_message(env, make_suite, cli) -> None:
         cases |= case_files("ds", f"a/{n:03d}", {"v": n})
     project = make_suite(helper=ROUTED, config=ONE_MODEL, cases=cases)
     code, out, err = cli("compare", "--local", "-p", "1", cwd=project)
-    assert code == 1 and "│ ds      │ openai/gpt-4.1-mini │" in out  # the tables of what finished still print
+    assert code == 1 and "│ ds (1 of 12) │ openai/gpt-4.1-mini │" in out  # the tables of what finished still print
     assert err.splitlines()[-1] == (
         "error: the run stopped after 1 of 12 cases: openrouter: HTTP 401: User not found. "
         "(the key was refused; check OPENROUTER_API_KEY and the account)"

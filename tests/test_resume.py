@@ -73,7 +73,7 @@ def test_sigint_keeps_what_finished_and_resume_asks_each_case_once(make_suite) -
             f"partial: interrupted after {len(finished)} of 20 cases; finish with: "
             "agent-evals compare --local -p 2 --resume"
         )
-        assert "│ ds      │ openai/gpt-4.1-mini │ default │    - │ 100.0% │" in out
+        assert f"│ ds ({len(finished)} of 20) │ openai/gpt-4.1-mini │ default │    - │ 100.0% │" in out  # partial, said
         asked_before = len(server.chats())
         assert asked_before == len(finished)  # the cases in flight finished in the grace period
         resumed = start(project, server, "-p", "4", "--resume")
@@ -286,7 +286,7 @@ def test_a_stopped_run_leaves_later_experiments_not_run(make_suite, cli) -> None
     config = "request_types: [prompt]\nvendors:\n  fake:\n    - model: refused\n    - model: echo\n"
     project = make_suite(fakes=fakes, config=config, cases=many(3))
     code, out, err = cli("compare", "--local", "-p", "1", "-j", "1", cwd=project)
-    assert code == 1 and "│ ds      │ fake/refused │" in out and "fake/echo" not in out
+    assert code == 1 and "│ ds (1 of 3) │ fake/refused │" in out and "fake/echo" not in out
     assert err.strip().endswith("error: the run stopped after 1 of 6 cases: key refused")
     (log,) = read_logs(project)
     assert log["not_run"] == ["a/002", "a/003"]

@@ -321,7 +321,8 @@ def test_a_shard_ended_by_sigterm_keeps_its_log_and_the_merge_shows_every_shard(
     # the merge shows both shards: the finished one whole, the killed one as far as it got
     code, out, err = cli("report", str(logs), cwd=project)
     assert code == 0, err
-    assert "│ ds      │ fake/echo  │" in out and "│ ds      │ fake/paced │" in out
+    assert re.search(r"│ ds +│ fake/echo  │", out) and f"│ ds ({len(asked)} of 12) │ fake/paced │" in out
+    assert f"warning: report: [ds] fake/paced effort=default: {len(asked)} of 12 case runs" in err
     # killed harder (SIGKILL, out of memory): only its journal is left, and it is shown
     (written,) = logs.glob("*-shard2of2.json")
     whole = written.read_text()
@@ -334,7 +335,7 @@ def test_a_shard_ended_by_sigterm_keeps_its_log_and_the_merge_shows_every_shard(
     code, out, err = cli("report", str(logs), cwd=project)
     assert code == 0, err
     assert f"{written.name}: not an agent-evals log of this version" in err and "left out, the other files" in err
-    assert "│ ds      │ fake/echo  │" in out and "│ ds      │ fake/paced │" in out
+    assert re.search(r"│ ds +│ fake/echo  │", out) and re.search(r"│ ds[ (\d+of)]*│ fake/paced │", out)
     for journal in logs.glob("*-shard2of2.jsonl"):
         journal.unlink()
     code, out, err = cli("report", str(logs), cwd=project)
@@ -351,6 +352,48 @@ def test_a_shard_ended_by_sigterm_keeps_its_log_and_the_merge_shows_every_shard(
     again = shard_process(project, "1/2", "--resume")
     out, err = again.communicate(timeout=60)
     assert again.returncode == 0 and "resume: 12 finished cases" in err and "-shard1of2 are not asked" in err, err
+
+
+def test_report_over_a_killed_shard_names_what_is_partial_and_missing_and_ranks_nothing_unlike(make_suite, cli) -> None:
+    import signal
+    import time
+
+    from conftest import many
+
+    fakes = '{"paced": lambda s, u: (__import__("time").sleep(0.2), u)[1]}'
+    lineup = "request_types: [prompt]\nvendors:\n  fake:\n    - model: paced\n      effort: [low, medium, high]\n"
+    cases = {**many(4), **{k.replace("/ds/", "/other/"): v for k, v in many(4).items()}}
+    project = make_suite(fakes=fakes, config=lineup, cases=cases)
+    first = shard_process(project, "1/2", "-j", "1")
+    second = shard_process(project, "2/2", "-j", "1")
+    deadline = time.monotonic() + 30
+    while journal_rows(project, "shard2of2") < 1:
+        assert time.monotonic() < deadline and second.poll() is None
+        time.sleep(0.02)
+    second.send_signal(signal.SIGTERM)
+    assert second.wait(timeout=30) == 143 and first.wait(timeout=60) == 0
+    logs = read_logs(project)
+    (cut,) = [log for log in logs if log["shard"] == "2/2"]  # its first experiment, cut short; two never started
+    held, planned = len(cut["rows"]), len(cut["rows"]) + len(cut["not_run"])
+    assert 1 <= held < planned == 4 and len(cut["plan"]) == 3
+    label = f"[{cut['dataset']}] fake/paced effort={cut['contender']['effort']}"
+    code, out, err = cli("report", str(project / "log" / "agent-evals"), cwd=project)
+    assert code == 0, err
+    assert f"warning: report: {label}: {held} of 4 case runs" in err
+    never = [p for p in cut["plan"] if p != label]
+    assert f"warning: report: planned but never started: {', '.join(never)}" in err
+    assert f"│ {cut['dataset']} ({held} of 4) │" in out  # the row says what it holds
+    assert "leaderboard: all datasets, not ranked: the contenders ran different cases (" in out
+    assert "│ 1 │" not in out.split("leaderboard: all datasets")[1]  # no place is given
+    code, out, _ = cli("report", str(project / "log" / "agent-evals"), "--format", "json", cwd=project)
+    document = json.loads(out)
+    assert code == 0 and f"{label}: {held} of 4 case runs" in document["partial"] and document["overall_not_ranked"]
+    # every shard whole: ranked as ever
+    shutil.rmtree(project / "log")
+    for spec in ("1/2", "2/2"):
+        assert shard_process(project, spec).wait(timeout=60) == 0
+    code, out, err = cli("report", str(project / "log" / "agent-evals"), cwd=project)
+    assert code == 0 and "warning" not in err and "case-weighted, ranked by" in out, err
 
 
 def test_a_shard_resumes_only_a_run_of_its_own(make_suite, cli, monkeypatch) -> None:
