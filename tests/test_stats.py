@@ -390,7 +390,7 @@ def test_junit_escapes_what_xml_cannot_hold_as_backslash_x() -> None:
     assert ET.fromstring(text.split("\n", 1)[1]).find(".//error").get("message").startswith("ProviderError: bad")
 
 
-def test_under_30_cases_of_graded_scores_the_interval_is_said_to_be_rough(make_suite, cli) -> None:
+def test_under_60_cases_of_graded_scores_the_interval_is_said_to_be_rough(make_suite, cli) -> None:
     import random
 
     # why: 80% of scores at 1.0, the rest anywhere below; Student's t at 10 cases covers ~90%, not 95%
@@ -401,8 +401,8 @@ def test_under_30_cases_of_graded_scores_the_interval_is_said_to_be_rough(make_s
         covered += estimate.low <= 0.9 <= estimate.high
     assert covered / 2000 < 0.93
     graded = HELPER.replace("right = float(reply.output == case.expected)", "right = 0.25 * (int(case.id[-1]) % 4)")
-    line = "intervals [ds]: under 30 cases of graded exact scores, Student's t can run narrow"
-    for n, said in ((12, True), (30, False)):
+    line = "intervals [ds]: under 60 cases of graded exact scores, Student's t can run narrow"
+    for n, said in ((12, True), (59, True), (60, False)):
         project = make_suite(helper=graded, cases=many(n))
         code, out, err = cli("compare", "--local", cwd=project)
         assert code == 0 and "exact" in out, err
@@ -455,12 +455,17 @@ def test_repeats_report_flaky_cases_and_pass_k_and_the_gates_say_how_they_count(
     code, out, err = cli("compare", "--local", "--repeat", "3", "-p", "1", "--fail-under", "80")
     assert code == 0, err  # the mean, 90%, passes: a flaky case counts as the share of its repeats right
     flaky = "9 flaky (a/001, a/002, a/003, a/011, a/012 and 4 more)"
-    assert f"repeats [ds] fake/coin effort=default: pass^3 (all 3 repeats right) 70.0%, {flaky}" in out
+    # 21 cases right 3 of 3, 9 right 2 of 3: pass^k = (21 + 9 * C(2, k) / C(3, k)) / 30, unbiased at every k
+    passes = "pass^1 90.0% [84.2–95.8], pass^2 80.0% [68.4–91.6], pass^3 70.0% [52.1–83.3]"
+    assert f"repeats [ds] fake/coin effort=default: {passes}, {flaky}" in out
     code, _, err = cli("compare", "--local", "--repeat", "3", "-p", "1", "--fail-under", "80", "--flaky", "wrong")
     assert code == 1 and "gate failed: --fail-under exact=80%: [ds] fake/coin effort=default scored 70.0%" in err
     code, out, err = cli("compare", "--local", "--repeat", "3", "-p", "1", "--format", "json")
     (row,) = json.loads(out)["datasets"][0]["leaderboard"]
     assert row["repeat"] == 3 and row["pass_k"] == pytest.approx(0.7) and len(row["flaky"]) == 9
+    assert [(p["k"], p["cases"]) for p in row["pass_ks"]] == [(1, 30), (2, 30), (3, 30)]
+    assert [p["mean"] for p in row["pass_ks"]] == pytest.approx([0.9, 0.8, 0.7])
+    assert all(p["low"] < p["mean"] < p["high"] for p in row["pass_ks"])
     # against a run where every repeat agreed: 9 cases turned flaky is a regression, unless left out
     argv = ["compare", "--local", "--repeat", "3", "-p", "1", "--baseline", str(baseline), "--fail-on-regression"]
     code, _, err = cli(*argv)
