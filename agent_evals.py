@@ -822,6 +822,34 @@ def _write_text(path: Path, text: str, unwritten: list[str]) -> bool:
     return True
 
 
+class _This:
+    """Run as a program, the file is ``__main__``: this finder answers every import of the same
+    file, ``agent_evals`` or the name a repo vendored it under (``vendored.agent_evals``,
+    ``third_party.evals.agent_evals``), with that one module, so the suite's ``configure``
+    reaches the module that runs, never a second copy of it."""
+
+    def __init__(self, module: object) -> None:
+        import importlib.machinery
+        import importlib.util  # here, not in find_spec: importing there would ask find_spec again
+
+        self.module, self.file = module, Path(__file__).resolve()
+        self.finders, self.specs = importlib.machinery, importlib.util
+
+    def find_spec(self, name: str, path: Sequence[str] | None = None, target: object = None) -> object:
+        if name.rpartition(".")[2] != self.file.stem:
+            return None
+        spec = self.finders.PathFinder.find_spec(name, path)
+        if spec is None or spec.origin is None or Path(spec.origin).resolve() != self.file:
+            return None
+        return self.specs.spec_from_loader(name, self)  # type: ignore[arg-type]
+
+    def create_module(self, spec: object) -> object:
+        return self.module
+
+    def exec_module(self, module: object) -> None:
+        """Nothing to run: the module is the one already running."""
+
+
 # ═══════════════════════════════════════════════════════════════════════════════
 # Values: frozen records, converted to JSON only at the edges
 # ═══════════════════════════════════════════════════════════════════════════════
@@ -11990,7 +12018,6 @@ _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
 
 
 if __name__ == "__main__":
-    # A helper's `import agent_evals` must find this very module, not load a second copy.
     _self = next((m for m in list(sys.modules.values()) if getattr(m, "__dict__", None) is globals()), None)
     if _self is None:  # run by a wrapper such as cProfile: a module over the same objects
         import types
@@ -11998,4 +12025,5 @@ if __name__ == "__main__":
         _self = types.ModuleType("agent_evals")
         _self.__dict__.update(globals())
     sys.modules.setdefault("agent_evals", _self)
+    sys.meta_path.insert(0, _This(_self))  # type: ignore[arg-type]
     raise SystemExit(main())

@@ -190,7 +190,7 @@ def test_configure_merges_lists_and_rejects_unknown_settings() -> None:
 # The module's size, in code tokens (names, operators, literals: comments and layout do not count,
 # so packing lines saves nothing). Each change that moves it says what paid for it: `git log -p
 # tests/test_api.py` has the history, with the line counts that stood here before #49.
-CEILING = 87_576
+CEILING = 87_776
 SOURCE = (ROOT / "agent_evals.py").read_text(encoding="utf-8")
 
 
@@ -254,8 +254,8 @@ def _sections() -> tuple[ast.Module, dict[str, tuple[int, str]]]:
 
 # attribute names the module's classes define that are also what the standard library's objects carry:
 # a Path's or a socket's name and read, a file's write, a queue's put, sys.stderr, an enum's value,
-# argparse's args.baseline, email's parse
-STDLIB_NAMES = {"name", "read", "write", "put", "stderr", "value", "baseline", "parse"}
+# argparse's args.baseline, email's parse, a module spec's origin
+STDLIB_NAMES = {"name", "read", "write", "put", "stderr", "value", "baseline", "parse", "origin"}
 
 
 def test_no_section_calls_into_a_later_sections_classes_by_attribute() -> None:

@@ -140,6 +140,41 @@ def test_vendored_single_file_next_to_a_suite(toy: Path) -> None:
     check_toy_table(compared.stdout)
 
 
+@pytest.mark.parametrize("package", ["vendored", "third_party.evals"])
+@pytest.mark.parametrize("how", ["script", "module"])
+def test_vendored_in_a_package_every_way_of_starting_it_sees_one_module(toy: Path, package: str, how: str) -> None:
+    # the suite's helper imports the copy by its package name, as a repo that vendors the file does
+    folder = toy.joinpath(*package.split("."))
+    folder.mkdir(parents=True)
+    shutil.copy(ROOT / "agent_evals.py", folder / "agent_evals.py")
+    (toy / package.split(".")[0] / "__init__.py").write_text("")  # evals/ below it stays a namespace package
+    helper = toy / "evals" / "eval_helper.py"
+    helper.write_text(helper.read_text().replace("from agent_evals import", f"from {package}.agent_evals import"))
+    start = [str(folder / "agent_evals.py")] if how == "script" else ["-m", f"{package}.agent_evals"]
+    environ = {k: v for k, v in os.environ.items() if not k.startswith(("AGENT_EVALS", "PYTHONPATH", "OPENROUTER"))}
+    result = subprocess.run(
+        [sys.executable, *start, "compare", "--local"],
+        cwd=toy,
+        env=environ | {"PYTHONIOENCODING": "utf-8", "NO_COLOR": "1"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    check_toy_table(result.stdout)
+
+
+def test_the_finder_answers_only_for_this_very_file(tmp_path: Path) -> None:
+    import importlib.util
+
+    finder = ae._This(ae)
+    spec = finder.find_spec("agent_evals")
+    assert spec is not None and importlib.util.module_from_spec(spec) is ae  # type: ignore[arg-type]
+    assert finder.find_spec("json") is None and finder.find_spec("other.agent_evals", [str(tmp_path)]) is None
+    shutil.copy(ROOT / "agent_evals.py", tmp_path / "agent_evals.py")  # another copy is another module
+    assert finder.find_spec("agent_evals", [str(tmp_path)]) is None
+
+
 @pytest.mark.parametrize(
     ("argv", "expected"),
     [
