@@ -3305,7 +3305,8 @@ class _Tries:
             delay = _backoff(provider.retry_backoff, self.count)
         self.timeouts += e.timeout
         if self.count >= provider.retries or self.waited + delay > provider.retry_wait or self.timeouts > 1:
-            raise ProviderError(f"{self.label}: {e.failure} (gave up after {self.count} retries)")
+            tries = f"gave up after {self.count} retries" if provider.retries else "--retries 0: no retry"
+            raise ProviderError(f"{self.label}: {e.failure} ({tries})")
         self.count += 1
         self.waited += delay
         if self.model is not None:
@@ -9946,9 +9947,10 @@ def _md_table(headers: Sequence[str], rows: Sequence[Sequence[str]], right: Sequ
 
 
 def _md(text: str) -> str:
-    """Text as Markdown shows it: a model's ``|`` or ``<`` is never a column or a tag."""
+    """Text as Markdown shows it: a model's ``|`` or ``<`` is never a column or a tag, and its
+    ``![i](http://...)`` or ``[text](https://...)`` never an image or a link a server chose."""
     text = _visible(str(text), newlines=True)  # each cell and line stays one line
-    return text.replace("\\", "\\\\").replace("|", "\\|").replace("<", "&lt;").replace("*", "\\*")
+    return re.sub(r"([\\|*\[\]!`])", r"\\\1", text).replace("<", "&lt;")
 
 
 # ═══════════════════════════════════════════════════════════════════════════════
@@ -10867,15 +10869,17 @@ def _usage_hint(message: str, words: Sequence[str]) -> str:
     parser = _parser()
     commands = next(a.choices for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     if bad := re.match(r"argument ([^:]+): invalid choice: '(.*)' \(choose from (.*)\) (\(see .*)", message):
-        choices = [c.strip("'") for c in bad[3].split(", ")]
+        choices = [c.strip("'") for c in bad[3].split(", ")] + ["help"] * (bad[1] == "COMMAND")
         what = "command" if bad[1] == "COMMAND" else f"{bad[1]} value"
-        return f"no {what} {bad[2]!r}{_hint(bad[2], choices)}; choose from {', '.join(choices)} {bad[4]}"
+        return f"no {what} {_shown(bad[2])}{_hint(bad[2], choices)}; choose from {', '.join(choices)} {bad[4]}"
     if message.startswith("unrecognized arguments: "):
         command = next((w for w in words if w in commands), None)
         known = [o for a in (commands[command] if command else parser)._actions for o in a.option_strings]
         unknown = message.removeprefix("unrecognized arguments: ").rpartition(" (see ")[0].split()
         fixes = [
-            f"{w} (did you mean --format json?)" if w == "--json" else w + _hint(w.partition("=")[0], known)
+            f"{w} (did you mean --format json?)"
+            if w == "--json"
+            else (w if len(w) <= 60 else w[:57] + "...") + _hint(w.partition("=")[0], known)
             for w in unknown
         ]
         where = f"agent-evals {command}" if command else "agent-evals"
@@ -10913,7 +10917,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     words = sys.argv[1:] if argv is None else list(argv)
     try:
         if words[:1] == ["help"]:  # agent-evals help [COMMAND]
-            words = [*words[1:2], "--help"]
+            words = [*(w for w in words[1:2] if w != "help"), "--help"]
         if words[:1] == ["__complete"]:  # the shell completion asking for the suite's names
             return _complete(words[1:])
         # inside a suite, --help lists the request types its own providers add
@@ -11445,8 +11449,14 @@ def _print_summary(
     if fmt == "markdown":
         print(text, end="")
     if target:
-        try:
-            with open(target, "a", encoding="utf-8", errors="backslashreplace") as file:
+        import stat
+
+        try:  # opened without blocking: a FIFO nobody reads never holds the exit
+            fd = os.open(target, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK, 0o644)
+            with open(fd, "a", encoding="utf-8", errors="backslashreplace") as file:
+                if not stat.S_ISREG(os.fstat(fd).st_mode):
+                    raise OSError("not a regular file: write the summary to one")
+                os.set_blocking(fd, True)
                 file.write(_redact(text) + "\n")
         except OSError as e:
             unwritten.append(f"{_display(target)} ({e.strerror or e}; GITHUB_STEP_SUMMARY)")

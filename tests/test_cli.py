@@ -194,6 +194,9 @@ def test_the_finder_answers_only_for_this_very_file(tmp_path: Path) -> None:
             "agent-evals compare --help)",
         ),
         (["compare", "--budget"], "error: argument --budget: expected one argument (see agent-evals compare --help)"),
+        (["hlep"], "error: no command 'hlep' (did you mean \"help\"?); choose from cases, verify, run, compare,"),
+        (["x" * 100_000], f"error: no command '{'x' * 56}...; choose from"),  # a long word is cut, never echoed whole
+        (["compare", "--" + "y" * 100_000], f"error: unknown to agent-evals compare: --{'y' * 55}... (see"),
     ],
 )
 def test_a_typo_gets_the_nearest_command_or_flag(
@@ -209,6 +212,8 @@ def test_help_as_a_command(capsys: pytest.CaptureFixture[str]) -> None:
     assert capsys.readouterr().out.startswith("usage: agent-evals [-h] [--version] COMMAND ...")
     assert ae.main(["help", "compare"]) == 0
     assert capsys.readouterr().out.startswith("usage: agent-evals compare [-h]")
+    assert ae.main(["help", "help"]) == 0  # help is in its own list
+    assert capsys.readouterr().out.startswith("usage: agent-evals [-h] [--version] COMMAND ...")
 
 
 def test_python_dash_m_and_help(tmp_path: Path) -> None:

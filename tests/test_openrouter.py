@@ -180,6 +180,12 @@ def test_permanent_5xx_gives_up_after_the_bound(ask, env) -> None:
     assert len(env.chats()) == 4 and m.ledger.retries == 3
 
 
+def test_with_retries_off_the_error_says_so(ask, env) -> None:
+    env.respond = lambda r: Answer(500, {"error": {"message": "internal"}})
+    with pytest.raises(ae.ProviderError, match=r"HTTP 500: internal \(--retries 0: no retry\)$"):
+        ask(model(retries=0), user="x")
+
+
 def test_total_wait_bounds_the_retries(ask, env) -> None:
     env.respond = lambda r: Answer(502, {"error": {"message": "later"}}, {"Retry-After": "5"})
     m = model(retries=10, retry_wait=2.0)

@@ -232,23 +232,33 @@ def test_the_pull_requests_summary_in_markdown(make_suite, tmp_path) -> None:
     text = summary.read_text()
     assert text.startswith("earlier step\n## agent-evals: ") and "**✅ 60 case runs, no gate failed**" in text
     assert "| 1 | fake/echo | default | - | 100.0% | 0 |" in text
-    assert "best value [ds] (fake/echo effort=default): 100.0% at $0.0600" in text
+    assert "best value \\[ds\\] (fake/echo effort=default): 100.0% at $0.0600" in text  # renders as [ds]
     (old_log,) = (project / "log" / "agent-evals").glob("*.json")
     argv = ("compare", "--local", "--baseline", str(old_log), "--fail-on-regression", "--format", "markdown")
     planted = cli_run(project, *argv, env={"PLANT_REGRESSION": "1"})
     assert planted.returncode == 1 and planted.stdout.startswith("## agent-evals: ")
     out = planted.stdout
     assert (
-        "**❌ 1 problem**\n- gate failed: --fail-on-regression: [ds] fake/echo effort=default "
+        "**❌ 1 problem**\n- gate failed: --fail-on-regression: \\[ds\\] fake/echo effort=default "
         "exact fell 100.0% -> 50.0%" in out
     )
-    assert "| 1 | fake/echo | default | - | 50.0% [37.7-62.3] | 0 |" in out and "│" not in out
+    assert "| 1 | fake/echo | default | - | 50.0% \\[37.7-62.3\\] | 0 |" in out and "│" not in out
     assert "### Against the baseline" in out
-    assert "| ds | fake/echo | default | - | exact | 60 | 100.0% | 50.0% | -50.0 [-63.0, -37.0] |" in out
+    assert "| ds | fake/echo | default | - | exact | 60 | 100.0% | 50.0% | -50.0 \\[-63.0, -37.0\\] |" in out
     assert "| regressed |\n\n0 of 1 line compared unchanged (paired tests over the cases both runs answered" in out
     assert "gate failed" in planted.stderr  # the failures still on STDERR
     unwritable = cli_run(project, "compare", "--local", env={"GITHUB_STEP_SUMMARY": str(tmp_path / "no" / "dir.md")})
     assert unwritable.returncode == 1 and "dir.md (No such file or directory; GITHUB_STEP_SUMMARY)" in unwritable.stderr
+    fifo = tmp_path / "fifo.md"  # nobody reads it: opened without blocking, it never holds the exit
+    os.mkfifo(fifo)
+    blocked = cli_run(project, "compare", "--local", env={"GITHUB_STEP_SUMMARY": str(fifo)})
+    assert blocked.returncode == 1 and "fifo.md (No such device or address; GITHUB_STEP_SUMMARY)" in blocked.stderr
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # one that is read is still no file to add to
+    try:
+        read = cli_run(project, "compare", "--local", env={"GITHUB_STEP_SUMMARY": str(fifo)})
+    finally:
+        os.close(reader)
+    assert read.returncode == 1 and "fifo.md (not a regular file: write the summary to one; GITHUB" in read.stderr
     logs = sorted((project / "log" / "agent-evals").glob("*.json"))
     merged = cli_run(project, "report", str(logs[0]), "--format", "markdown")
     assert (
@@ -258,6 +268,8 @@ def test_the_pull_requests_summary_in_markdown(make_suite, tmp_path) -> None:
 
 def test_markdown_escapes_what_would_break_a_table() -> None:
     assert ae._md("a|b <script> *x*") == "a\\|b &lt;script> \\*x\\*"
+    # an image or a link a server or a model wrote stays text, and so does a code span
+    assert ae._md("![i](http://e/x.png) [t](https://e) `x`") == "\\!\\[i\\](http://e/x.png) \\[t\\](https://e) \\`x\\`"
     assert "\n" not in ae._md("a gate's\nsecond line")  # a line never breaks the table it is in
     assert ae._md_table(["n", "m"], [["1", "x|y"]], [True, False]) == "| n | m |\n|--:|---|\n| 1 | x\\|y |"
 
