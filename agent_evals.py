@@ -8624,6 +8624,9 @@ def _metric_table(
         if not width or len(table.split("\n", 1)[0]) <= width or name not in headers:
             continue
         keep = [i for i, h in enumerate(headers) if h != name]
+        who = [i for i in keep if headers[i] in (lead, "model", "effort", "temp")]
+        if len({tuple(row[i] for i in who) for row in cells}) < len(cells):
+            continue  # it tells two rows apart: hidden, they would read the same
         headers, right = [headers[i] for i in keep], [right[i] for i in keep]
         cells = [[row[i] for i in keep] for row in cells]
         table, dropped = _table(headers, cells, right, style), [*dropped, name]

@@ -173,6 +173,10 @@ def test_tables_fit_a_narrow_terminal_and_say_what_they_left_out() -> None:
         )
         assert "acc" in fitted[1] and "errors" in fitted[1] and "cost" in fitted[1]  # the primary, errors and cost stay
     assert "hidden" not in ae._results_table(rows, metrics, "box", 400)
+    # at any width, a column that tells two rows apart stays: two efforts of one model never read the same
+    efforts = [row("ds", "fake/echo", 0.9, 0.01), row("ds", "fake/echo", 0.8, 0.01, effort="low")]
+    lines = ae._results_table(efforts, metrics, "box", 40).splitlines()
+    assert "effort" in lines[1] and len({line for line in lines[3:5]}) == 2 and "effort" not in lines[-1]
     unmarked = [Metric("first", ""), Metric("second", "")]  # none marked: the first is the primary, and stays
     narrow = ae._results_table([row("ds", "m", 0.5, 0.1)], unmarked, "box", 60)
     assert "first" in narrow.splitlines()[1] and "second" not in narrow.splitlines()[1]
