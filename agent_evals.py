@@ -394,7 +394,7 @@ def _hint(name: str, known: Iterable[str]) -> str:
     """' (did you mean "x"?)' for the nearest known name, or ''."""
     import difflib
 
-    close = difflib.get_close_matches(str(name), [str(k) for k in known], n=1, cutoff=0.6)
+    close = difflib.get_close_matches(str(name), [str(k) for k in known], n=1, cutoff=0.75)  # --quiet is no --junit
     return f' (did you mean "{close[0]}"?)' if close else ""
 
 

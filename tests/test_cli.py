@@ -194,6 +194,7 @@ def test_the_finder_answers_only_for_this_very_file(tmp_path: Path) -> None:
             "agent-evals compare --help)",
         ),
         (["compare", "--budget"], "error: argument --budget: expected one argument (see agent-evals compare --help)"),
+        (["compare", "--quiet"], "error: unknown to agent-evals compare: --quiet (see agent-evals compare --help)"),
         (["hlep"], "error: no command 'hlep' (did you mean \"help\"?); choose from cases, verify, run, compare,"),
         (["x" * 100_000], f"error: no command '{'x' * 56}...; choose from"),  # a long word is cut, never echoed whole
         (["compare", "--" + "y" * 100_000], f"error: unknown to agent-evals compare: --{'y' * 55}... (see"),
