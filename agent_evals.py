@@ -8015,6 +8015,9 @@ def _check_record(record: Any) -> None:
     check((record.get("summary") or {}).get("duration"), (*_NUMBER, type(None)), "summary.duration")
     for key in ("order", "repeat"):
         check(record.get(key), (int, type(None)), key)
+    for key in ("not_run", "plan"):  # what report and runs read of an experiment cut short
+        check(record.get(key), (list, type(None)), key)
+    check(record.get("decided"), (str, type(None)), "decided")
     for n, row in enumerate(record.get("rows", ())):
         check(row, (dict,), f"rows[{n}]")
         for key, kinds in _ROW_TYPES.items():
@@ -8624,7 +8627,7 @@ def _metric_table(
         if not width or len(table.split("\n", 1)[0]) <= width or name not in headers:
             continue
         keep = [i for i, h in enumerate(headers) if h != name]
-        who = [i for i in keep if headers[i] in (lead, "model", "effort", "temp")]
+        who = [i for i in keep if headers[i] in ("dataset", "model", "effort", "temp")]  # a rank (#) is no name
         if len({tuple(row[i] for i in who) for row in cells}) < len(cells):
             continue  # it tells two rows apart: hidden, they would read the same
         headers, right = [headers[i] for i in keep], [right[i] for i in keep]
@@ -8920,8 +8923,8 @@ def _unlike(rows: Sequence[_Row]) -> list[str]:
     return unlike + [f"[{d}] {c.label}: none" for c, have in held.items() for d in datasets if d not in have]
 
 
-def _leaderboard_head(rows: Sequence[_Row], primary: Metric) -> str:
-    if unlike := _unlike(rows):
+def _leaderboard_head(unlike: Sequence[str], primary: Metric) -> str:
+    if unlike:
         return f"leaderboard: all datasets, not ranked: the contenders ran different cases ({'; '.join(unlike)})"
     return f"leaderboard: all datasets, case-weighted, ranked by {primary.name} (errors counted as wrong) then cost"
 
@@ -8952,8 +8955,8 @@ def _render_report(experiments: Sequence[Experiment], metrics: Sequence[Metric],
             "",
             _glossary(metrics, spread, any(r.errors for r in rows)),
             "",
-            _leaderboard_head(rows, primary),
-            _leaderboard_table(overall, metrics, style, width, not _unlike(rows)),
+            _leaderboard_head(unlike := _unlike(rows), primary),
+            _leaderboard_table(overall, metrics, style, width, not unlike),
         ]
     )
 
@@ -9909,11 +9912,12 @@ def _markdown(
     lines = [f"## {_md(title)}", "", *head]
     overall = _overall(rows, metrics, primary) if len({r.dataset for r in rows}) > 1 else []
     groups = [(d, [r for r in rows if r.dataset == d]) for d in dict.fromkeys(r.dataset for r in rows)]
-    whole = _leaderboard_head(rows, primary).removeprefix("leaderboard: ")
+    unlike = _unlike(rows)
+    whole = _leaderboard_head(unlike, primary).removeprefix("leaderboard: ")
     for name, group in [*groups, *([(whole, overall)] if overall else [])]:
         ranked = sorted(group, key=lambda r: _rank_key(r, primary))
         headers, right = _leaderboard_columns("#", metrics, any(r.errors for r in group))
-        leads = [f"{n}" if group is not overall or not _unlike(rows) else "-" for n in range(1, len(ranked) + 1)]
+        leads = [f"{n}" if group is not overall or not unlike else "-" for n in range(1, len(ranked) + 1)]
         cells = [[n, *_row_cells(r, metrics, "ascii", "ranked" in headers)] for n, r in zip(leads, ranked, strict=True)]
         lines += ["", f"### {_md(name)}", "", _md_table(headers, cells, right)]
         if group is not overall:
@@ -10277,7 +10281,7 @@ def _render_html(
         out.append("</section>")
     overall = _overall(rows, metrics, primary)
     headers, cells, numeric = _html_rows(overall, metrics, "#")
-    note = f"<p>{_h(_leaderboard_head(rows, primary))}</p>" if _unlike(rows) else ""
+    note = f"<p>{_h(_leaderboard_head(unlike, primary))}</p>" if (unlike := _unlike(rows)) else ""
     out.append(f"<section><h2>Leaderboard, all datasets</h2>{note}{_html_table(headers, cells, numeric)}</section>")
     out.append("<section><h2>Cases</h2><div class=filters role=group aria-label=Show>")
     out.append(
@@ -11961,8 +11965,8 @@ def _run_line(stamp: str, files: Sequence[Path]) -> list[object]:
             for key, kinds in (("means", (dict, type(None))), ("usage", (dict, type(None))), ("cases", (int,))):
                 if not isinstance(summary.get(key), kinds) or isinstance(summary.get(key), bool):
                     raise ValueError(f"summary.{key} is {_shown(summary.get(key))}")
-            if not isinstance(summary.get("errors", 0), int) or not isinstance(data.get("not_run") or [], list):
-                raise ValueError("summary.errors or not_run is of the wrong shape")
+            if not isinstance(summary.get("errors", 0), int):
+                raise ValueError("summary.errors is of the wrong shape")
             if not isinstance((summary.get("usage") or {}).get("cost_usd", 0), int | float):
                 raise ValueError("summary.usage.cost_usd is not a number")
             headers.append(data)

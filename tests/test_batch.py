@@ -3,6 +3,7 @@ with the same tables, logs and money as a run that asks one call at a time."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import shutil
@@ -10,6 +11,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -23,6 +25,16 @@ LINEUP = (
     " - model: gpt-4.1-mini\n"
 )
 POLL = {"AGENT_EVALS_BATCH_POLL": "0.02"}
+
+
+@contextlib.contextmanager
+def batch_server(api: BatchAPI, monkeypatch: pytest.MonkeyPatch) -> Iterator[OpenAICompatible]:
+    """``api`` served on 127.0.0.1 as OpenRouter, with a key and a quick poll, for the in-process CLI."""
+    with OpenAICompatible(api) as server:
+        monkeypatch.setenv("OPENROUTER_BASE_URL", server.url + "/api/v1")
+        monkeypatch.setenv("OPENROUTER_API_KEY", "sk-or-batch")
+        monkeypatch.setenv("AGENT_EVALS_BATCH_POLL", "0.02")
+        yield server
 
 
 def toy_answer(received) -> Answer:
@@ -203,10 +215,7 @@ def test_a_request_that_differs_each_time_the_case_runs_is_that_case_error_not_a
         "        return ae.Reply(output=model.complete(f'now {time.perf_counter_ns()}', case.input).text)\n\nclass S(",
     )
     api = BatchAPI()
-    with OpenAICompatible(api) as server:
-        monkeypatch.setenv("OPENROUTER_BASE_URL", server.url + "/api/v1")
-        monkeypatch.setenv("OPENROUTER_API_KEY", "sk-or-batch")
-        monkeypatch.setenv("AGENT_EVALS_BATCH_POLL", "0.02")
+    with batch_server(api, monkeypatch):
         project = make_suite(
             helper=helper,
             config="request_types: [prompt]\nvendors:\n  openai:\n    - model: gpt-4o-mini\n",
@@ -226,10 +235,7 @@ def test_repeats_cache_budget_and_until_decided_hold_under_batch(make_suite, cli
         "request_types: [prompt]\ndefaults:\n  max_tokens: 16\nvendors:\n  openai:\n    - model: "
         "gpt-4o-mini\n    - model: gpt-4.1-mini\n"
     )
-    with OpenAICompatible(api) as server:
-        monkeypatch.setenv("OPENROUTER_BASE_URL", server.url + "/api/v1")
-        monkeypatch.setenv("OPENROUTER_API_KEY", "sk-or-batch")
-        monkeypatch.setenv("AGENT_EVALS_BATCH_POLL", "0.02")
+    with batch_server(api, monkeypatch):
         project = make_suite(helper=EXACT_HELPER, config=lineup, cases=many(4))
         # --repeat: each repeat is its own request in the batch; --cache: stored as they are answered
         code, _, err = cli(
@@ -353,10 +359,7 @@ def test_a_batch_wait_holds_no_concurrency_slot_and_no_dataset_waits_for_another
     models = "".join(f"    - model: {m}{temperatures}\n" for m in ("gpt-4o-mini", "gpt-4.1-mini"))
     lineup = "request_types: [prompt]\ndefaults:\n  max_tokens: 16\nvendors:\n  openai:\n" + models
     cases = many(3) if datasets == 1 else {**many(3), **{k.replace("/ds/", "/other/"): v for k, v in many(2).items()}}
-    with OpenAICompatible(held) as server:
-        monkeypatch.setenv("OPENROUTER_BASE_URL", server.url + "/api/v1")
-        monkeypatch.setenv("OPENROUTER_API_KEY", "sk-or-batch")
-        monkeypatch.setenv("AGENT_EVALS_BATCH_POLL", "0.02")
+    with batch_server(held, monkeypatch):
         monkeypatch.setenv("PREPARE_ONCE", "ds" if once else "")
         project = make_suite(helper=PREPARED_HELPER, config=lineup, cases=cases)
         code, _, err = cli("compare", "--batch", "--local", "-j", "2", cwd=project)
@@ -599,10 +602,7 @@ def test_a_round_past_a_batch_limit_goes_as_several_each_journaled_before_it_goe
     else:
         monkeypatch.setattr(ae.OpenRouter, "batch_bytes", 2000)  # four or five of these requests
     lineup = "request_types: [prompt]\ndefaults:\n  max_tokens: 16\nvendors:\n  openai:\n    - model: gpt-4o-mini\n"
-    with OpenAICompatible(api) as server:
-        monkeypatch.setenv("OPENROUTER_BASE_URL", server.url + "/api/v1")
-        monkeypatch.setenv("OPENROUTER_API_KEY", "sk-or-batch")
-        monkeypatch.setenv("AGENT_EVALS_BATCH_POLL", "0.02")
+    with batch_server(api, monkeypatch):
         project = make_suite(helper=EXACT_HELPER, config=lineup, cases=many(12))
         code, _, err = cli("run", "--batch", "--local", cwd=project)
     assert code == 0 and api.sync == 0, err
@@ -638,10 +638,7 @@ def test_calls_a_case_makes_side_by_side_go_in_one_round_and_in_turn_in_two(make
     )
     api = BatchAPI(lambda r: chat_answer(r.body["messages"][-1]["content"], cost=0.0004), polls=1)
     lineup = "request_types: [prompt]\nvendors:\n  openai:\n    - model: gpt-4o-mini\n"
-    with OpenAICompatible(api) as server:
-        monkeypatch.setenv("OPENROUTER_BASE_URL", server.url + "/api/v1")
-        monkeypatch.setenv("OPENROUTER_API_KEY", "sk-or-batch")
-        monkeypatch.setenv("AGENT_EVALS_BATCH_POLL", "0.02")
+    with batch_server(api, monkeypatch):
         project = make_suite(helper=helper, config=lineup, cases=many(4))
         code, _, err = cli("run", "--batch", "--local", cwd=project)
     assert code == 0 and api.sync == 0, err

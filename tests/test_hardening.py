@@ -128,6 +128,21 @@ def test_a_log_that_cannot_be_read_is_one_line(make_suite, cli, name, content, m
     assert err == f"error: report: log/agent-evals/{name}: {message}\n"
 
 
+@pytest.mark.parametrize(("key", "value"), [("not_run", 5), ("plan", "abc"), ("decided", {"x": 1})])
+def test_a_log_whose_cut_short_fields_are_of_the_wrong_shape_is_named_never_a_traceback(
+    make_suite, cli, key, value
+) -> None:
+    project = make_suite()
+    assert cli("compare", "--local", cwd=project)[0] == 0
+    (log,) = (project / "log" / "agent-evals").glob("*.json")
+    log.write_text(json.dumps({**json.loads(log.read_text()), key: value}))
+    code, out, err = cli("report", str(log), cwd=project)  # named and left out: its journal stands in
+    assert code == 0 and "fake/echo" in out and "Traceback" not in err and "stopped" not in err, err
+    assert f"{log.name}: not an agent-evals log of this version ({key} is " in err
+    code, out, _ = cli("runs", "--format", "json", cwd=project)
+    assert code == 0 and "unreadable: " in json.loads(out)["runs"][0]["state"]
+
+
 def test_a_report_that_cannot_be_written_is_one_line(make_suite, cli) -> None:
     project = make_suite()
     assert cli("compare", "--local", cwd=project)[0] == 0

@@ -177,6 +177,8 @@ def test_tables_fit_a_narrow_terminal_and_say_what_they_left_out() -> None:
     efforts = [row("ds", "fake/echo", 0.9, 0.01), row("ds", "fake/echo", 0.8, 0.01, effort="low")]
     lines = ae._results_table(efforts, metrics, "box", 40).splitlines()
     assert "effort" in lines[1] and len({line for line in lines[3:5]}) == 2 and "effort" not in lines[-1]
+    ranked = ae._leaderboard_table(efforts, metrics, "box", 40).splitlines()  # a rank is no name: effort stays
+    assert "effort" in ranked[1] and "effort" not in ranked[-1]
     unmarked = [Metric("first", ""), Metric("second", "")]  # none marked: the first is the primary, and stays
     narrow = ae._results_table([row("ds", "m", 0.5, 0.1)], unmarked, "box", 60)
     assert "first" in narrow.splitlines()[1] and "second" not in narrow.splitlines()[1]
