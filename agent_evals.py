@@ -6442,6 +6442,7 @@ class _Courier:
 
 
 GRACE_SECONDS = 10.0  # after a first Ctrl-C, how long cases in flight may finish
+STALL_SAID = 60.0  # off a terminal, a run with nothing answered for this long says so (then at 2x, 4x...)
 _ABANDONED = "Abandoned"  # a case still in flight when the run ended: --resume asks it again
 
 
@@ -6712,7 +6713,7 @@ def _schedule(run: _Session, experiments: list[Experiment], concurrency: int, ru
             watched.watch(now)
         for courier in run.couriers.values():
             courier.overdue(now)
-        run.progress.draw()
+        run.progress.draw([began for r in running for began, *_ in list(r.inflight.values())])
 
 
 def _report_trackers(run: _Session) -> None:
@@ -6815,12 +6816,13 @@ class _Progress:
         self.shown = False
         self.pace: dict[int, list[float]] = {}  # id(experiment) -> [done, total, first seen]
         self.waiting = ""  # the servers asked: until a case ends, the line says it waits on them
-        self.heard = False
+        self.answered = self.started  # when a case run last ended: a long silence is said
+        self.told = STALL_SAID  # off a terminal, the silence (s) that is said next; doubled each time
         self.lock = threading.Lock()  # a batch's thread says how it stands while the main thread draws
 
     def add(self, result: RunResult) -> None:
         self.done += 1
-        self.heard = True
+        self.answered, self.told = time.monotonic(), STALL_SAID
         self.errors += result.error is not None
         self.cost += result.usage.cost_usd
         experiment = result.experiment
@@ -6838,20 +6840,33 @@ class _Progress:
         own = [(total - done) * (now - began) / done for done, total, began in self.pace.values() if done < total]
         return max([whole, *own])
 
-    def draw(self) -> None:
+    def stalled(self, now: float, flights: Sequence[float]) -> str | None:
+        """What a silence says: nothing answered yet, or nothing for a while, with how many
+        case runs wait and the oldest's age (``flights``: when each began). A hung server is
+        not a quiet one."""
+        silent, count = now - self.answered, f"{self.done}/{self.total} cases"
+        waits = f" · {len(flights)} in flight, the oldest {now - min(flights):.0f} s" if flights else ""
+        if self.answered == self.started and silent >= 3:
+            return f"{count} · waiting for the first answer{self.waiting} ({silent:.0f} s){waits}"
+        return f"{count} · no case ended for {silent:.0f} s{waits}" if silent >= 30 else None
+
+    def draw(self, flights: Sequence[float] = ()) -> None:
+        """The line, on a terminal; elsewhere, a silence said as a line of its own after
+        ``STALL_SAID`` seconds, then after twice as long each time."""
         now = time.monotonic()
-        if self.stream is None or now - self.last < 0.1:
+        if self.stream is None:
+            if now - self.answered >= self.told and flights and (line := self.stalled(now, flights)):
+                self.told *= 2
+                self.say(line)
+            return
+        if now - self.last < 0.1:
             return
         self.last = now
         width = _terminal_width(self.stream)
         line = _progress_line(self.done, self.total, self.errors, now - self.started, self.cost, self.eta(now), width)
         if self.limiters is not None and (held := self.limiters.held):
             line += f" · rate-limited: {held} held back"
-        if not self.heard and self.waiting and now - self.started >= 3:  # a hung server is not a quiet one
-            line = (
-                f"{self.done}/{self.total} cases · waiting for the first answer from {self.waiting} "
-                f"({now - self.started:.0f} s)"
-            )
+        line = self.stalled(now, flights) or line
         with self.lock:
             self.stream.write(f"\r{line[: width - 1]}\x1b[K")
             self.stream.flush()
@@ -8936,25 +8951,23 @@ def _leaderboard_table(
     return _metric_table("#", leads, rows, metrics, style, width)
 
 
-def _render_report(experiments: Sequence[Experiment], metrics: Sequence[Metric], style: str, width: int = 0) -> str:
+def _render_report(
+    experiments: Sequence[Experiment], metrics: Sequence[Metric], style: str, width: int = 0, quiet: bool = False
+) -> str:
     """Everything ``compare`` prints: the table, best values, errors, glossary, leaderboard;
-    ``width`` (a terminal's): the tables fit it."""
+    ``width`` (a terminal's): the tables fit it. ``quiet``: no notes on power and no glossary."""
     primary = _primary(metrics)
     rows = _rows(experiments, metrics)
     overall = _overall(rows, metrics, primary)
     spread = any((e := r.estimate(primary.name)) is not None and e.se > 0 for r in [*rows, *overall])
+    notes = [*_power_lines(rows, primary), *_repeat_lines(rows, primary), *_few_cases_lines(rows, primary), ""]
     return "\n".join(
         [
             _results_table(rows, metrics, style, width),
             *_best_value_lines(rows, primary, style),
             *_error_lines(rows),
             *_reasoning_lines(rows),
-            *_power_lines(rows, primary),
-            *_repeat_lines(rows, primary),
-            *_few_cases_lines(rows, primary),
-            "",
-            _glossary(metrics, spread, any(r.errors for r in rows)),
-            "",
+            *([""] if quiet else [*notes, _glossary(metrics, spread, any(r.errors for r in rows)), ""]),
             _leaderboard_head(unlike := _unlike(rows), primary),
             _leaderboard_table(overall, metrics, style, width, not unlike),
         ]
@@ -9114,9 +9127,12 @@ def _answer_lines(experiment: Experiment, width: int) -> list[str]:
     for r in experiment.results:
         reply, score = r.reply, r.score
         text = reply.raw if reply is not None and isinstance(reply.raw, str) else None
+        if text is not None and reply is not None:  # the answer parsed from the text, and nothing else: said once
+            with contextlib.suppress(ValueError, RecursionError):
+                text = None if text == reply.output or json.loads(text) == reply.output else text
         shown = {
             "answer": reply.output if reply is not None else None,
-            "model's text": text if reply is not None and text != reply.output else None,
+            "model's text": text,
             "expected": r.case.expected,
             "diagnostics": dict(score.diagnostics) if score and score.diagnostics else None,
         }
@@ -10198,8 +10214,9 @@ def _html_cell(text: str, value: object, numeric: bool) -> str:
 
 
 def _html_rows(
-    rows: Sequence[_Row], metrics: Sequence[Metric], lead: str
+    rows: Sequence[_Row], metrics: Sequence[Metric], lead: str, placed: bool = True
 ) -> tuple[list[str], list[list[tuple[str, Any]]], list[bool]]:
+    """The cells of a table's rows (and what sorting compares); ``placed``: numbered by rank, or "-"."""
     ranked = any(r.errors for r in rows)
     headers, numeric = _leaderboard_columns(lead, metrics, ranked)
     primary = _primary(metrics)
@@ -10208,7 +10225,7 @@ def _html_rows(
         c = r.contender
         cells.append(
             [
-                (str(i) if lead == "#" else r.dataset, i if lead == "#" else None),
+                ((str(i) if placed else "-") if lead == "#" else r.dataset, i if lead == "#" else None),
                 (c.shown + (f" ({r.runs} of {r.planned})" if r.runs < r.planned else ""), None),
                 (c.effort or "default", None),
                 (_fmt_temp(c.temperature), c.temperature if c.temperature is not None else -1),
@@ -10280,8 +10297,9 @@ def _render_html(
         out.append(_html_grid(ranked, places))
         out.append("</section>")
     overall = _overall(rows, metrics, primary)
-    headers, cells, numeric = _html_rows(overall, metrics, "#")
-    note = f"<p>{_h(_leaderboard_head(unlike, primary))}</p>" if (unlike := _unlike(rows)) else ""
+    unlike = _unlike(rows)
+    headers, cells, numeric = _html_rows(overall, metrics, "#", not unlike)
+    note = f"<p>{_h(_leaderboard_head(unlike, primary))}</p>" if unlike else ""
     out.append(f"<section><h2>Leaderboard, all datasets</h2>{note}{_html_table(headers, cells, numeric)}</section>")
     out.append("<section><h2>Cases</h2><div class=filters role=group aria-label=Show>")
     out.append(
@@ -10442,16 +10460,26 @@ def _style_for(stream: object) -> str:
     return "box"
 
 
+QUIET_KEEPS = ("error:", "warning:", "gate failed:", "interrupted")  # what --quiet still says on STDERR
+
+
 class _Guarded:
     """A standard stream as the command writes it: secrets masked and control characters
     made visible in every byte, whatever wrote it (tables, warnings, a --debug traceback).
-    The progress line writes to the stream underneath (``raw``)."""
+    The progress line writes to the stream underneath (``raw``). ``quiet`` (``--quiet``): only
+    lines that ask for something (``QUIET_KEEPS``) get through; a line is judged by its start."""
 
-    def __init__(self, stream: Any) -> None:
-        self.raw = stream
+    def __init__(self, stream: Any, quiet: bool = False) -> None:
+        self.raw, self.quiet = stream, quiet
+        self.fresh = self.keep = True  # at a line's start; whether the line is written
 
     def write(self, text: str) -> int:
-        self.raw.write(_visible(_redact(text)))
+        if self.quiet and text:
+            if self.fresh:
+                self.keep = text.startswith(QUIET_KEEPS)
+            self.fresh = text.endswith("\n")
+        if self.keep or not self.quiet:
+            self.raw.write(_visible(_redact(text)))
         return len(text)
 
     def __getattr__(self, name: str) -> Any:
@@ -10641,6 +10669,11 @@ _FLAGS: tuple[tuple[str, tuple[str, ...], dict[str, Any]], ...] = (
     ),
     ("common", ("-c", "--case"), {**_LIST, "metavar": "ID", "help": "only this variant or variant/NNN case"}),
     ("common", ("-v", "--verbose"), {**_ON, "help": "notes on STDERR: the suite, the tracker and why"}),
+    (
+        "debug",
+        ("-q", "--quiet"),
+        {**_ON, "help": "the tables and the exit code: STDERR only says errors, warnings and failed gates"},
+    ),
     (
         "running/what runs",
         ("-m", "--models"),
@@ -10934,6 +10967,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         except SystemExit as e:  # --help and --version
             return e.code if isinstance(e.code, int) else EXIT_OK
         args.words = words  # an interrupted run's hint repeats them
+        sys.stderr.quiet = getattr(args, "quiet", False)  # type: ignore[union-attr]
         if not args.command:
             _parser().print_help(sys.stderr)
             return EXIT_USAGE
@@ -11345,7 +11379,7 @@ def _execute(args: argparse.Namespace, plan: _Plan, stamp: str) -> tuple[_Sessio
     capture = _Capture(log_dir.parent / f"{args.command}.warnings.{stamp}.log")
     with capture:
         if capture.terminal is not None:  # descriptor 2 is captured now: the harness speaks on a copy
-            progress.err = capture.terminal
+            progress.err = _Guarded(capture.terminal, args.quiet)
             progress.stream = capture.terminal if progress.stream is not None else None
         # last, once every check has passed; what it prints goes where the cases' output goes
         if suite.before_run:
@@ -11398,10 +11432,11 @@ def _session(args: argparse.Namespace, plan: _Plan, stamp: str) -> _Session:
     trackers: list[Tracker] = [LocalTracker({**context, "options": {}})]
     if plan.remote:
         trackers.append(plan.remote({**context, "options": suite.config.sections.get(plan.remote.name, {})}))
-    progress = _Progress(getattr(err, "raw", err) if err.isatty() else None, context["planned"], err, pace)
+    shown = err.isatty() and not args.quiet
+    progress = _Progress(getattr(err, "raw", err) if shown else None, context["planned"], err, pace)
     progress.done = sum(len(v) for v in plan.previous.values())
     servers = {_origin(e.provider.base_url)[1] for e in experiments if isinstance(e.provider, OpenRouter)}
-    progress.waiting = ", ".join(sorted(servers))
+    progress.waiting = f" from {', '.join(sorted(servers))}" if servers else ""
     return _Session(
         suite,
         [t for t in trackers if t.enabled()],
@@ -11543,7 +11578,7 @@ def _print_results(args: argparse.Namespace, plan: _Plan, session: _Session, end
     if tables and ending.interrupted:
         print(f"partial: {ending.partial(args)}", file=out)
     if tables and shown:
-        print(_render_report(shown, suite.metrics, style, _width_of(out)), file=out)
+        print(_render_report(shown, suite.metrics, style, _width_of(out), args.quiet), file=out)
         for line in _reason_lines(_rows(shown, suite.metrics)):
             print(line, file=sys.stderr)
     for line in _cache_lines(shown):
@@ -11739,7 +11774,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
         context = {"suite": ", ".join(suites) or None, "command": "report", "stamps": stamps, "partial": partial}
         print(_json_dumps(_results_document(experiments, metrics, context), indent=2))
     elif args.format == "table" and not args.output:
-        print(_render_report(experiments, metrics, _style_for(sys.stdout), _width_of(sys.stdout)))
+        print(_render_report(experiments, metrics, _style_for(sys.stdout), _width_of(sys.stdout), args.quiet))
         for line in _reason_lines(_rows(experiments, metrics)):
             print(line, file=sys.stderr)
     unwritten: list[str] = []
@@ -11814,7 +11849,7 @@ def _cmd_rescore(args: argparse.Namespace) -> int:
     for experiment in experiments:
         tracker.finish(experiment, _summarize(experiment.results, suite.metrics, experiment.duration))
     print(f"logs: {_display(log_dir)} ({stamp}); rescored, no model was called", file=sys.stderr)
-    print(_render_report(experiments, suite.metrics, _style_for(sys.stdout)))
+    print(_render_report(experiments, suite.metrics, _style_for(sys.stdout), quiet=args.quiet))
     return EXIT_OK
 
 

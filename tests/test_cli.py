@@ -86,6 +86,9 @@ def test_run_of_one_case_shows_its_answer_beside_its_score(toy: Path) -> None:
         f"clear/001\n  answer: {answer}\n  model's text: A cat has four legs, lives on land and says meow.\n"
         f"\n    Answer: {answer}\n  expected: {answer}"
     )
+    parrot = agent_evals("run", "-m", "fake/parrot", "-c", "clear/001", "-d", "animals", "--local", cwd=toy)
+    # the model's text is the answer, JSON as the parser read it: said once, not twice
+    assert f"  answer: {answer}\n  expected: {answer}\n" in parrot.stdout and "model's text" not in parrot.stdout
     whole = json.loads(
         agent_evals(
             "run", "-m", "fake/echo", "-c", "clear/001", "-d", "animals", "--local", "--format", "json", cwd=toy
@@ -194,7 +197,8 @@ def test_the_finder_answers_only_for_this_very_file(tmp_path: Path) -> None:
             "agent-evals compare --help)",
         ),
         (["compare", "--budget"], "error: argument --budget: expected one argument (see agent-evals compare --help)"),
-        (["compare", "--quiet"], "error: unknown to agent-evals compare: --quiet (see agent-evals compare --help)"),
+        (["compare", "--quite"], 'error: unknown to agent-evals compare: --quite (did you mean "--quiet"?) (see'),
+        (["compare", "--loud"], "error: unknown to agent-evals compare: --loud (see agent-evals compare --help)"),
         (["hlep"], "error: no command 'hlep' (did you mean \"help\"?); choose from cases, verify, run, compare,"),
         (["x" * 100_000], f"error: no command '{'x' * 56}...; choose from"),  # a long word is cut, never echoed whole
         (["compare", "--" + "y" * 100_000], f"error: unknown to agent-evals compare: --{'y' * 55}... (see"),
@@ -291,6 +295,26 @@ def test_stdout_carries_only_tables(toy: Path) -> None:
     assert lines[0].startswith("┌") and "leaderboard: all datasets" in result.stdout
     assert all(not line.startswith(("warning", "note", "error", "logs:")) for line in lines)
     assert "logs: log/agent-evals (" in result.stderr and "warning: typesafe/jev-latest refused" in result.stderr
+
+
+def test_quiet_prints_the_tables_and_only_what_asks_for_something(toy: Path) -> None:
+    """--quiet: the tables, the best values and the exit code; on STDERR only warnings, errors and
+    failed gates (no forecast, no logs line, no glossary, no notes on power)."""
+    loud = agent_evals("compare", "--local", cwd=toy)
+    result = agent_evals("compare", "--local", "-q", "--fail-under", "field_accuracy=99", cwd=toy)
+    assert result.returncode == 0 and result.stderr == f"warning: {REFUSAL}\n"
+    assert "forecast:" in loud.stderr and "logs:" in loud.stderr and "glossary:" in loud.stdout
+    out = result.stdout
+    assert "glossary" not in out and "power [" not in out and "best value [colors]" in out
+    assert [line for line in out.splitlines() if line.startswith("│")] == [
+        line for line in loud.stdout.splitlines() if line.startswith("│")
+    ]
+    failing = agent_evals("run", "--local", "--quiet", "-d", "colors", "--fail-under", "field_accuracy=101", cwd=toy)
+    assert failing.returncode == 2 and failing.stderr.splitlines()[-1].startswith("error: --fail-under")
+    gate = agent_evals("run", "--local", "--quiet", "-d", "colors", "--max-errors", "0", "-m", "fake/echo", cwd=toy)
+    assert gate.returncode == 0 and gate.stderr == "" and "│ colors" in gate.stdout
+    report = agent_evals("report", "-q", "log/agent-evals", cwd=toy)
+    assert report.returncode == 0 and report.stderr == "" and "glossary" not in report.stdout
 
 
 def test_closed_pipe_ends_quietly(

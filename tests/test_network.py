@@ -7,6 +7,7 @@ from __future__ import annotations
 import gzip
 import json
 import time
+import types
 import zlib
 
 import pytest
@@ -341,22 +342,50 @@ def test_cases_that_all_time_out_stop_their_contender_within_two_timeouts(make_s
     assert all(row["retries"] == 1 for row in log["rows"])  # a timeout is tried again once, no more
 
 
+class Screen:
+    def __init__(self):
+        self.text = ""
+
+    def write(self, text):
+        self.text += text
+
+    def flush(self):
+        pass
+
+    def isatty(self):
+        return True
+
+
 def test_the_progress_line_says_what_it_waits_for() -> None:
-    progress = ae._Progress(None, 10)
-    progress.waiting, progress.started = "api.test", time.monotonic() - 42
+    progress = ae._Progress(Screen(), 10)
+    progress.waiting, progress.started = " from api.test", time.monotonic() - 42
+    progress.answered = progress.started
+    progress.draw([time.monotonic() - 41, time.monotonic() - 40])
+    assert "0/10 cases · waiting for the first answer from api.test (42 s) · 2 in flight, the oldest 41 s" in (
+        progress.stream.text
+    )
 
-    class Screen:
-        text = ""
 
-        def write(self, text):
-            self.text += text
-
-        def flush(self):
-            pass
-
-    progress.stream = screen = Screen()
-    progress.draw()
-    assert "0/10 cases · waiting for the first answer from api.test (42 s)" in screen.text
+def test_a_silence_after_answers_is_said_on_the_line_and_off_a_terminal_at_doubling_waits() -> None:
+    """A server that answered, then stalls: the line says for how long nothing ended and how many
+    case runs wait; in a log (no terminal) a line of its own after 60 s, again after 120, never each draw."""
+    progress = ae._Progress(Screen(), 10)
+    progress.add(types.SimpleNamespace(error=None, usage=ae.Usage(), experiment=None))
+    progress.draw([time.monotonic()])
+    assert "1/10 cases" in progress.stream.text and "no case ended" not in progress.stream.text
+    progress.answered -= 31
+    progress.last = 0
+    progress.draw([time.monotonic() - 31])
+    assert "1/10 cases · no case ended for 31 s · 1 in flight, the oldest 31 s" in progress.stream.text
+    quiet, told = ae._Progress(None, 10, Screen()), []
+    quiet.say = told.append
+    for silence in (10, 59, 61, 62, 100, 121, 130):
+        quiet.started = quiet.answered = time.monotonic() - silence
+        quiet.draw([quiet.answered])
+    said = [line.split(" · ")[1] for line in told]
+    assert said == ["waiting for the first answer (61 s)", "waiting for the first answer (121 s)"]
+    quiet.draw([])  # nothing in flight (a batch waits at its provider): nothing to say
+    assert len(told) == 2
 
 
 # -- local inference servers as they behave -----------------------------------------------

@@ -385,6 +385,11 @@ def test_report_over_a_killed_shard_names_what_is_partial_and_missing_and_ranks_
     assert f"│ {cut['dataset']} ({held} of 4) │" in out  # the row says what it holds
     assert "leaderboard: all datasets, not ranked: the contenders ran different cases (" in out
     assert "│ 1 │" not in out.split("leaderboard: all datasets")[1]  # no place is given
+    page = project / "report.html"
+    assert cli("report", str(project / "log" / "agent-evals"), "-o", str(page), cwd=project)[0] == 0
+    board = page.read_text().split("<h2>Leaderboard, all datasets</h2>")[1].split("</section>")[0]
+    places = re.findall(r"<tr[^>]*><td[^>]*>([^<]*)</td>", board)
+    assert "not ranked" in board and places == ["-", "-", "-"]  # no places here either
     code, out, _ = cli("report", str(project / "log" / "agent-evals"), "--format", "json", cwd=project)
     document = json.loads(out)
     assert code == 0 and f"{label}: {held} of 4 case runs" in document["partial"] and document["overall_not_ranked"]
