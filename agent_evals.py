@@ -8884,7 +8884,8 @@ def _glossary(metrics: Sequence[Metric], intervals: bool = False, ranked: bool =
     lines = ["glossary:", *(f"  {name.ljust(width)}  {text}" for name, text in entries)]
     lines.append("  metrics are means over scored cases; a metric of None (does not apply) is skipped")
     lines.append(
-        f"  rank: by {primary.name} with errors counted as wrong, then fewer errors, then cost (errors never win)"
+        f"  rank: by {primary.name} with errors counted as wrong, then fewer errors, then cost (errors never win); "
+        "1= marks a tie"
     )
     lines.append(
         "  best value: the cheapest per scored run of those shown (95% interval) to be at most 2 points below "
@@ -8947,8 +8948,7 @@ def _leaderboard_head(unlike: Sequence[str], primary: Metric) -> str:
 def _leaderboard_table(
     rows: Sequence[_Row], metrics: Sequence[Metric], style: str, width: int = 0, ranked: bool = True
 ) -> str:
-    leads = [str(i) if ranked else "-" for i in range(1, len(rows) + 1)]
-    return _metric_table("#", leads, rows, metrics, style, width)
+    return _metric_table("#", _places(rows, _primary(metrics), ranked), rows, metrics, style, width)
 
 
 def _render_report(
@@ -9027,6 +9027,15 @@ def _rank_key(row: _Row, primary: Metric) -> tuple[float, int, float, str]:
     """
     strict = row.strict_mean(primary.name)
     return (-(strict if strict is not None else -1.0), row.errors, row.cost, row.contender.label)
+
+
+def _places(ranked: Sequence[_Row], primary: Metric, placed: bool = True) -> list[str]:
+    """Each ranked row's place: rows that tie on all but the label share theirs, marked
+    (``1=``, ``1=``, ``3``: the label orders them, not their figures); not ``placed``
+    (they ran unlike cases): ``-``."""
+    keys = [(round(a, 12), errors, round(cost, 10)) for a, errors, cost, _ in (_rank_key(r, primary) for r in ranked)]
+    places = [str(keys.index(key) + 1) + "=" * (keys.count(key) > 1) for key in keys]
+    return places if placed else ["-"] * len(ranked)
 
 
 def _answer_document(result: RunResult) -> dict[str, object]:
@@ -9916,43 +9925,78 @@ def _markdown(
     changes: Sequence[_Change] | None,
     partial: str | None = None,
 ) -> str:
-    """The summary a pull request shows (``GITHUB_STEP_SUMMARY``, ``--format markdown``):
-    how the run ended and what failed it, each dataset ranked with its best value, the
-    contenders across datasets, and what moved against the baseline."""
+    """The summary a workflow run's page shows (``GITHUB_STEP_SUMMARY``, ``--format markdown``),
+    read at a glance: how the run ended and what failed it; one narrow table (place, contender,
+    the primary metric ranked with its interval, errors, cost); the best values; what moved
+    against the baseline; the run's page; then every table, folded in ``<details>``."""
     primary, rows = _primary(metrics), _rows(experiments, metrics)
     if partial or problems:
         head = [f"**{'⚠️' if partial else '❌'} {_md(partial or _n(len(problems), 'problem'))}**"]
         head += [f"- {_md(line)}" for line in problems]
     else:
         head = [f"**✅ {_n(sum(r.runs for r in rows), 'case run')}, no gate failed**"]
-    lines = [f"## {_md(title)}", "", *head]
     overall = _overall(rows, metrics, primary) if len({r.dataset for r in rows}) > 1 else []
-    groups = [(d, [r for r in rows if r.dataset == d]) for d in dict.fromkeys(r.dataset for r in rows)]
-    unlike = _unlike(rows)
+    groups = [(d, [r for r in rows if r.dataset == d]) for d in dict.fromkeys(r.dataset for r in rows)]  # ranked
+    lines, unlike = [f"## {_md(title)}", "", *head], _unlike(rows)
+    if board := overall or next((group for _, group in groups), []):
+        lines += ["", f"### Leaderboard: {'all datasets' if overall else _md(board[0].dataset)}", ""]
+        lines += _glance(board, primary, not unlike)
+    if unlike:
+        lines += ["", _md(_leaderboard_head(unlike, primary))]
+    lines += ["", *(_md(line) for _, group in groups for line in _best_value_lines(group, primary, "ascii"))]
+    if changes is not None:
+        lines += ["", "### Against the baseline", "", *_summary_changes(changes, primary.name, problems)]
+    if link := _run_link(os.environ):
+        lines += ["", f"[This run's page]({link}): its logs, and the HTML report where the workflow uploads it"]
+    lines += ["", "<details><summary>Every table</summary>"]
     whole = _leaderboard_head(unlike, primary).removeprefix("leaderboard: ")
     for name, group in [*groups, *([(whole, overall)] if overall else [])]:
-        ranked = sorted(group, key=lambda r: _rank_key(r, primary))
         headers, right = _leaderboard_columns("#", metrics, any(r.errors for r in group))
-        leads = [f"{n}" if group is not overall or not unlike else "-" for n in range(1, len(ranked) + 1)]
-        cells = [[n, *_row_cells(r, metrics, "ascii", "ranked" in headers)] for n, r in zip(leads, ranked, strict=True)]
+        places = _places(group, primary, group is not overall or not unlike)
+        cells = [[n, *_row_cells(r, metrics, "ascii", "ranked" in headers)] for n, r in zip(places, group, strict=True)]
         lines += ["", f"### {_md(name)}", "", _md_table(headers, cells, right)]
-        if group is not overall:
-            lines += ["", *(_md(line) for line in _best_value_lines(group, primary, "ascii"))]
-    if changes is not None:
-        lines += ["", "### Against the baseline", "", *_summary_changes(changes, primary.name)]
-    return "\n".join(lines) + "\n"
+    if changes:
+        lines += ["", "### Against the baseline, every line", "", _baseline_table(changes, primary.name)]
+    return "\n".join([*lines, "", "</details>"]) + "\n"
 
 
-def _summary_changes(changes: Sequence[_Change], primary: str) -> list[str]:
-    """The baseline in the summary: every compared line of the primary metric and the errors,
-    with its delta whether or not it is significant, and any other line that moved; then
-    counts that say what they count (lines compared, and lines in one run only)."""
+def _glance(ranked: Sequence[_Row], primary: Metric, placed: bool) -> list[str]:
+    """The summary's first table, narrow enough for a review: place (``1=`` a tie), contender,
+    the primary metric as it ranks (errors counted as wrong) with its interval, errors, cost.
+    A figure never breaks across lines (no-break space and hyphen)."""
+    header = primary.name + (" (errors as wrong)" if any(r.errors for r in ranked) else "")
+    cells, places = [], _places(ranked, primary, placed)
+    for place, r in zip(places, ranked, strict=True):
+        figure = _fmt_estimate(r, primary.name, "ascii", bool(r.errors and r.strict.get(primary.name)))
+        figure = figure.replace(" ", "\u00a0").replace("-", "\u2011")
+        cells.append([place, r.contender.label, figure, str(r.errors), _fmt_cost(r.cost)])
+    tied = ["", "1= marks a tie: the same ranked figure, errors and cost"] if any("=" in p for p in places) else []
+    return [_md_table(["#", "contender", header, "errors", "cost"], cells, [True, False, True, True, True]), *tied]
+
+
+def _run_link(env: Mapping[str, str]) -> str | None:
+    """The GitHub Actions run's page, from the variables GitHub sets (each checked: no link a
+    variable could bend elsewhere), or None outside Actions."""
+    server, repository, run = (env.get(k, "") for k in ("GITHUB_SERVER_URL", "GITHUB_REPOSITORY", "GITHUB_RUN_ID"))
+    if (
+        re.fullmatch(r"https://[\w.-]+(:\d+)?", server)
+        and re.fullmatch(r"[\w.-]+/[\w.-]+", repository)
+        and run.isdigit()
+    ):
+        return f"{server}/{repository}/actions/runs/{run}"
+    return None
+
+
+def _summary_changes(changes: Sequence[_Change], primary: str, problems: Sequence[str] = ()) -> list[str]:
+    """The baseline in the summary: each line that moved, once (a regression a failed gate
+    already names is not repeated), then counts that say what they count (lines compared, and
+    lines in one run only). Every line, moved or not, is in the folded table."""
     compared = [c for c in changes if c.old is not None and c.new is not None]
     moved = [c for c in compared if c.verdict in ("regressed", "improved")]
-    shown = [c for c in compared if c.metric in (primary, ERRORS) or c in moved]
-    shown.sort(key=lambda c: (c.verdict != "regressed", c.verdict != "improved"))
-    lines = [_md_table(_CHANGE_HEADERS, [_change_row(c, "ascii") for c in shown], _CHANGE_NUMBERS), ""] if shown else []
+    said = " ".join(problems)
+    lines = [f"- {c.verdict}: {_md(_change_text(c))}" for c in moved if _change_text(c) not in said]
     new_only, old_only = (sum(c.verdict == f"only in {run}" for c in changes) for run in ("new", "old"))
+    lines += [""] * bool(lines)
     lines.append(
         f"{len(compared) - len(moved)} of {_n(len(compared), 'line')} compared unchanged (paired tests over the cases "
         f"both runs answered; p < {ALPHA} after Holm's correction)"
@@ -9960,6 +10004,19 @@ def _summary_changes(changes: Sequence[_Change], primary: str) -> list[str]:
         + (f"; {old_only} only in the old run" if old_only else "")
     )
     return lines
+
+
+def _baseline_table(changes: Sequence[_Change], primary: str) -> str:
+    """Every compared line of the primary metric and the errors, and any other line that
+    moved, regressions first."""
+    moved = ("regressed", "improved")
+    shown = [
+        c
+        for c in changes
+        if c.verdict in moved or (c.metric in (primary, ERRORS) and c.old is not None and c.new is not None)
+    ]
+    shown.sort(key=lambda c: (c.verdict != "regressed", c.verdict != "improved"))
+    return _md_table(_CHANGE_HEADERS, [_change_row(c, "ascii") for c in shown], _CHANGE_NUMBERS)
 
 
 def _md_table(headers: Sequence[str], rows: Sequence[Sequence[str]], right: Sequence[bool]) -> str:
@@ -10220,12 +10277,12 @@ def _html_rows(
     ranked = any(r.errors for r in rows)
     headers, numeric = _leaderboard_columns(lead, metrics, ranked)
     primary = _primary(metrics)
-    cells = []
+    cells, places = [], _places(rows, primary, placed)
     for i, r in enumerate(rows, 1):
         c = r.contender
         cells.append(
             [
-                ((str(i) if placed else "-") if lead == "#" else r.dataset, i if lead == "#" else None),
+                (places[i - 1] if lead == "#" else r.dataset, i if lead == "#" else None),
                 (c.shown + (f" ({r.runs} of {r.planned})" if r.runs < r.planned else ""), None),
                 (c.effort or "default", None),
                 (_fmt_temp(c.temperature), c.temperature if c.temperature is not None else -1),
@@ -10941,6 +10998,11 @@ def _add_flags(parser: _Parser, groups: dict[str, Any], group: str, flags: tuple
     groups[group].add_argument(*flags, **options)
 
 
+def _words(words: list[str]) -> list[str]:
+    """The command line's words, ``help [COMMAND]`` read as ``[COMMAND] --help``."""
+    return [*(w for w in words[1:2] if w != "help"), "--help"] if words[:1] == ["help"] else words
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """The ``agent-evals`` command; returns the exit code.
 
@@ -10954,10 +11016,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     sys.stdout, sys.stderr = _Guarded(streams[0]), _Guarded(streams[1])  # type: ignore[assignment]
     _Secrets.refresh()
     handler = _catch_ctrl_c()
-    words = sys.argv[1:] if argv is None else list(argv)
+    words = _words(sys.argv[1:] if argv is None else list(argv))
     try:
-        if words[:1] == ["help"]:  # agent-evals help [COMMAND]
-            words = [*(w for w in words[1:2] if w != "help"), "--help"]
         if words[:1] == ["__complete"]:  # the shell completion asking for the suite's names
             return _complete(words[1:])
         # inside a suite, --help lists the request types its own providers add

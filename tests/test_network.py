@@ -356,7 +356,8 @@ class Screen:
         return True
 
 
-def test_the_progress_line_says_what_it_waits_for() -> None:
+def test_the_progress_line_says_what_it_waits_for(monkeypatch) -> None:
+    monkeypatch.setenv("COLUMNS", "200")
     progress = ae._Progress(Screen(), 10)
     progress.waiting, progress.started = " from api.test", time.monotonic() - 42
     progress.answered = progress.started
@@ -366,9 +367,10 @@ def test_the_progress_line_says_what_it_waits_for() -> None:
     )
 
 
-def test_a_silence_after_answers_is_said_on_the_line_and_off_a_terminal_at_doubling_waits() -> None:
+def test_a_silence_after_answers_is_said_on_the_line_and_off_a_terminal_at_doubling_waits(monkeypatch) -> None:
     """A server that answered, then stalls: the line says for how long nothing ended and how many
     case runs wait; in a log (no terminal) a line of its own after 60 s, again after 120, never each draw."""
+    monkeypatch.setenv("COLUMNS", "200")
     progress = ae._Progress(Screen(), 10)
     progress.add(types.SimpleNamespace(error=None, usage=ae.Usage(), experiment=None))
     progress.draw([time.monotonic()])

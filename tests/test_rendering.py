@@ -215,3 +215,15 @@ def test_the_best_value_line_leads_with_the_figure_it_was_picked_by() -> None:
         "+0.0 points" not in line
         and "errors count as wrong for the pick (cheap effort=default: 1 of 400 raised)" in line
     )
+
+
+def test_a_tie_shares_its_place_and_is_marked() -> None:
+    """Rows equal on the ranked figure, the errors and the cost share a place (the label only
+    orders them); the next row takes the place after them all, as in a competition."""
+    tied = [row("ds", "a", 0.9, 0.1), row("ds", "b", 0.9, 0.1 + 1e-17), row("ds", "c", 0.9, 0.2)]
+    tied.append(row("ds", "d", 0.8, 0.0))
+    assert ae._places(tied, METRICS[0]) == ["1=", "1=", "3", "4"]
+    assert ae._places(tied, METRICS[0], placed=False) == ["-"] * 4
+    assert ae._places([row("ds", "a", 0.9, 0.1, errors=1), row("ds", "b", 0.9, 0.1)], METRICS[0]) == ["1", "2"]
+    board = ae._leaderboard_table(tied[:2], METRICS, "ascii")
+    assert "| 1= | a " in board and "| 1= | b " in board

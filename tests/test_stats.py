@@ -231,7 +231,11 @@ def test_the_pull_requests_summary_in_markdown(make_suite, tmp_path) -> None:
     assert first.returncode == 0 and "│ ds      │ fake/echo │" in first.stdout  # the tables as ever
     text = summary.read_text()
     assert text.startswith("earlier step\n## agent-evals: ") and "**✅ 60 case runs, no gate failed**" in text
-    assert "| 1 | fake/echo | default | - | 100.0% | 0 |" in text
+    assert "| 1 | fake/echo effort=default | 100.0% | 0 | $0.0600 |" in text  # the table at a glance
+    assert (
+        "<details><summary>Every table</summary>\n\n### ds\n\n| # | model |" in text
+        and "| 1 | fake/echo | default | - | 100.0% | 0 |" in text
+    )
     assert "best value \\[ds\\] (fake/echo effort=default): 100.0% at $0.0600" in text  # renders as [ds]
     (old_log,) = (project / "log" / "agent-evals").glob("*.json")
     argv = ("compare", "--local", "--baseline", str(old_log), "--fail-on-regression", "--format", "markdown")
@@ -242,10 +246,28 @@ def test_the_pull_requests_summary_in_markdown(make_suite, tmp_path) -> None:
         "**❌ 1 problem**\n- gate failed: --fail-on-regression: \\[ds\\] fake/echo effort=default "
         "exact fell 100.0% -> 50.0%" in out
     )
+    glance = out.split("### Leaderboard: ds\n\n")[1].split("\n\n")[0].splitlines()
+    # five columns; a figure never breaks inside (no-break space and hyphen); each cell short
+    assert glance[2] == "| 1 | fake/echo effort=default | 50.0%\u00a0\\[37.7\u201162.3\\] | 0 | $0.0600 |"
+    cells = [row.strip("|").split(" | ") for row in glance if "--" not in row]
+    assert all(len(row) == 5 for row in cells) and max(len(c) for row in cells for c in row) <= 40
     assert "| 1 | fake/echo | default | - | 50.0% \\[37.7-62.3\\] | 0 |" in out and "│" not in out
-    assert "### Against the baseline" in out
+    # the regression a failed gate names is not said again; the baseline's table is folded with the rest
+    assert "### Against the baseline\n\n0 of 1 line compared unchanged (paired tests over the cases both runs" in out
+    assert out.count("exact fell 100.0% -> 50.0%") == 1
     assert "| ds | fake/echo | default | - | exact | 60 | 100.0% | 50.0% | -50.0 \\[-63.0, -37.0\\] |" in out
-    assert "| regressed |\n\n0 of 1 line compared unchanged (paired tests over the cases both runs answered" in out
+    assert out.index("<details>") < out.index("### Against the baseline, every line") < out.index("</details>")
+    quiet_gate = cli_run(project, *argv[:-3], "--format", "markdown", env={"PLANT_REGRESSION": "1"})
+    assert (
+        "- regressed: \\[ds\\] fake/echo effort=default exact fell 100.0% -> 50.0%" in quiet_gate.stdout
+    )  # no gate: said here
+    env = {"GITHUB_SERVER_URL": "https://github.com", "GITHUB_REPOSITORY": "o/r", "GITHUB_RUN_ID": "42"}
+    linked = cli_run(project, "compare", "--local", "--format", "markdown", env=env)
+    assert "[This run's page](https://github.com/o/r/actions/runs/42): its logs" in linked.stdout
+    bent = cli_run(
+        project, "compare", "--local", "--format", "markdown", env={**env, "GITHUB_REPOSITORY": "o/r/../../x"}
+    )
+    assert "run's page" not in bent.stdout
     assert "gate failed" in planted.stderr  # the failures still on STDERR
     unwritable = cli_run(project, "compare", "--local", env={"GITHUB_STEP_SUMMARY": str(tmp_path / "no" / "dir.md")})
     assert unwritable.returncode == 1 and "dir.md (No such file or directory; GITHUB_STEP_SUMMARY)" in unwritable.stderr
@@ -261,9 +283,8 @@ def test_the_pull_requests_summary_in_markdown(make_suite, tmp_path) -> None:
     assert read.returncode == 1 and "fifo.md (not a regular file: write the summary to one; GITHUB" in read.stderr
     logs = sorted((project / "log" / "agent-evals").glob("*.json"))
     merged = cli_run(project, "report", str(logs[0]), "--format", "markdown")
-    assert (
-        merged.returncode == 0 and merged.stdout.startswith("## agent-evals: ") and "| 1 | fake/echo |" in merged.stdout
-    )
+    assert merged.returncode == 0 and merged.stdout.startswith("## agent-evals: ")
+    assert "| 1 | fake/echo effort=default |" in merged.stdout
 
 
 def test_markdown_escapes_what_would_break_a_table() -> None:
