@@ -8302,6 +8302,22 @@ def _table(headers: Sequence[str], rows: Sequence[Sequence[str]], right: Sequenc
     return "\n".join([line(top), cells(headers), line(rule), *(cells(r) for r in rows), line(bottom)])
 
 
+def _wrap(lines: Iterable[str], width: int) -> list[str]:
+    """Lines folded at spaces to fit ``width`` (0: as they are), never inside a word; a folded
+    line goes on under its text (a glossary entry's), or two spaces in."""
+    import textwrap
+
+    out = []
+    for line in lines:
+        if not width or len(line) < width:
+            out.append(line)
+            continue
+        hang = re.match(r"\s*\S+\s{2,}", line)
+        indent = " " * min(width // 2, hang.end() if hang else len(line) - len(line.lstrip()) + 2)
+        out += textwrap.wrap(line, width - 1, subsequent_indent=indent, break_long_words=False, break_on_hyphens=False)
+    return out
+
+
 def _fmt_pct(value: float | None) -> str:
     return "-" if value is None else f"{value * 100:.1f}%"
 
@@ -8634,23 +8650,54 @@ def _metric_table(
     ranked = any(r.errors for r in rows)
     headers, right = _leaderboard_columns(lead, metrics, ranked)
     cells = [[first, *_row_cells(r, metrics, style, ranked)] for first, r in zip(leads, rows, strict=True)]
+    secondary = [m.name for m in reversed(metrics) if m is not _primary(metrics)]
+    return _fit(headers, cells, right, style, width, ("tok_in", "tok_out", "time", *secondary, "temp", "effort"))
+
+
+def _fit(
+    headers: list[str], cells: list[list[str]], right: list[bool], style: str, width: int, order: Sequence[str]
+) -> str:
+    """A table made to fit a terminal's ``width`` (0: whole). Columns equal on every row go
+    into one line above it; then the columns ``order`` names go, in order, until it fits,
+    never one that tells two rows apart (they would read the same), and a line under it says
+    which; then the columns of text are cut in the middle, the widest first, as far as the
+    rows still read apart. A table whose rows need more than the window is wider than it."""
     table = _table(headers, cells, right, style)
-    primary = _primary(metrics)
-    secondary = [m.name for m in reversed(metrics) if m is not primary]
-    dropped: list[str] = []
-    for name in ("tok_in", "tok_out", "time", *secondary, "temp", "effort"):
-        if not width or len(table.split("\n", 1)[0]) <= width or name not in headers:
-            continue
-        keep = [i for i, h in enumerate(headers) if h != name]
-        who = [i for i in keep if headers[i] in ("dataset", "model", "effort", "temp")]  # a rank (#) is no name
-        if len({tuple(row[i] for i in who) for row in cells}) < len(cells):
-            continue  # it tells two rows apart: hidden, they would read the same
-        headers, right = [headers[i] for i in keep], [right[i] for i in keep]
-        cells = [[row[i] for i in keep] for row in cells]
-        table, dropped = _table(headers, cells, right, style), [*dropped, name]
-    if dropped:
-        table += f"\n(hidden to fit {width} columns: {', '.join(dropped)}; | cat shows all)"
-    return table
+    if not width or len(table.split("\n", 1)[0]) <= width:
+        return table
+    same = [i for i, h in enumerate(headers) if len(cells) > 1 and h != "#" and len({r[i] for r in cells}) == 1]
+    keep, dropped = [i for i in range(len(headers)) if i not in same], list[str]()
+
+    def excess(rows: list[list[str]], columns: list[int]) -> int:
+        nonlocal table
+        shown = [[row[i] for i in columns] for row in rows]
+        table = _table([headers[i] for i in columns], shown, [right[i] for i in columns], style)
+        return len(table.split("\n", 1)[0]) - width
+
+    def apart(rows: list[list[str]], columns: list[int]) -> int:
+        return len({tuple(row[i] for i in columns) for row in rows})
+
+    for name in order:
+        rest = [i for i in keep if headers[i] != name]
+        if rest != keep and excess(cells, keep) > 0 and apart(cells, rest) == apart(cells, keep):
+            keep, dropped = rest, [*dropped, name]
+    for column in sorted((i for i in keep if not right[i]), key=lambda i: -max(len(r[i]) for r in [headers, *cells])):
+        longest = max(len(r[column]) for r in [headers, *cells])
+        for most in range(max(4, longest - excess(cells, keep)), longest):
+            cut = [[_middle(v, most) if i == column else v for i, v in enumerate(r)] for r in [headers, *cells]]
+            if apart(cut[1:], keep) == apart(cells, keep):
+                headers, *cells = cut
+                break
+    excess(cells, keep)  # drawn as it ends
+    above = ["every row: " + " · ".join(f"{headers[i]}\u00a0{cells[0][i]}" for i in same)] if same else []
+    under = [f"(hidden to fit {width} columns: {', '.join(dropped)}; | cat shows all)"] if dropped else []
+    return "\n".join([*_wrap(above, width), table, *_wrap(under, width)])
+
+
+def _middle(text: str, most: int) -> str:
+    """``text`` cut to ``most`` characters in its middle, where ids differ least
+    (``openai/gpt…-mini``)."""
+    return text if len(text) <= most else text[: most // 2] + "…" + text[len(text) - (most - most // 2 - 1) :]
 
 
 def _results_table(rows: Sequence[_Row], metrics: Sequence[Metric], style: str, width: int = 0) -> str:
@@ -8961,14 +9008,14 @@ def _render_report(
     overall = _overall(rows, metrics, primary)
     spread = any((e := r.estimate(primary.name)) is not None and e.se > 0 for r in [*rows, *overall])
     notes = [*_power_lines(rows, primary), *_repeat_lines(rows, primary), *_few_cases_lines(rows, primary), ""]
+    glossary = _glossary(metrics, spread, any(r.errors for r in rows)).split("\n")
+    lines = [*_best_value_lines(rows, primary, style), *_error_lines(rows), *_reasoning_lines(rows)]
+    lines += [""] if quiet else [*notes, *glossary, ""]
+    unlike = _unlike(rows)
     return "\n".join(
         [
             _results_table(rows, metrics, style, width),
-            *_best_value_lines(rows, primary, style),
-            *_error_lines(rows),
-            *_reasoning_lines(rows),
-            *([""] if quiet else [*notes, _glossary(metrics, spread, any(r.errors for r in rows)), ""]),
-            _leaderboard_head(unlike := _unlike(rows), primary),
+            *_wrap([*lines, _leaderboard_head(unlike, primary)], width),
             _leaderboard_table(overall, metrics, style, width, not unlike),
         ]
     )
@@ -9095,8 +9142,8 @@ def _clip(text: str, width: int = 70) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def _render_breakdown(experiment: Experiment, metrics: Sequence[Metric], style: str) -> str:
-    """``run``'s per-case table for one experiment."""
+def _render_breakdown(experiment: Experiment, metrics: Sequence[Metric], style: str, width: int = 0) -> str:
+    """``run``'s per-case table for one experiment, made to fit a terminal's ``width``."""
     c = experiment.contender
     # an agent's cases: how many model calls each made (of --max-turns) and the tools it called
     agents = any(r.turns > 1 or r.transcript is not None for r in experiment.results)
@@ -9124,8 +9171,16 @@ def _render_breakdown(experiment: Experiment, metrics: Sequence[Metric], style: 
                 _clip(note),
             ]
         )
-    title = f"{experiment.dataset} · {c.label}"
-    return f"{title}\n{_table(headers, rows, right, style)}"
+    order = [
+        "note",
+        "tools",
+        "turns",
+        "time",
+        "cost",
+        *(m.name for m in reversed(metrics) if m is not _primary(metrics)),
+    ]
+    title = _wrap([f"{experiment.dataset} · {c.label}"], width)
+    return "\n".join([*title, _fit(headers, rows, right, style, width, order)])
 
 
 def _answer_lines(experiment: Experiment, width: int) -> list[str]:
@@ -9154,12 +9209,16 @@ def _answer_lines(experiment: Experiment, width: int) -> list[str]:
 
 
 def _cut(text: str, width: int, most: int = 12) -> list[str]:
-    """``text`` as lines, each at most ``width`` columns and ``most`` lines in all (0: whole)."""
+    """``text`` as lines folded to ``width`` columns (0: whole), ``most`` lines in all."""
+    import textwrap
+
     lines = [line.rstrip() for line in text.splitlines()] or [""]
     if not width:
         return lines
-    cut = [line if len(line) < width else line[: width - 2] + "…" for line in lines[:most]]
-    return cut + ([f"    … {len(lines) - most} more lines (--format json shows it whole)"] if len(lines) > most else [])
+    lines = [part for line in lines for part in textwrap.wrap(line, width - 1, subsequent_indent="    ") or [""]]
+    return lines[:most] + (
+        [f"    … {len(lines) - most} more lines (--format json shows it whole)"] if len(lines) > most else []
+    )
 
 
 def _tools_called(reply: Reply | None) -> list[str]:
@@ -9607,17 +9666,17 @@ def _experiment_changes(
 
 
 def _render_changes(
-    changes: Sequence[_Change], style: str, primary: str | None = None, effect: float | None = None
+    changes: Sequence[_Change], style: str, primary: str | None = None, effect: float | None = None, width: int = 0
 ) -> str:
     """The baseline table; under it, for each primary line whose difference was not shown,
     what its cases can show: the difference they would see 80% of the time, or, given an
     ``effect`` (a fraction) to look for, the cases that takes. Never the cases the noise
     just observed would take: that is observed power, which asks for 1.7x too many cases
     on a real drop that was missed and for thousands to chase noise on unchanged runs."""
-    headers, right, rows = _CHANGE_HEADERS, _CHANGE_NUMBERS, [_change_row(c, style) for c in changes]
+    rows = [_change_row(c, style) for c in changes]
     regressed = sum(c.verdict == "regressed" for c in changes)
+    table = _fit(_CHANGE_HEADERS, rows, _CHANGE_NUMBERS, style, width, ("p", "n", "temp", "effort", "old"))
     lines = [
-        _table(headers, rows, right, style),
         f"{regressed} regression{'s' if regressed != 1 else ''}: old and new are means over the n cases both runs "
         f"answered; paired tests (McNemar mid-p for 0/1 scores, t otherwise), p (Holm-adjusted over the experiments "
         f"compared on each metric) < {ALPHA}; errors regress when significantly more cases raise now than "
@@ -9635,7 +9694,7 @@ def _render_changes(
         for dataset, ids in edited.items()
         if ids
     ]
-    return "\n".join(lines)
+    return "\n".join([table, *_wrap(lines, width)])
 
 
 def _change_row(c: _Change, style: str) -> list[str]:
@@ -10526,8 +10585,8 @@ class _Guarded:
     The progress line writes to the stream underneath (``raw``). ``quiet`` (``--quiet``): only
     lines that ask for something (``QUIET_KEEPS``) get through; a line is judged by its start."""
 
-    def __init__(self, stream: Any, quiet: bool = False) -> None:
-        self.raw, self.quiet = stream, quiet
+    def __init__(self, stream: Any, quiet: bool = False, fold: bool = False) -> None:
+        self.raw, self.quiet, self.fold = stream, quiet, fold  # fold: lines folded at words to the terminal
         self.fresh = self.keep = True  # at a line's start; whether the line is written
 
     def write(self, text: str) -> int:
@@ -10536,7 +10595,9 @@ class _Guarded:
                 self.keep = text.startswith(QUIET_KEEPS)
             self.fresh = text.endswith("\n")
         if self.keep or not self.quiet:
-            self.raw.write(_visible(_redact(text)))
+            shown = _visible(_redact(text))
+            width = _width_of(self.raw) if self.fold and len(shown) > 40 else 0
+            self.raw.write("\n".join(_wrap(shown.split("\n"), width)) if width else shown)
         return len(text)
 
     def __getattr__(self, name: str) -> Any:
@@ -10569,8 +10630,9 @@ def _cmd_diff(args: argparse.Namespace) -> int:
             effect = float(args.effect.strip().rstrip("%")) / 100
         if effect is None or not 0 < effect <= 1:
             raise ConfigError(f"--effect {args.effect}: expected points above 0 and at most 100 (5 for five points)")
-    print(_render_changes(changes, _style_for(sys.stdout), primary, effect))
-    for line in _upstream_lines(old, new):
+    width = _width_of(sys.stdout)
+    print(_render_changes(changes, _style_for(sys.stdout), primary, effect, width))
+    for line in _wrap(_upstream_lines(old, new), width):
         print(line)
     failed = _regressions(changes, primary) if args.fail_on_regression else []
     for c in failed:
@@ -11013,7 +11075,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     args = None
     streams = sys.stdout, sys.stderr
-    sys.stdout, sys.stderr = _Guarded(streams[0]), _Guarded(streams[1])  # type: ignore[assignment]
+    sys.stdout, sys.stderr = _Guarded(streams[0]), _Guarded(streams[1], fold=True)  # type: ignore[assignment]
     _Secrets.refresh()
     handler = _catch_ctrl_c()
     words = _words(sys.argv[1:] if argv is None else list(argv))
@@ -11439,7 +11501,7 @@ def _execute(args: argparse.Namespace, plan: _Plan, stamp: str) -> tuple[_Sessio
     capture = _Capture(log_dir.parent / f"{args.command}.warnings.{stamp}.log")
     with capture:
         if capture.terminal is not None:  # descriptor 2 is captured now: the harness speaks on a copy
-            progress.err = _Guarded(capture.terminal, args.quiet)
+            progress.err = _Guarded(capture.terminal, args.quiet, fold=True)
             progress.stream = capture.terminal if progress.stream is not None else None
         # last, once every check has passed; what it prints goes where the cases' output goes
         if suite.before_run:
@@ -11633,7 +11695,7 @@ def _print_results(args: argparse.Namespace, plan: _Plan, session: _Session, end
     if tables and args.command == "run" and not args.output:
         answers = args.verbose or all(len(e.results) <= 1 for e in experiments)  # one case: its answer too
         for experiment in experiments:
-            print(_render_breakdown(experiment, suite.metrics, style), file=out)
+            print(_render_breakdown(experiment, suite.metrics, style, _width_of(out)), file=out)
             print(*_answer_lines(experiment, _width_of(out)) if answers else (), "", sep="\n", file=out)
     if tables and ending.interrupted:
         print(f"partial: {ending.partial(args)}", file=out)
@@ -11649,7 +11711,7 @@ def _print_results(args: argparse.Namespace, plan: _Plan, session: _Session, end
         changes = _compare_runs(plan.baseline, current, [m.name for m in suite.metrics], plan.gates.flaky)
         if tables:
             print(f"\nbaseline: {args.baseline if isinstance(args.baseline, str) else 'the newest run'}", file=out)
-            print(_render_changes(changes, style, _primary(suite.metrics).name), file=out)
+            print(_render_changes(changes, style, _primary(suite.metrics).name, width=_width_of(out)), file=out)
             for line in _upstream_lines(plan.baseline, current):
                 print(line, file=out)
     for line in (

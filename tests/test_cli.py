@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -103,14 +104,78 @@ def test_run_of_one_case_shows_its_answer_beside_its_score(toy: Path) -> None:
     assert verbose.stdout.count("  answer: ") == 8
 
 
-def test_an_answer_is_cut_to_the_terminal() -> None:
-    assert ae._cut("  answer: " + "x" * 100, 40) == ["  answer: " + "x" * 28 + "…"]
+def test_an_answer_is_folded_to_the_terminal() -> None:
+    assert ae._cut("  answer: " + "x" * 50, 40) == ["  answer: " + "x" * 29, "    " + "x" * 21]
+    assert ae._cut("  answer: a cat says meow", 20) == ["  answer: a cat", "    says meow"]
     long = ae._cut("\n".join(f"line {n}" for n in range(20)), 80)
     assert (
         long[:12] == [f"line {n}" for n in range(12)]
         and long[12] == "    … 8 more lines (--format json shows it whole)"
     )
     assert ae._cut("a\nb", 0) == ["a", "b"]  # a file or a pipe gets it whole
+
+
+def at_terminal(columns: int, *argv: str, cwd: Path) -> str:
+    """The CLI on a pseudo-terminal ``columns`` wide (no COLUMNS: the window's own size), as a
+    person sees it: STDOUT and STDERR on one screen, each progress redraw resolved."""
+    import fcntl
+    import pty
+    import re
+    import select
+    import struct
+    import termios
+
+    main, child = pty.openpty()
+    fcntl.ioctl(child, termios.TIOCSWINSZ, struct.pack("HHHH", 50, columns, 0, 0))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("COLUMNS", "OPENROUTER", "AGENT_EVALS", "CI"))}
+    command = [sys.executable, str(ROOT / "agent_evals.py"), *argv]
+    proc = subprocess.Popen(command, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=child, stderr=child)
+    os.close(child)
+    screen, deadline = b"", time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if select.select([main], [], [], 1)[0]:
+            try:
+                chunk = os.read(main, 65536)
+            except OSError:  # the child side closed: all is read
+                break
+            if not chunk:
+                break
+            screen += chunk
+    proc.wait(timeout=10)
+    os.close(main)
+    text = re.sub(r"\x1b\[[0-9;]*[A-Za-z]", "", screen.decode()).replace("\r\n", "\n")
+    return "\n".join(line.rsplit("\r", 1)[-1] for line in text.split("\n"))
+
+
+def words(text: str) -> set[str]:
+    import re
+
+    return set(re.findall(r"[A-Za-z_]{2,}", text))
+
+
+@pytest.mark.parametrize("columns", [40, 80, 200])
+def test_every_line_fits_the_window_and_no_two_rows_read_the_same(toy: Path, columns: int) -> None:
+    """compare, run -c, report and diff at 40, 80 and 200 columns: no line wider than the window;
+    rows of a table never alike (a column that tells them apart stays); prose folded at spaces,
+    so each word of it is whole on the screen. Piped, the same commands print every column."""
+    logs = toy / "log" / "agent-evals"
+    for argv in (["compare"], ["run", "-c", "clear/001", "-d", "animals"], ["report"], ["diff"], ["compare"]):
+        if argv[0] == "report":
+            argv = ["report", str(logs)]
+        if argv[0] == "diff":
+            argv = ["diff", *map(str, sorted(logs.glob("*.json"))[:2])]
+        screen = at_terminal(columns, *argv, "--local" if argv[0] in ("compare", "run") else "-q", cwd=toy)
+        lines = screen.splitlines()
+        assert max(map(len, lines)) <= columns, (argv, [line for line in lines if len(line) > columns])
+        tables = "\n".join(lines).split("┌")[1:]
+        for table in tables:
+            rows = [line for line in table.split("├", 1)[-1].splitlines() if line.startswith("│")]
+            assert len(rows) == len(set(rows)), (argv, rows)
+        piped = agent_evals(*argv, "--local" if argv[0] in ("compare", "run") else "-q", cwd=toy)
+        if argv[0] != "run":  # an answer is folded where it must be, inside a long word too
+            prose = [line for line in piped.stdout.splitlines() if not line.startswith(("│", "┌", "├", "└"))]
+            assert words("\n".join(prose)) <= words(screen), (argv, words("\n".join(prose)) - words(screen))
+        assert "hidden to fit" not in piped.stdout and "every row:" not in piped.stdout
 
 
 def test_config_only_suite_needs_its_pythonpath(toy: Path) -> None:

@@ -161,24 +161,36 @@ def test_contender_label() -> None:
 
 
 def test_tables_fit_a_narrow_terminal_and_say_what_they_left_out() -> None:
+    """At a terminal: columns equal on every row go into one line above the table; then the
+    secondary columns go, and a line says which; then text is cut as far as the rows still
+    read apart. A pipe or a file gets every column."""
     metrics = [*METRICS, Metric("extra", "")]
     rows = [row("dataset-one", "vendor/a-long-model-name", 0.9, 0.004, temp=0.7), row("dataset-one", "v/b", 0.8, 0.1)]
+    rows[1] = ae.dataclasses.replace(rows[1], usage=Usage(300, 40, 0.1))
     full = ae._results_table(rows, metrics, "box")
-    assert len(full.splitlines()[0]) > 100 and "hidden" not in full  # a pipe or a file: every column
-    for width in (80, 100):
+    assert len(full.splitlines()[0]) > 100 and "hidden" not in full and "every row" not in full
+    for width in (60, 80):
         fitted = ae._results_table(rows, metrics, "box", width).splitlines()
-        assert all(len(line) <= width for line in fitted[:-1]), width
-        assert fitted[-1].startswith(f"(hidden to fit {width} columns: tok_in") and fitted[-1].endswith(
-            "| cat shows all)"
-        )
-        assert "acc" in fitted[1] and "errors" in fitted[1] and "cost" in fitted[1]  # the primary, errors and cost stay
+        assert all(len(line) <= width for line in fitted), width
+        assert fitted[0].startswith("every row: dataset\u00a0dataset-one · effort\u00a0default · ")
+        header = next(line for line in fitted if line.startswith("│"))
+        assert "acc" in header and "cost" in header and "dataset" not in header  # the primary and cost stay
+    # at 80 the line above is room enough; at 60 the tokens go too, and a line under says so
+    assert "tok_in" in header and "hidden" not in "".join(fitted)
+    narrower = " ".join(line.strip() for line in ae._results_table(rows, metrics, "box", 60).splitlines())
+    assert narrower.endswith("┘ (hidden to fit 60 columns: tok_in, tok_out; | cat shows all)")
     assert "hidden" not in ae._results_table(rows, metrics, "box", 400)
     # at any width, a column that tells two rows apart stays: two efforts of one model never read the same
     efforts = [row("ds", "fake/echo", 0.9, 0.01), row("ds", "fake/echo", 0.8, 0.01, effort="low")]
-    lines = ae._results_table(efforts, metrics, "box", 40).splitlines()
-    assert "effort" in lines[1] and len({line for line in lines[3:5]}) == 2 and "effort" not in lines[-1]
-    ranked = ae._leaderboard_table(efforts, metrics, "box", 40).splitlines()  # a rank is no name: effort stays
-    assert "effort" in ranked[1] and "effort" not in ranked[-1]
+    lines = ae._results_table(efforts, metrics, "box", 30).splitlines()
+    body = [line for line in lines if line.startswith("│")]
+    assert "effort" in body[0] and len(set(body[1:])) == 2 and "effort" not in lines[-1]
+    ranked = ae._leaderboard_table(efforts, metrics, "box", 30).splitlines()  # a rank is no name: effort stays
+    assert "effort" in next(line for line in ranked if line.startswith("│")) and "effort" not in ranked[-1]
+    # text is cut while the rows still read apart: two long ids that differ at their ends are never cut alike
+    twins = [row("ds", "vendor/model-" + "x" * 30 + end, 0.5, 0.1, effort=end) for end in ("a", "b")]
+    cut = [line for line in ae._results_table(twins, metrics, "box", 40).splitlines() if line.startswith("│ ")]
+    assert len(set(cut)) == 3 and all(len(line) <= 40 for line in cut) and "x…x" in cut[1]
     unmarked = [Metric("first", ""), Metric("second", "")]  # none marked: the first is the primary, and stays
     narrow = ae._results_table([row("ds", "m", 0.5, 0.1)], unmarked, "box", 60)
     assert "first" in narrow.splitlines()[1] and "second" not in narrow.splitlines()[1]
