@@ -123,7 +123,7 @@ import os
 import re
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -10122,12 +10122,15 @@ pre{white-space:pre-wrap;word-break:break-word;margin:0;max-height:12rem;overflo
 .filters{margin:.5rem 0}.filters button{margin-right:.4rem}
 body.only-errors tr.case:not(.error),body.only-wrong tr.case:not(.wrong){display:none}
 .scroll{overflow-x:auto;max-width:100%}table.sortable th{cursor:pointer}.legend{font-size:12px}
-table.grid td.err{color:var(--bad)}table.grid td.wrong{color:var(--muted)}table.grid a{color:inherit}
+table.grid td.err,table.grid td.wrong{color:var(--bad);font-weight:700}table.grid td.err{background:
+color-mix(in srgb,var(--bad) 14%,transparent)}table.grid td.right{color:var(--muted)}table.grid a{color:inherit}
 table.only-differ tr.g:not(.differ),table.only-errors tr.g:not(.has-error){display:none}
-tr:target td{outline:2px solid var(--accent)}@media (max-width:600px){body{padding:.5rem}}
+tr:target td{outline:2px solid var(--accent)}td.n{white-space:nowrap}
+@media (max-width:600px){body{padding:.5rem}.x{display:none}th,td{padding:.3rem}}
 button.side{all:unset;cursor:pointer;text-decoration:underline dotted}
 button.side:focus-visible{outline:2px solid var(--accent)}
 .side-grid{display:grid;grid-template-columns:repeat(auto-fit,minmax(15rem,1fr));gap:.6rem}
+tr.side td>div{position:sticky;left:.3rem;max-width:calc(100vw - 2.5rem)}
 .side h4{margin:.4rem 0 .1rem;font-size:12px}
 """
 
@@ -10234,19 +10237,24 @@ def _scatter(rows: Sequence[_Row], primary: Metric, best: _Row | None) -> str:
         return '<p class="muted">Nothing was scored.</p>'
     width, height, left, bottom, pad, right = 720, 300, 64, 40, 24, 60
     x, ticks, scale = _cost_axis([c for _, _, c, _ in points], left, width - right)
+    # the score axis is zoomed to the scores (a tenth of their spread around them, 1 to 5 points): at 0-100%
+    # the contenders between 96.7% and 100% sit on one line and the frontier seems to cross dominated points
+    scores = [score for *_, score in points]
+    margin = min(0.05, max(0.01, (max(scores) - min(scores)) / 10))
+    low, high = max(0.0, min(scores) - margin), min(1.0, max(scores) + margin)
 
     def y(score: float) -> float:
-        return pad + (1 - score) * (height - pad - bottom)
+        return pad + (high - score) / (high - low) * (height - pad - bottom)
 
     parts = [
         f'<svg class="plot" viewBox="0 0 {width} {height}" role="img" aria-label="{_h(primary.name)} against cost">',
-        f'<line class="axis" x1="{left}" y1="{y(0):.1f}" x2="{width - right}" y2="{y(0):.1f}"/>',
-        f'<line class="axis" x1="{left}" y1="{pad}" x2="{left}" y2="{y(0):.1f}"/>',
-        f'<text transform="translate(14 {y(0.5):.0f}) rotate(-90)" text-anchor="middle">'
-        f"{_h(primary.name)}, errors as wrong</text>",
+        f'<line class="axis" x1="{left}" y1="{y(low):.1f}" x2="{width - right}" y2="{y(low):.1f}"/>',
+        f'<line class="axis" x1="{left}" y1="{pad}" x2="{left}" y2="{y(low):.1f}"/>',
+        f'<text transform="translate(14 {y((low + high) / 2):.0f}) rotate(-90)" text-anchor="middle">'
+        f"{_h(primary.name)}, errors as wrong ({_fmt_pct(low)} to {_fmt_pct(high)})</text>",
     ]
-    for tick in (0.0, 0.25, 0.5, 0.75, 1.0):
-        parts.append(f'<text x="{left - 6}" y="{y(tick) + 4:.1f}" text-anchor="end">{tick:.0%}</text>')
+    for tick in (low + (high - low) * k / 4 for k in range(5)):
+        parts.append(f'<text x="{left - 6}" y="{y(tick) + 4:.1f}" text-anchor="end">{_fmt_pct(tick)}</text>')
     drawn: list[float] = []
     for tick in ticks:  # a tick too near one already drawn would print over it
         if all(abs(x(tick) - d) > 56 for d in drawn):
@@ -10307,24 +10315,27 @@ def _html_table(
     rows: Sequence[Sequence[tuple[str, object]]],
     numeric: Sequence[bool],
     classes: Sequence[str] = (),
+    hidden: Collection[str] = (),
 ) -> str:
-    """A sortable table: each cell is (text, sort value or None)."""
+    """A sortable table: each cell is (text, sort value or None). On a phone the columns
+    ``hidden`` names are not shown (class ``x``), so that a row stays one line."""
+    extra = [h in hidden for h in headers]
     head = "".join(
-        f'<th scope="col"{" class=n" if n else ""}><button type="button">{_h(h)}</button></th>'
-        for h, n in zip(headers, numeric, strict=True)
+        f'<th scope="col" class="{"n" * n}{" x" * x}"><button type="button">{_h(h)}</button></th>'
+        for h, n, x in zip(headers, numeric, extra, strict=True)
     )
     body = []
     for i, row in enumerate(rows):
         css = f' class="{classes[i]}"' if i < len(classes) and classes[i] else ""
-        cells = "".join(_html_cell(text, value, n) for (text, value), n in zip(row, numeric, strict=True))
+        cells = "".join(_html_cell(text, value, n, x) for (text, value), n, x in zip(row, numeric, extra, strict=True))
         body.append(f"<tr{css}>{cells}</tr>")
     table = f'<table class="sortable"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
     return f"<div class=scroll>{table}</div>"
 
 
-def _html_cell(text: str, value: object, numeric: bool) -> str:
-    """A cell; ``value`` (when not None) is what sorting compares."""
-    css = " class=n" if numeric else ""
+def _html_cell(text: str, value: object, numeric: bool, extra: bool = False) -> str:
+    """A cell; ``value`` (when not None) is what sorting compares; ``extra``: hidden on a phone."""
+    css = f' class="{"n" * numeric}{" x" * extra}"' if numeric or extra else ""
     sort = "" if value is None else f' data-value="{_h(str(value))}"'
     return f"<td{css}{sort}>{_h(text)}</td>"
 
@@ -10397,12 +10408,13 @@ def _render_html(
     if refused:
         out.append("<p><strong>Refused</strong> (not scored): " + "; ".join(_h(r) for r in refused) + "</p>")
     places = {id(e): i for i, e in enumerate(experiments)}  # a case's anchor: #c<experiment>-<run>
+    phone = {"time", "tok_in", "tok_out", *(m.name for m in metrics if m is not primary)}  # hidden at 600 px
     for dataset in dict.fromkeys(r.dataset for r in rows):
         group = [r for r in rows if r.dataset == dataset]
         best = _best_value(group, primary)
         headers, cells, numeric = _html_rows(group, metrics, "#")
         out.append(f"<section><h2>{_h(dataset)}</h2>")
-        out.append(_html_table(headers, cells, numeric, ["best" if r is best else "" for r in group]))
+        out.append(_html_table(headers, cells, numeric, ["best" if r is best else "" for r in group], phone))
         lines = _best_value_lines(group, primary) + _error_lines(group) + _reason_lines(group)
         out.extend(f"<p>{_h(line)}</p>" for line in lines)
         out.append(_scatter(group, primary, best))
@@ -10412,11 +10424,11 @@ def _render_html(
         )
         out.append(_html_grid(ranked, places))
         out.append("</section>")
-    overall = _overall(rows, metrics, primary)
     unlike = _unlike(rows)
-    headers, cells, numeric = _html_rows(overall, metrics, "#", not unlike)
+    headers, cells, numeric = _html_rows(_overall(rows, metrics, primary), metrics, "#", not unlike)
     note = f"<p>{_h(_leaderboard_head(unlike, primary))}</p>" if unlike else ""
-    out.append(f"<section><h2>Leaderboard, all datasets</h2>{note}{_html_table(headers, cells, numeric)}</section>")
+    board = _html_table(headers, cells, numeric, hidden=phone)
+    out.append(f"<section><h2>Leaderboard, all datasets</h2>{note}{board}</section>")
     out.append("<section><h2>Cases</h2><div class=filters role=group aria-label=Show>")
     out.append(
         '<button type=button data-filter="">all</button>'

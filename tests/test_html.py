@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import struct
 import zlib
@@ -277,8 +278,11 @@ def test_the_grid_ties_and_a_narrow_screen_in_headless_chromium(tmp_path) -> Non
     finally:
         driver.quit()
     narrow = chrome(tmp_path, 400, 900)
-    try:
+    try:  # a window is 500 px at least: a phone's 400 is emulated
+        metrics = {"width": 400, "height": 900, "deviceScaleFactor": 1, "mobile": True}
+        narrow.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", metrics)
         narrow.get((tmp_path / "ties.html").as_uri())
+        assert narrow.execute_script("return window.innerWidth") == 400
         overflow = narrow.execute_script("return document.documentElement.scrollWidth - window.innerWidth")
         assert overflow <= 0  # every table scrolls in its own box; the page never runs off the side
         table = narrow.find_element(By.CSS_SELECTOR, "section table.sortable")
@@ -288,6 +292,22 @@ def test_the_grid_ties_and_a_narrow_screen_in_headless_chromium(tmp_path) -> Non
         assert flaky[2].text == "50.0%" and narrow.execute_script(
             "return arguments[0].getBoundingClientRect().right <= window.innerWidth", flaky[2]
         )
+        # a row is one line: time, tokens and secondary metrics are hidden on a phone, figures never wrap
+        heights = [r.rect["height"] for r in table.find_elements(By.CSS_SELECTOR, "tbody tr")]
+        assert max(heights) <= 48, heights
+        # what failed is what the eye finds: a wrong or an error cell is red and bold, a right one muted
+        grid = narrow.find_element(By.CSS_SELECTOR, "table.grid")
+        wrong, right = (grid.find_element(By.CSS_SELECTOR, f"td.{kind}") for kind in ("wrong", "right"))
+        assert wrong.value_of_css_property("font-weight") == "700"
+        assert wrong.value_of_css_property("color") != right.value_of_css_property("color")
+        # a case's answers side by side are stacked within the screen, never off its side
+        case = grid.find_elements(By.CSS_SELECTOR, "tbody tr")[1].find_element(By.CSS_SELECTOR, "button.side")
+        narrow.execute_script("arguments[0].scrollIntoView({block: 'center'})", case)
+        case.click()
+        boxes = grid.find_elements(By.CSS_SELECTOR, "tr.side .side-grid > div")
+        edges = [narrow.execute_script("return arguments[0].getBoundingClientRect()", b) for b in boxes]
+        assert len(boxes) == 5 and all(e["right"] <= 400 and e["left"] >= 0 for e in edges), edges
+        assert len({round(e["left"]) for e in edges}) == 1  # one above the other
         png = narrow.get_screenshot_as_png()
         (tmp_path / "narrow.png").write_bytes(png)
         assert png_has_content(png)
@@ -298,3 +318,15 @@ def test_the_grid_ties_and_a_narrow_screen_in_headless_chromium(tmp_path) -> Non
             Path(os.environ["AGENT_EVALS_KEEP_SCREENSHOT"]).with_suffix(f".{name}").write_bytes(
                 (tmp_path / name).read_bytes()
             )
+
+
+def test_the_plot_is_zoomed_to_the_scores_it_shows() -> None:
+    """Contenders between 96.7% and 100%: the score axis runs over them (within five points
+    either side, its range in its title), so the frontier visibly passes above dominated points."""
+    rows = [row("a", 1.0, 0.3), row("b", 0.967, 0.1), row("c", 0.98, 0.2)]
+    svg = ae._scatter(rows, ae.Metric("acc", primary=True), rows[1])
+    ticks = [float(t) for t in re.findall(r'text-anchor="end">([\d.]+)%</text>', svg)]
+    assert len(ticks) == 5 and 96.7 - 5 <= min(ticks) < 96.7 and max(ticks) == 100.0
+    assert "acc, errors as wrong (95.7% to 100.0%)" in svg  # a point of room below the lowest
+    cys = [float(y) for y in re.findall(r'<circle[^>]*cy="([\d.]+)"', svg)]
+    assert max(cys) - min(cys) > 150  # spread over the plot's height, not squeezed into its top
