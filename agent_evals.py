@@ -7638,8 +7638,12 @@ class Logfire(Tracker):
             "tokens.output": summary.usage.output_tokens,
         }
         span.set_attributes(totals | {f"mean.{k}": v for k, v in summary.means.items() if v is not None})
-        span.set_attributes({"output.value": _json_dumps(totals | {"score": summary.score}), **_JSON_OUTPUT})
-        self.board[experiment.name] = {"score": summary.score, "errors": summary.errors, "cost_usd": totals["cost_usd"]}
+        # the figure the tables rank by: every case that raised counted as wrong, never a 1 beside 6 errors
+        judged = summary.scored + summary.errors
+        ranked = (summary.score or 0.0) * summary.scored / judged if judged else None
+        scores: dict[str, object] = {"score": ranked, "score_of_answered": summary.score}
+        span.set_attributes({"output.value": _json_dumps(totals | scores), **_JSON_OUTPUT})
+        self.board[experiment.name] = scores | {"errors": summary.errors, "cost_usd": totals["cost_usd"]}
         if summary.errors:  # an experiment some of whose cases raised is an error in a trace, as they are
             span.set_status(trace.Status(trace.StatusCode.ERROR, f"{_n(summary.errors, 'case')} raised"))
         span.end()

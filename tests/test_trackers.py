@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import builtins
+import json
 import os
 import re
 import signal
@@ -428,6 +429,14 @@ def test_spans_speak_genai_and_openinference(make_suite, cli, monkeypatch) -> No
     broken = next(s for s in experiments if attributes(s)["model"] == "fake/broken")
     assert attributes(broken)["errors"] == 4 and broken.status.status_code.name == "ERROR"
     assert echo.status.status_code.name == "UNSET"
+    # the figure the tables rank by: a contender whose every case raised scores 0, never its answered mean
+    board = json.loads(attributes(run)["output.value"])
+    assert {k: v for k, v in board[broken.name.removeprefix("experiment ")].items() if k != "cost_usd"} == {
+        "score": 0.0,
+        "score_of_answered": None,
+        "errors": 4,
+    }
+    assert json.loads(attributes(echo)["output.value"])["score"] == 1.0
     calls = [s for s in spans if s.name.startswith("chat ")]
     assert len(calls) == 8  # one per model call, the failed ones too
     call = next(s for s in calls if by_id[s.parent.span_id].attributes["case.id"] == "a/001" and "echo" in s.name)
