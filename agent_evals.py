@@ -10006,7 +10006,7 @@ def _markdown(
         lines += _glance(board, primary, not unlike)
     if unlike:
         lines += ["", _md(_leaderboard_head(unlike, primary))]
-    lines += ["", *(_md(line) for _, group in groups for line in _best_value_lines(group, primary, "ascii"))]
+    lines += ["", *(f"- {_md(line)}" for _, group in groups for line in _best_value_lines(group, primary, "ascii"))]
     if changes is not None:
         lines += ["", "### Against the baseline", "", *_summary_changes(changes, primary.name, problems)]
     if link := _run_link(os.environ):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
@@ -420,6 +421,49 @@ def test_the_single_file_needs_no_package_at_all_with_a_json_config(tmp_path: Pa
     done = subprocess.run(command, cwd=project, env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert "│ animals │ fake/echo │" in done.stdout and "yaml" not in done.stderr.lower()
+
+
+@pytest.mark.skipif(importlib.util.find_spec("hatchling") is None, reason="hatchling (the dev extra) builds the wheel")
+def test_the_wheel_installed_as_pipx_run_installs_it(tmp_path: Path) -> None:
+    """The third use: the wheel built from this tree, installed alone in a fresh venv (what
+    ``pipx run --spec WHEEL agent-evals`` does, here without the network), runs a suite in a
+    fresh folder as ``agent-evals``; the wheel holds the one module and asks for PyYAML."""
+    dist = tmp_path / "dist"
+    build = [
+        sys.executable,
+        "-m",
+        "pip",
+        "wheel",
+        "-q",
+        "--no-deps",
+        "--no-build-isolation",
+        "-w",
+        str(dist),
+        str(ROOT),
+    ]
+    subprocess.run(build, check=True, timeout=300, capture_output=True)
+    (wheel,) = dist.glob("agent_evals-*.whl")
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
+    pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--no-index", "--no-deps", str(wheel)]
+    subprocess.run(pip, check=True, timeout=300, capture_output=True)
+    project = tmp_path / "fresh"
+    shutil.copytree(TOY, project, ignore=shutil.ignore_patterns("log", "__pycache__"))
+    lineup = {"project": "toy-evals", "request_types": ["prompt"], "vendors": {"fake": [{"model": "echo"}]}}
+    (project / "evals" / ".agent-eval.config.json").write_text(json.dumps(lineup))
+    (project / "evals" / ".agent-eval.config.yml").unlink()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHONPATH", "OPENROUTER", "COVERAGE_"))}
+    command = [str(venv / "bin" / "agent-evals"), "compare", "--local"]
+    done = subprocess.run(command, cwd=project, env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and "│ animals │ fake/echo │" in done.stdout, done.stderr
+    version = subprocess.run([command[0], "--version"], capture_output=True, text=True, timeout=60)
+    assert version.stdout.strip() == f"agent-evals {ae.__version__}"
+    import zipfile
+
+    with zipfile.ZipFile(wheel) as archive:
+        assert [n for n in archive.namelist() if ".dist-info/" not in n] == ["agent_evals.py"]
+        metadata = next(archive.read(n).decode() for n in archive.namelist() if n.endswith("METADATA"))
+    assert "requires-dist: pyyaml>=6.0" in metadata.lower()
 
 
 def test_format_json_is_one_document_on_stdout_and_report_agrees(toy: Path) -> None:

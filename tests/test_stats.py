@@ -236,7 +236,8 @@ def test_the_pull_requests_summary_in_markdown(make_suite, tmp_path) -> None:
         "<details><summary>Every table</summary>\n\n### ds\n\n| # | model |" in text
         and "| 1 | fake/echo | default | - | 100.0% | 0 |" in text
     )
-    assert "best value \\[ds\\] (fake/echo effort=default): 100.0% at $0.0600" in text  # renders as [ds]
+    # a line of its own (a list item: lines side by side in Markdown run into one paragraph), [ds] as text
+    assert "\n- best value \\[ds\\] (fake/echo effort=default): 100.0% at $0.0600\n" in text
     (old_log,) = (project / "log" / "agent-evals").glob("*.json")
     argv = ("compare", "--local", "--baseline", str(old_log), "--fail-on-regression", "--format", "markdown")
     planted = cli_run(project, *argv, env={"PLANT_REGRESSION": "1"})
