@@ -46,7 +46,7 @@ def test_public_signatures_are_pinned() -> None:
     assert fields == {
         "Case": ["id", "dataset", "variant", "input", "expected", "path", "metadata"],
         "Reply": ["output", "raw", "usage", "error", "metadata", "transcript"],
-        "Metric": ["name", "description", "aggregate", "primary"],
+        "Metric": ["name", "description", "aggregate", "primary", "judged"],
         "Score": ["value", "metrics", "outcomes", "diagnostics"],
         "Contender": ["model", "effort", "temperature", "max_tokens", "provider", "routing", "tier"],
     }
@@ -190,7 +190,7 @@ def test_configure_merges_lists_and_rejects_unknown_settings() -> None:
 # The module's size, in code tokens (names, operators, literals: comments and layout do not count,
 # so packing lines saves nothing). Each change that moves it says what paid for it: `git log -p
 # tests/test_api.py` has the history, with the line counts that stood here before #49.
-CEILING = 89831
+CEILING = 91973
 SOURCE = (ROOT / "agent_evals.py").read_text(encoding="utf-8")
 
 

@@ -1,0 +1,157 @@
+"""Judged metrics: people's labels, asked blind by ``label``, correct a judge's figures (PPI)."""
+
+from __future__ import annotations
+
+import builtins
+import json
+import random
+import re
+
+import pytest
+
+import agent_evals as ae
+from conftest import case_files
+
+# The "judge" passes every right answer and, biased, half the wrong ones (those whose v is
+# a multiple of 6): judged 5/6 right where people find 2/3.
+JUDGED = """
+import agent_evals as ae
+
+class S(ae.Scorer):
+    def metrics(self):
+        return [ae.Metric("correct", "the judge's verdict", primary=True, judged=True)]
+
+    def call(self, case, reply, context):
+        verdict = float(reply.output == case.expected or reply.output["v"] % 6 == 0)
+        return ae.Score(value=verdict, metrics={"correct": verdict})
+
+ae.configure(adapter=ae.EchoAdapter(), scorer=S(), providers=[ae.FakeProvider()])
+"""
+LINEUP = "request_types: [prompt]\nvendors:\n  fake:\n    - model: echo\n"
+
+
+def cases(n: int = 60) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for v in range(1, n + 1):  # a third are wrong: expected is not what the echo answers
+        out |= case_files("ds", f"a/{v:03d}", {"v": v}, expected={"v": v if v % 3 else -v})
+    return out
+
+
+def test_labels_asked_blind_correct_a_biased_judge(make_suite, cli, monkeypatch, capsys) -> None:
+    project = make_suite(helper=JUDGED, config=LINEUP, cases=cases())
+    code, out, err = cli("compare", "--local", cwd=project)
+    assert code == 0, err
+    assert "judged [ds] correct: no labels yet, so the judged figure is uncorrected (agent-evals label)" in out
+    shown: list[str] = []
+
+    def person(prompt: str) -> str:  # a person at the terminal: right when the answer is what was expected
+        screen = capsys.readouterr().out
+        shown.append(screen)
+        if len(shown) > 30:
+            return "q"
+        v = int(re.findall(r"\[\d+\] ds a/(\d+)", screen)[-1])
+        assert "the judge said" not in screen.split(f"a/{v:03d}")[-1]  # blind: the verdict comes after
+        return "y" if v % 3 else "n"
+
+    monkeypatch.setattr(builtins, "input", person)
+    code, out, err = cli("label")
+    assert code == 0, err
+    assert "label: 30 labels added to evals/labels/labels.jsonl (30 in all)" in out
+    assert "the judge said 1: you disagree" in "".join(shown) + out  # a wrong answer the judge passed
+    rows = [json.loads(line) for line in (project / "evals" / "labels" / "labels.jsonl").read_text().splitlines()]
+    assert len(rows) == 30 and set(rows[0]) == {"dataset", "case", "case_hash", "answer_hash", "metric", "label"}
+    assert len({r["case"] for r in rows}) == 30  # drawn without repeats
+    code, out, err = cli("compare", "--local", "--format", "json", cwd=project)
+    (fixed,) = json.loads(out)["corrected"]
+    assert fixed["metric"] == "correct" and fixed["n"] == 30
+    # the judge's values of the answers no one labelled, and the labelled ones' (label, value) pairs
+    labelled = {int(r["case"][2:]): r["label"] for r in rows}
+    judge = {v: float(v % 3 != 0 or v % 6 == 0) for v in range(1, 61)}
+    unlabelled = [judge[v] for v in judge if v not in labelled]
+    expected = ae._corrected(unlabelled, [(labelled[v], judge[v]) for v in sorted(labelled)]).to_json()
+    assert fixed == {"dataset": "ds", "contender": fixed["contender"], "metric": "correct", **expected}
+    assert all(label == float(v % 3 != 0) for v, label in labelled.items())  # what the person said
+    code, out, err = cli("compare", "--local")
+    line = next(x for x in out.splitlines() if x.startswith("judged [ds] correct:"))
+    assert (
+        "the judge agrees on" in line
+        and "(sensitivity 100%, specificity" in line
+        and "(judged 83.3%, 30 labels)" in line
+    )
+    # an edited case drops its label, and says so
+    (label,) = [r for r in rows if r["case"] == rows[0]["case"]]
+    expected = project / "evals" / "datasets" / "ds" / "cases" / label["case"] / "expected.json"
+    expected.write_text(json.dumps({"v": 999}))
+    code, out, err = cli("compare", "--local")
+    assert "labels [ds] correct: 1 case edited since labelled: their labels left out" in out
+    assert ", 29 labels)" in out
+
+
+def test_label_refuses_a_suite_with_no_judged_metric(make_suite, cli) -> None:
+    project = make_suite(helper=JUDGED.replace(", judged=True", ""), config=LINEUP, cases=cases(4))
+    assert cli("compare", "--local", cwd=project)[0] == 0
+    code, _, err = cli("label", "--metric", "correct")
+    assert code == 2 and "label: correct is not one of the scorer's metrics; none is (Metric(..., judged=True))" in err
+
+
+def test_a_labels_file_that_is_not_one_names_its_lines(tmp_path, capsys) -> None:
+    path = tmp_path / "labels.jsonl"
+    good = {"dataset": "ds", "case": "a/001", "case_hash": "h", "answer_hash": "a", "metric": "m", "label": 1}
+    lines = [json.dumps(good), "{not json", json.dumps(good | {"label": 2}), "[1]", json.dumps(good | {"label": "NaN"})]
+    path.write_text("\n".join([*lines, ""]))
+    assert ae._read_labels(path) == {("ds", "a/001", "h", "a", "m"): 1.0}
+    warned = capsys.readouterr().err.splitlines()
+    assert [w.split(": not a label")[0].rsplit(":", 1)[1] for w in warned] == ["2", "3", "4", "5"]
+    assert ae._read_labels(tmp_path / "none.jsonl") == {}
+
+
+@pytest.mark.parametrize(("sens", "spec", "labels"), [(0.95, 0.95, 50), (0.7, 0.95, 100), (0.9, 0.8, 200)])
+def test_corrected_intervals_cover_the_true_rate(sens: float, spec: float, labels: int) -> None:
+    """Two contenders, 500 answers each, a judge of known sensitivity and specificity that is
+    biased against the second (5 to 12 points: its specificity lower), labels drawn at random:
+    the corrected 95% intervals cover the people's rate 93-97% of the time, the mean unbiased."""
+    rng, covered, errors, runs = random.Random(f"{sens} {spec} {labels}"), 0, [], 800
+    for _ in range(runs):
+        for p, lower in ((0.85, 0.0), (0.7, 0.12)):
+            truth = [1.0 if rng.random() < p else 0.0 for _ in range(500)]
+            judge = [
+                (1.0 if rng.random() < sens - lower else 0.0) if y else (0.0 if rng.random() < spec else 1.0)
+                for y in truth
+            ]
+            chosen = set(rng.sample(range(500), labels))
+            estimate = ae._corrected(
+                [judge[i] for i in range(500) if i not in chosen], [(truth[i], judge[i]) for i in chosen]
+            )
+            assert estimate is not None
+            covered += estimate.low <= p <= estimate.high
+            errors.append(estimate.mean - p)
+    assert 0.93 <= covered / (2 * runs) <= 0.975, covered / (2 * runs)
+    assert abs(sum(errors) / len(errors)) < 0.01
+
+
+def test_label_takes_a_grade_skips_and_stops_at_the_end_of_input(make_suite, cli, monkeypatch) -> None:
+    """A graded judged metric asks for a number; s skips, a word it does not know is asked
+    again, and the end of the input (a closed pipe, Ctrl-D) stops with every label kept."""
+    graded = JUDGED.replace('float(reply.output == case.expected or reply.output["v"] % 6 == 0)', "0.5")
+    project = make_suite(helper=graded, config=LINEUP, cases=cases(6))
+    assert cli("compare", "--local", cwd=project)[0] == 0
+    said = iter(["s", "maybe", "2", "0.25", "1"])
+
+    def person(prompt: str) -> str:
+        assert prompt == "a grade from 0 to 1 (s skips, q quits): "
+        return next(said)  # then EOFError: StopIteration is not it, so end it as input() does
+
+    def ask(prompt: str) -> str:
+        try:
+            return person(prompt)
+        except StopIteration:
+            raise EOFError from None
+
+    monkeypatch.setattr(builtins, "input", ask)
+    code, out, _ = cli("label")
+    assert code == 0 and "  y, n, s or q, or a number from 0 to 1" in out and out.count("the judge said 0.5") == 2
+    assert "label: 2 labels added" in out
+    rows = [json.loads(line) for line in (project / "evals" / "labels" / "labels.jsonl").read_text().splitlines()]
+    assert [r["label"] for r in rows] == [0.25, 1.0]
+    code, out, _ = cli("compare", "--local")
+    assert "judged [ds] correct: the judge has 2 labels, too alike for a correlation; corrected: " in out
