@@ -1133,6 +1133,7 @@ class RunResult:
     exchanges: tuple[Mapping[str, object], ...] = ()  # each model call, when a tracker shows them
     served: tuple[Mapping[str, str], ...] = ()  # who answered its calls: upstream, model, tier (distinct)
     replayed: tuple[int, int] = (0, 0)  # answers a server's response cache gave: all, those not asked of it
+    case_hash: str | None = None  # the case as its log holds it (report); None: the case's own
 
     @property
     def label(self) -> str:
@@ -7128,6 +7129,12 @@ def _answer_hash(output: object) -> str:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
+def _label_key(result: RunResult, metric: str) -> tuple[str, ...]:
+    """What a label of this answer is filed under (``_LABEL_KEYS``)."""
+    case, output = result.case, result.reply.output if result.reply is not None else None
+    return (case.dataset, case.id, result.case_hash or _case_hash(case), _answer_hash(output), metric)
+
+
 def _log_row(result: RunResult) -> dict[str, object]:
     score, reply, case = result.score, result.reply, result.case
     return {
@@ -7814,19 +7821,26 @@ def _check_tracker(tracker: type[Tracker]) -> type[Tracker]:
 
 _STAMP = re.compile(r"\.(\d{8}-\d{6}-\d{3}(?:-\d+)?(?:-shard\d+of\d+)?)\.jsonl?$")
 LABELS = Path("labels") / "labels.jsonl"  # people's labels of judged answers, under the suite's evals/
+# (the report's downloads, labels-*.jsonl, are read from the same folder)
 _LABEL_KEYS = ("dataset", "case", "case_hash", "answer_hash", "metric")
 
 
-def _read_labels(path: Path) -> dict[tuple[str, ...], float]:
-    """People's labels, by dataset, case, the case's and the answer's hashes and metric (a
-    later line for the same answer wins); a line that is not one is named and skipped."""
+def _read_labels(folder: Path) -> dict[tuple[str, ...], float]:
+    """People's labels in ``folder``'s ``*.jsonl`` (``label``'s, and the report's downloads),
+    by dataset, case, the case's and the answer's hashes and metric (a later line for the
+    same answer wins); a line that is not one is named and skipped."""
     labels: dict[tuple[str, ...], float] = {}
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except FileNotFoundError:
-        return labels
-    except OSError as e:
-        raise ConfigError(f"{_display(path)}: {e.strerror or e}") from None
+    for path in sorted(folder.glob("*.jsonl")) if folder.is_dir() else ():
+        try:
+            text = path.read_text(encoding="utf-8", errors="replace")
+        except OSError as e:
+            raise ConfigError(f"{_display(path)}: {e.strerror or e}") from None
+        labels |= _labels_in(path, text)
+    return labels
+
+
+def _labels_in(path: Path, text: str) -> dict[tuple[str, ...], float]:
+    labels: dict[tuple[str, ...], float] = {}
     for number, line in enumerate(text.splitlines(), 1):
         try:
             row = json.loads(line)
@@ -8012,6 +8026,7 @@ def _result_from_row(row: Mapping[str, Any], case: Case) -> RunResult:
         transcript,
         served=tuple(s for s in row.get("served") or () if isinstance(s, dict)),
         replayed=_replayed(row.get("replayed")),
+        case_hash=row.get("case_hash") if isinstance(row.get("case_hash"), str) else None,
     )
 
 
@@ -9113,13 +9128,12 @@ def _judged_lines(
                     value = r.score.metrics.get(metric.name) if r.score is not None and r.reply is not None else None
                     if value is None:
                         continue
-                    now = _case_hash(r.case)
-                    key = (dataset, r.case.id, now, _answer_hash(r.reply.output), metric.name)  # type: ignore[union-attr]
+                    key = _label_key(r, metric.name)
                     if (label := labels.get(key)) is not None:
                         pairs.append((label, float(value)))
                     else:
                         judged.append(float(value))
-                    if hashes.get((dataset, r.case.id), now) != now:
+                    if hashes.get((dataset, r.case.id), key[2]) != key[2]:
                         edited.add(r.case.id)
                 if estimate := _corrected(judged, pairs):
                     corrected.setdefault(id(e), {})[metric.name] = estimate
@@ -10273,6 +10287,8 @@ button.side:focus-visible{outline:2px solid var(--accent)}
 .side-grid{display:grid;grid-template-columns:repeat(auto-fit,minmax(15rem,1fr));gap:.6rem}
 tr.side td>div{position:sticky;left:.3rem;max-width:calc(100vw - 2.5rem)}
 .side h4{margin:.4rem 0 .1rem;font-size:12px}
+.lab{display:block;white-space:nowrap}.lab button{font-size:11px;margin:.1rem}.lab input{width:4rem}
+.lab button[aria-pressed=true]{outline:2px solid var(--accent);font-weight:700}
 """
 
 _HTML_SCRIPT = """
@@ -10338,6 +10354,30 @@ document.querySelectorAll("table.grid button.side").forEach(function (button) {
     row.after(line);
     button.setAttribute("aria-expanded", "true");
   });
+});
+// a judged cell's label, kept by its key and offered as one JSON line each in the download
+var labels = new Map(), link = document.getElementById("labels");
+document.querySelectorAll(".lab").forEach(function (box) {
+  function keep(value) {
+    var key = JSON.parse(box.getAttribute("data-key")), row = {};
+    ["dataset", "case", "case_hash", "answer_hash", "metric"].forEach(function (n, i) { row[n] = key[i]; });
+    row.label = value;
+    labels.set(box.getAttribute("data-key"), JSON.stringify(row));
+    if (link.href.indexOf("blob:") === 0) { URL.revokeObjectURL(link.href); }
+    var text = Array.from(labels.values()).join("\\n") + "\\n";
+    link.href = URL.createObjectURL(new Blob([text], {type: "application/x-ndjson"}));
+    link.textContent = "download labels (" + labels.size + ")";
+  }
+  box.querySelectorAll("button").forEach(function (button) {
+    button.addEventListener("click", function () {
+      var judged = parseFloat(box.getAttribute("data-judged"));
+      box.querySelectorAll("button").forEach(function (b) { b.setAttribute("aria-pressed", String(b === button)); });
+      keep(button.getAttribute("data-agree") === "1" ? judged : 1 - judged);
+    });
+  });
+  var grade = box.querySelector("input");
+  if (grade) { grade.addEventListener("change", function () { var v = parseFloat(grade.value);
+  if (v >= 0 && v <= 1) { keep(v); } }); }
 });
 function reveal() {
   var row = location.hash && document.getElementById(location.hash.slice(1));
@@ -10529,6 +10569,32 @@ def _fmt_latency(row: _Row) -> str:
     return f" (p50 {row.latency[0]:.2f}s, p95 {row.latency[1]:.2f}s)" if row.latency else ""
 
 
+def _html_case_section(
+    experiments: Sequence[Experiment], metrics: Sequence[Metric], places: Mapping[int, int]
+) -> list[str]:
+    """The report's Cases: the filters, the labels' download when a metric is judged, and
+    each experiment's case runs, folded."""
+    out = ["<section><h2>Cases</h2><div class=filters role=group aria-label=Show>"]
+    if any(m.judged for m in metrics):  # labels given below are saved by downloading them: the page has no server
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        out.append(f'<a id=labels download="labels-{stamp}.jsonl" href="#">download labels (0)</a> to evals/labels/ ·')
+    out.append(
+        '<button type=button data-filter="">all</button>'
+        '<button type=button data-filter="only-errors">errors only</button>'
+    )
+    out.append('<button type=button data-filter="only-wrong">wrong only</button></div>')
+    for experiment in experiments:
+        wrong = sum(1 for r in experiment.results if r.score is not None and r.score.value < 1)
+        errors = sum(1 for r in experiment.results if r.error)
+        out.append(
+            f"<details><summary>{_h(experiment.dataset)} · {_h(experiment.contender.label)} — "
+            f"{len(experiment.results)} runs, {wrong} wrong, {errors} errors</summary>"
+        )
+        out.append(_html_cases(experiment, metrics, places[id(experiment)]))
+        out.append("</details>")
+    return out
+
+
 def _render_html(
     experiments: Sequence[Experiment], metrics: Sequence[Metric], *, title: str, refused: Sequence[str] = ()
 ) -> str:
@@ -10570,21 +10636,7 @@ def _render_html(
     note = f"<p>{_h(_leaderboard_head(unlike, primary))}</p>" if unlike else ""
     board = _html_table(headers, cells, numeric, hidden=phone)
     out.append(f"<section><h2>Leaderboard, all datasets</h2>{note}{board}</section>")
-    out.append("<section><h2>Cases</h2><div class=filters role=group aria-label=Show>")
-    out.append(
-        '<button type=button data-filter="">all</button>'
-        '<button type=button data-filter="only-errors">errors only</button>'
-    )
-    out.append('<button type=button data-filter="only-wrong">wrong only</button></div>')
-    for experiment in experiments:
-        wrong = sum(1 for r in experiment.results if r.score is not None and r.score.value < 1)
-        errors = sum(1 for r in experiment.results if r.error)
-        out.append(
-            f"<details><summary>{_h(experiment.dataset)} · {_h(experiment.contender.label)} — "
-            f"{len(experiment.results)} runs, {wrong} wrong, {errors} errors</summary>"
-        )
-        out.append(_html_cases(experiment, metrics, places[id(experiment)]))
-        out.append("</details>")
+    out += _html_case_section(experiments, metrics, places)
     out.append(
         f"</section>{_html_glossary(metrics, any(r.errors for r in rows))}<script>{_HTML_SCRIPT}</script></body></html>"
     )
@@ -10673,7 +10725,9 @@ def _html_cases(experiment: Experiment, metrics: Sequence[Metric], place: int = 
         kind = "error" if r.error else "wrong" if r.score is not None and r.score.value < 1 else "right"
         score = "-" if r.score is None else _fmt_pct(r.score.value)
         metric_cells = "".join(
-            f"<td class=n>{_h('-' if r.score is None else _fmt_pct(r.score.metrics.get(m.name)))}</td>" for m in metrics
+            f"<td class=n>{_h('-' if r.score is None else _fmt_pct(r.score.metrics.get(m.name)))}"
+            f"{_html_label(r, m.name) if m.judged else ''}</td>"
+            for m in metrics
         )
         output = r.reply.output if r.reply is not None else None
         if r.error:
@@ -10693,6 +10747,21 @@ def _html_cases(experiment: Experiment, metrics: Sequence[Metric], place: int = 
             f"<td><pre>{_h(output)}</pre>{transcript}</td><td>{note}</td><td>{_h(usage)}</td></tr>"
         )
     return f"<div class=scroll><table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table></div>"
+
+
+def _html_label(result: RunResult, metric: str) -> str:
+    """A judged cell's controls: agree or disagree with the judge's verdict (a 0/1 one), or
+    a grade; the script keeps each label for the download (labels-*.jsonl)."""
+    value = result.score.metrics.get(metric) if result.score is not None and result.reply is not None else None
+    if value is None:
+        return ""
+    key = _h(_json_dumps(_label_key(result, metric)))
+    if value in (0, 1):
+        return (
+            f'<span class=lab data-key="{key}" data-judged="{value:g}"><button type=button data-agree=1>agree</button>'
+            "<button type=button data-agree=0>disagree</button></span>"
+        )
+    return f'<span class=lab data-key="{key}"><input type=number min=0 max=1 step=0.05 aria-label="your grade"></span>'
 
 
 def _html_glossary(metrics: Sequence[Metric], ranked: bool = False) -> str:
@@ -11865,7 +11934,7 @@ def _print_results(args: argparse.Namespace, plan: _Plan, session: _Session, end
             print(line, file=sys.stderr)
     for line in _cache_lines(shown):
         print(line, file=out if tables else sys.stderr)
-    labels = _read_labels(suite.root / LABELS) if any(m.judged for m in suite.metrics) else {}
+    labels = _read_labels(suite.root / LABELS.parent) if any(m.judged for m in suite.metrics) else {}
     judged, corrected = _judged_lines(shown, suite.metrics, labels)
     for line in _wrap(judged, _width_of(out)) if tables else ():
         print(line, file=out)
@@ -12106,7 +12175,7 @@ def _cmd_label(args: argparse.Namespace) -> int:
         known = f"the judged: {', '.join(judged)}" if judged else "none is (Metric(..., judged=True))"
         raise ConfigError(f"label: {args.metric or 'a judged metric'} is not one of the scorer's metrics; {known}")
     metric, path = args.metric or judged[0], suite.root / LABELS
-    labels, known_cases = _read_labels(path), {(c.dataset, c.id): c for c in cases}
+    labels, known_cases = _read_labels(path.parent), {(c.dataset, c.id): c for c in cases}
     queues: list[tuple[list[float], list[tuple[tuple[str, ...], Case, object, float]]]] = []
     for record in _read_run(args.log or True, suite.project_root / LOG_DIR, "label").values():
         todo = []

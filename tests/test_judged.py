@@ -6,6 +6,8 @@ import builtins
 import json
 import random
 import re
+import shutil
+import time
 
 import pytest
 
@@ -99,10 +101,10 @@ def test_a_labels_file_that_is_not_one_names_its_lines(tmp_path, capsys) -> None
     good = {"dataset": "ds", "case": "a/001", "case_hash": "h", "answer_hash": "a", "metric": "m", "label": 1}
     lines = [json.dumps(good), "{not json", json.dumps(good | {"label": 2}), "[1]", json.dumps(good | {"label": "NaN"})]
     path.write_text("\n".join([*lines, ""]))
-    assert ae._read_labels(path) == {("ds", "a/001", "h", "a", "m"): 1.0}
+    assert ae._read_labels(tmp_path) == {("ds", "a/001", "h", "a", "m"): 1.0}
     warned = capsys.readouterr().err.splitlines()
     assert [w.split(": not a label")[0].rsplit(":", 1)[1] for w in warned] == ["2", "3", "4", "5"]
-    assert ae._read_labels(tmp_path / "none.jsonl") == {}
+    assert ae._read_labels(tmp_path / "none") == {}
 
 
 @pytest.mark.parametrize(("sens", "spec", "labels"), [(0.95, 0.95, 50), (0.7, 0.95, 100), (0.9, 0.8, 200)])
@@ -155,3 +157,53 @@ def test_label_takes_a_grade_skips_and_stops_at_the_end_of_input(make_suite, cli
     assert [r["label"] for r in rows] == [0.25, 1.0]
     code, out, _ = cli("compare", "--local")
     assert "judged [ds] correct: the judge has 2 labels, too alike for a correlation; corrected: " in out
+
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@pytest.mark.skipif(not (CHROMIUM and shutil.which("chromedriver")), reason="Debian's chromium and chromium-driver")
+def test_labels_given_in_the_report_are_downloaded_and_compare_reads_them(make_suite, cli, tmp_path) -> None:
+    """50 judged answers labelled in the HTML report in headless Chromium (agree or disagree
+    with the judge, as a person who knows the right answer would), the labels downloaded and
+    dropped in evals/labels/: compare corrects the judged figure with them, and a case
+    edited since drops its label with a line saying so."""
+    from selenium.webdriver.common.by import By
+    from test_html import chrome
+
+    project = make_suite(helper=JUDGED, config=LINEUP, cases=cases())
+    page = tmp_path / "report.html"
+    assert cli("compare", "--local", "--html", str(page), cwd=project)[0] == 0
+    downloads = tmp_path / "downloads"
+    downloads.mkdir()
+    driver = chrome(tmp_path, 1280)
+    try:
+        driver.execute_cdp_cmd("Browser.setDownloadBehavior", {"behavior": "allow", "downloadPath": str(downloads)})
+        driver.get(page.as_uri())
+        rows = driver.find_elements(By.CSS_SELECTOR, "tr.case")
+        for row in rows[:50]:
+            v = int(row.find_element(By.TAG_NAME, "td").get_attribute("textContent").split("/")[1])
+            box = row.find_element(By.CSS_SELECTOR, ".lab")
+            judged, truth = float(box.get_attribute("data-judged")), float(v % 3 != 0)
+            button = box.find_element(By.CSS_SELECTOR, f"button[data-agree='{int(judged == truth)}']")
+            driver.execute_script("arguments[0].click()", button)
+        link = driver.find_element(By.ID, "labels")
+        assert link.get_attribute("textContent") == "download labels (50)"
+        driver.execute_script("arguments[0].click()", link)
+        deadline = time.monotonic() + 30
+        while not (done := [p for p in downloads.glob("labels-*.jsonl") if p.stat().st_size]):
+            assert time.monotonic() < deadline, list(downloads.iterdir())
+            time.sleep(0.1)
+    finally:
+        driver.quit()
+    (saved,) = done
+    rows = [json.loads(line) for line in saved.read_text().splitlines()]
+    assert len(rows) == 50 and all(r["label"] == float(int(r["case"][2:]) % 3 != 0) for r in rows)
+    (project / "evals" / "labels").mkdir()
+    shutil.move(saved, project / "evals" / "labels" / saved.name)
+    code, out, _ = cli("compare", "--local", cwd=project)
+    assert code == 0 and ", 50 labels)" in out and "the judge agrees on " in out
+    first = project / "evals" / "datasets" / "ds" / "cases" / rows[0]["case"] / "expected.json"
+    first.write_text(json.dumps({"v": 999}))
+    code, out, _ = cli("compare", "--local", cwd=project)
+    assert "labels [ds] correct: 1 case edited since labelled: their labels left out" in out and ", 49 labels)" in out
