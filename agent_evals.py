@@ -75,6 +75,7 @@ __all__ = [
     "SchemaValidator",
     "Scorer",
     "Tracker",
+    "Judge",
     "configure",
     "run_tools",
     # built in
@@ -1134,6 +1135,7 @@ class RunResult:
     served: tuple[Mapping[str, str], ...] = ()  # who answered its calls: upstream, model, tier (distinct)
     replayed: tuple[int, int] = (0, 0)  # answers a server's response cache gave: all, those not asked of it
     case_hash: str | None = None  # the case as its log holds it (report); None: the case's own
+    judge_usage: Usage = field(default_factory=Usage)  # what a Judge's calls spent scoring it: apart from ``usage``
 
     @property
     def label(self) -> str:
@@ -1525,6 +1527,8 @@ class _Call:
 
 # the model call in flight in this context (asyncio.to_thread carries it): a provider's retries reach its steps
 _CALL: contextvars.ContextVar[_Call | None] = contextvars.ContextVar("agent_evals_call", default=None)
+# the run's judge model for the case being scored (a Judge asks it), None outside a run or with no judge named
+_JUDGE: contextvars.ContextVar[Model | None] = contextvars.ContextVar("agent_evals_judge", default=None)
 
 
 class _Step:
@@ -1747,6 +1751,45 @@ class Scorer:
     def summary(self, case: Case) -> str:
         """One short line about the case, shown by ``agent-evals cases``."""
         return ""
+
+
+class Judge:
+    """An LLM judge a scorer asks: ``Judge(rubric)(case, reply)`` asks the run's judge model
+    (``judge:`` in the config, or ``--judge MODEL``) whether ``reply`` meets ``rubric`` for
+    ``case`` (its input and expected answer), and returns ``(verdict, reasons)``: 1.0 or 0.0
+    (``graded=True``: a grade from 0 to 1). The call goes the contenders' way (the response
+    cache, ``--budget``, the rate limiter) at temperature 0; its tokens and cost are the
+    judge's, shown apart from each contender's. A refusal or an answer that is no verdict
+    raises ``SuiteError``: that case's error, named, never a 0. Declare the metric it gives
+    ``Metric(..., judged=True)``: people's labels then correct it (``agent-evals label``)."""
+
+    def __init__(self, rubric: str, *, graded: bool = False) -> None:
+        if not isinstance(rubric, str) or not rubric.strip():
+            raise ConfigError(f"Judge(rubric={_shown(rubric)}): expected the rubric as text")
+        self.rubric, self.graded = rubric, graded
+
+    def __call__(self, case: Case, reply: Reply) -> tuple[float, str]:
+        model = _JUDGE.get()
+        if model is None:
+            raise SuiteError("Judge: this run has no judge model; name one with judge: MODEL in the config or --judge")
+        form = '"score": a number from 0 to 1' if self.graded else '"verdict": "pass" or "fail"'
+        system = (
+            f"You grade an answer by this rubric:\n{self.rubric.strip()}\n\n"
+            f'Reply with one JSON object and nothing else: {{{form}, "reasons": "why, briefly"}}'
+        )
+        shown = (("Input", case.input), ("Expected answer", case.expected), ("Answer to grade", reply.output))
+        user = "\n\n".join(f"{name}:\n{v if isinstance(v, str) else _json_dumps(v)}" for name, v in shown)
+        text = model.complete(system, user, json=True).text
+        try:
+            said = json.loads(text)
+            value = float(said["score"]) if self.graded else {"pass": 1.0, "fail": 0.0}[str(said["verdict"]).lower()]
+        except (ValueError, TypeError, KeyError, RecursionError):
+            value, said = math.nan, {}
+        if not 0 <= value <= 1:
+            raise SuiteError(
+                f"judge {model.id} gave no verdict ({'a grade' if self.graded else 'pass or fail'}): {_shown(text)}"
+            )
+        return value, str(said.get("reasons") or "")
 
 
 class EchoAdapter(Adapter):
@@ -2023,6 +2066,7 @@ class _Config:
     cases: str | None = None
     cache: bool = False
     app: dict[str, str] = field(default_factory=dict)  # url and title: the app OpenRouter attributes calls to
+    judge: str | None = None  # the model a Judge asks, named as a contender is (openai/gpt-4.1-mini)
 
 
 _TOP_KEYS = (
@@ -2038,6 +2082,7 @@ _TOP_KEYS = (
     "cases",
     "cache",
     "app",
+    "judge",
 )
 # Transport settings every provider takes, with the kind of number each is.
 _DEFAULT_KEYS = (*(setting.key for setting in _SETTINGS if setting.key), "provider")
@@ -2422,7 +2467,7 @@ def _parse_config(
         raise ConfigError(f"{where}: app: expected url: and title: as text, got {_shown(app)}")
     _check_keys(app, ("url", "title"), where, "app.")
     config.app = app
-    for key in ("project", "tracker", "cases"):
+    for key in ("project", "tracker", "cases", "judge"):
         if key in data and data[key] is not None:
             if not isinstance(data[key], str):
                 raise ConfigError(f"{where}: {key}: expected a string, got {data[key]!r}")
@@ -5611,9 +5656,16 @@ def _ids(cases: Sequence[Case]) -> list[str]:
 
 
 def _run_case(
-    suite: _Suite, experiment: Experiment, place: int, metric_names: frozenset[str], model: Model, started: float
+    suite: _Suite,
+    experiment: Experiment,
+    place: int,
+    metric_names: frozenset[str],
+    model: Model,
+    started: float,
+    judge: Model | None = None,
 ) -> RunResult:
-    """Read, run and score one case. An exception is an error; a ``Reply.error`` is a 0."""
+    """Read, run and score one case. An exception is an error; a ``Reply.error`` is a 0.
+    ``judge``: the model a scorer's ``Judge`` asks, with a ledger of its own."""
     case = experiment.cases[place]
     reply = score = error = trace = None
     try:
@@ -5623,14 +5675,19 @@ def _run_case(
         if not isinstance(answer, Reply) and inspect.isawaitable(answer):  # isawaitable: ABC checks, slow
             answer = _awaited(answer)
         reply = _check_reply(suite.adapter, answer, model)
-        score = _score(suite, case, reply, metric_names)
+        token = _JUDGE.set(judge)
+        try:
+            score = _score(suite, case, reply, metric_names)
+        finally:
+            _JUDGE.reset(token)
     except _Deferred:  # --batch: it runs again once its batch has answered
         pass
     except _SUITE_EXCEPTIONS as e:
         _reraise_ctrl_c(e)
         error, trace = _describe(e)
         _stop_if_fatal(e, model.stop, experiment)
-    return _result(experiment, case, model, time.perf_counter() - started, reply, score, error, trace)
+    result = _result(experiment, case, model, time.perf_counter() - started, reply, score, error, trace)
+    return dataclasses.replace(result, judge_usage=judge.ledger.usage) if judge is not None else result
 
 
 def _result(
@@ -6116,6 +6173,15 @@ class _ExperimentRun:
             with self.run.lock:
                 self.blocked -= 1
 
+    def _judge(self) -> Model | None:
+        """The run's judge model for one case run: a ledger of its own (its spend is shown
+        apart), every step of the contenders' calls but the batch (a judge's call goes at once)."""
+        if self.run.judge is None:
+            return None
+        model_id, provider = self.run.judge
+        steps = tuple(s for s in self.steps if s is not self.batch)
+        return Model(model_id, provider, temperature=0.0, stop=self.run.stop, steps=steps, ledger=_Ledger())
+
     def _begin(self, i: int, owner: _Owner) -> tuple[int, Model, float]:
         """The case's place, its model and its start; the case is in flight from here."""
         # a tracker that shows each model call gets them from the ledger
@@ -6133,7 +6199,8 @@ class _ExperimentRun:
                 place, model, started = self._begin(i, owner)
                 try:
                     with self._within(place, model.ledger.repeat) if run.live else contextlib.nullcontext():
-                        result = _run_case(run.suite, self.experiment, place, run.metric_names, model, started)
+                        judge = self._judge()
+                        result = _run_case(run.suite, self.experiment, place, run.metric_names, model, started, judge)
                 except BaseException as e:  # the harness's own failure: still that case's row
                     took = time.perf_counter() - started
                     result = _result(self.experiment, self._case(place), model, took, None, None, *_describe(e))
@@ -6569,6 +6636,7 @@ class _Session:
         earlier_batches: Mapping[tuple[str, str], Sequence[Mapping[str, object]]] | None = None,
         cache: _Cache | None = None,
         budget: _Budget | None = None,
+        judge: tuple[str, Provider] | None = None,
     ) -> None:
         import queue
 
@@ -6594,6 +6662,7 @@ class _Session:
         # (contender key, dataset) -> the batches of the run --resume continues, collected before any case
         self.earlier_batches = earlier_batches or {}
         self.cache, self.budget = cache, budget  # --cache and --budget: steps of every model call
+        self.judge = judge  # the model a Judge asks, and its provider (judge: or --judge)
         self.batches = 0  # batches sent or collected so far: each one's number
         self.couriers = {t: _Courier(t, self) for t in trackers if not isinstance(t, LocalTracker)}
         # the trackers whose begin() does something, entered around each case on its thread
@@ -7163,6 +7232,7 @@ def _log_row(result: RunResult) -> dict[str, object]:
         **({CLUSTER: cluster} if (cluster := case.metadata.get(CLUSTER)) is not None else {}),
         **({"served": list(result.served)} if result.served else {}),
         **({"replayed": list(result.replayed)} if result.replayed[0] else {}),
+        **({"judge_usage": result.judge_usage.to_json()} if result.judge_usage != Usage() else {}),
     }
 
 
@@ -8027,6 +8097,7 @@ def _result_from_row(row: Mapping[str, Any], case: Case) -> RunResult:
         served=tuple(s for s in row.get("served") or () if isinstance(s, dict)),
         replayed=_replayed(row.get("replayed")),
         case_hash=row.get("case_hash") if isinstance(row.get("case_hash"), str) else None,
+        judge_usage=Usage.coerce(row.get("judge_usage")) or Usage(),
     )
 
 
@@ -8095,6 +8166,7 @@ _NUMBER = (int, float)
 _ROW_TYPES: dict[str, tuple[type, ...]] = {
     "case": (str,),
     "case_hash": (str, type(None)),
+    "judge_usage": (dict, type(None)),
     "repeat": (int, type(None)),
     "score": (*_NUMBER, type(None)),
     "metrics": (dict, type(None)),
@@ -9110,14 +9182,28 @@ def _leaderboard_table(
     return _metric_table("#", _places(rows, _primary(metrics), ranked), rows, metrics, style, width)
 
 
+def _judge_spend(experiments: Sequence[Experiment]) -> Usage:
+    return Usage.total(r.judge_usage for e in experiments for r in e.results)
+
+
 def _judged_lines(
-    experiments: Sequence[Experiment], metrics: Sequence[Metric], labels: Mapping[tuple[str, ...], float]
+    experiments: Sequence[Experiment],
+    metrics: Sequence[Metric],
+    labels: Mapping[tuple[str, ...], float],
+    judge: str | None = None,
 ) -> tuple[list[str], dict[int, dict[str, _Estimate]]]:
-    """Each judged metric's word on people: how its judge agrees with their labels, and each
-    contender's mean corrected by them (``_corrected``) beside the judged one; without labels,
-    that the judged figure is uncorrected. Also each experiment's corrected estimates (by
-    ``id``), for the JSON document. A label of a case edited since is left out and counted."""
+    """What the run's ``judge`` model spent, apart from the contenders'; then each judged
+    metric's word on people: how its judge agrees with their labels, and each contender's
+    mean corrected by them (``_corrected``) beside the judged one; without labels, that the
+    judged figure is uncorrected. Also each experiment's corrected estimates (by ``id``),
+    for the JSON document. A label of a case edited since is left out and counted."""
     lines, corrected = [], dict[int, dict[str, _Estimate]]()
+    if judge:  # a judge's spend is the judge's: never a contender's cost
+        spent, runs = _judge_spend(experiments), sum(r.judge_usage != Usage() for e in experiments for r in e.results)
+        lines.append(
+            f"judge {judge}: {_fmt_cost(spent.cost_usd)} over {_n(runs, 'case run')} ({spent.input_tokens:,} tokens "
+            f"in, {spent.output_tokens:,} out), apart from the contenders' cost; held by --budget"
+        )
     hashes = {(d, c): h for d, c, h, *_ in labels}
     for metric in (m for m in metrics if m.judged):
         for dataset in dict.fromkeys(e.dataset for e in experiments):
@@ -11023,6 +11109,11 @@ _FLAGS: tuple[tuple[str, tuple[str, ...], dict[str, Any]], ...] = (
     ("running/what runs", ("-n", "--dry-run"), {**_ON, "help": "show the experiment matrix; call nothing"}),
     (
         "running/what runs",
+        ("--judge",),
+        {"metavar": "MODEL", "help": "the model a scorer's Judge asks (beats the config's judge:)"},
+    ),
+    (
+        "running/what runs",
         ("--shard",),
         {"metavar": "K/N", "help": "run only the K-th of N stable slices of the experiment matrix (CI matrices)"},
     ),
@@ -11547,6 +11638,7 @@ class _Plan:
     cache: _Cache | None = None  # --cache
     decided: bool = False  # --until-decided
     batches: dict[tuple[str, str], list[dict[str, object]]] = field(default_factory=dict)  # --resume: to collect
+    judge: tuple[str, Provider] | None = None  # the model a Judge asks, and its provider
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
@@ -11634,11 +11726,29 @@ def _plan_run(args: argparse.Namespace) -> _Plan:
     twice = [(key, problem) for key, problem in twice if key in keys]
     log_dir = suite.project_root / LOG_DIR
     plan = _Plan(suite, lineup, experiments, by_dataset, twice, gates, notes, log_dir, decided=bool(args.until_decided))
+    plan.judge = _judge_of(suite, args.judge or suite.config.judge)
     cached = log_dir / "cache" / "completions.sqlite3"
     cache = _Cache(cached) if (args.cache or suite.config.cache) and cached.is_file() else None
     turns = max_turns if getattr(suite.adapter, "uses_tools", False) else 1
     plan.forecasts = [_forecast(experiment, log_dir, cache, turns) for experiment in experiments]
     return plan
+
+
+def _judge_of(suite: _Suite, model_id: str | None) -> tuple[str, Provider] | None:
+    """The judge model a run names and the provider that serves it, refused by name before
+    anything is spent when none does or its catalog does not list it."""
+    if not model_id:
+        return None
+    where = f"judge {model_id}"
+    provider = next((p for p in suite.providers if not p.direct and p.serves(model_id)), None)
+    if provider is None:
+        raise ConfigError(f"{where}: no provider of this suite serves it; name a model as in vendors:")
+    if provider.prefix is None:  # a catch-all (OpenRouter) is not asked for a model a missing provider serves
+        _refuse_fall_through(model_id, suite.providers, where)
+    catalog = provider.catalog()
+    if catalog and model_id not in catalog:
+        raise ConfigError(f"{where}: {provider.name} does not list it{_hint(model_id, catalog)}")
+    return model_id, provider
 
 
 def _apply_budget(plan: _Plan, limit: float | None) -> None:
@@ -11804,6 +11914,7 @@ def _session(args: argparse.Namespace, plan: _Plan, stamp: str) -> _Session:
         earlier_batches=plan.batches,
         cache=plan.cache,
         budget=plan.budget,
+        judge=plan.judge,
     )
 
 
@@ -11935,7 +12046,7 @@ def _print_results(args: argparse.Namespace, plan: _Plan, session: _Session, end
     for line in _cache_lines(shown):
         print(line, file=out if tables else sys.stderr)
     labels = _read_labels(suite.root / LABELS.parent) if any(m.judged for m in suite.metrics) else {}
-    judged, corrected = _judged_lines(shown, suite.metrics, labels)
+    judged, corrected = _judged_lines(shown, suite.metrics, labels, plan.judge and plan.judge[0])
     for line in _wrap(judged, _width_of(out)) if tables else ():
         print(line, file=out)
     changes = None
@@ -11960,6 +12071,7 @@ def _print_results(args: argparse.Namespace, plan: _Plan, session: _Session, end
             "baseline": None if changes is None else [_change_document(c) for c in changes],
             "refused": plan.lineup.refused,
             "decided": session.decisions if args.until_decided else None,
+            "judge": {"model": plan.judge[0], "usage": _judge_spend(shown).to_json()} if plan.judge else None,
             "corrected": [
                 {"dataset": e.dataset, "contender": e.contender.to_json(), "metric": name, **estimate.to_json()}
                 for e in shown

@@ -207,3 +207,68 @@ def test_labels_given_in_the_report_are_downloaded_and_compare_reads_them(make_s
     first.write_text(json.dumps({"v": 999}))
     code, out, _ = cli("compare", "--local", cwd=project)
     assert "labels [ds] correct: 1 case edited since labelled: their labels left out" in out and ", 49 labels)" in out
+
+
+JUDGE_SUITE = """
+import agent_evals as ae
+
+judge = ae.Judge("Pass when the answer gives the value the expected answer gives.")
+
+class S(ae.Scorer):
+    def metrics(self):
+        return [ae.Metric("correct", "the judge's verdict", primary=True, judged=True)]
+
+    def call(self, case, reply, context):
+        verdict, reasons = judge(case, reply)
+        return ae.Score(value=verdict, metrics={"correct": verdict}, diagnostics={"reasons": reasons})
+
+ae.configure(adapter=ae.EchoAdapter(), scorer=S(), providers=[ae.FakeProvider()])  # OpenRouter is built in
+"""
+
+
+def test_a_judge_asks_the_named_model_the_way_contenders_are_asked(make_suite) -> None:
+    """A scorer's Judge asks --judge's model over real HTTP at temperature 0, with the rubric,
+    the case and the answer; its verdict scores the case, an answer that is no verdict is that
+    case's error (named), its spend is shown apart from the contender's, --cache answers it
+    the second time, and --budget holds it; a judge no provider serves is refused first."""
+    from servers import OpenAICompatible, chat_answer
+
+    from conftest import run_agent_evals
+
+    def respond(request):
+        user = request.body["messages"][-1]["content"]
+        answer = user.split("Answer to grade:\n")[1]
+        if '"v": 4' in answer:
+            return chat_answer("I would rather not grade this.")
+        verdict = "fail" if '"v": 3' in answer else "pass"
+        return chat_answer(json.dumps({"verdict": verdict, "reasons": f"v {answer}"}), cost=0.01)
+
+    project = make_suite(helper=JUDGE_SUITE, config=LINEUP, cases=cases(6))
+    with OpenAICompatible(respond) as server:
+        env = {"OPENROUTER_BASE_URL": f"{server.url}/api/v1", "OPENROUTER_API_KEY": "sk-or-v1-test"}
+        argv = ["compare", "--local", "--judge", "openai/gpt-4.1-mini", "--cache", "--format", "json"]
+        done = run_agent_evals(*argv, cwd=project, env=env)
+        asked = server.chats()
+        again = run_agent_evals(*argv, cwd=project, env=env)
+        assert len(server.chats()) == len(asked) == 6, done.stderr  # the second run: all from the cache
+        broke = run_agent_evals(
+            "compare", "--local", "--judge", "openai/gpt-4.1-mini", "--budget", "0.015", cwd=project, env=env
+        )
+        missing = run_agent_evals("compare", "--local", "--judge", "openai/gpt-4.1-nano", cwd=project, env=env)
+    sent = asked[0].body
+    assert sent["model"] == "openai/gpt-4.1-mini" and sent["temperature"] == 0.0
+    assert sent["messages"][0]["content"].startswith("You grade an answer by this rubric:\nPass when the answer")
+    assert "Input:\n" in sent["messages"][1]["content"] and "Expected answer:\n" in sent["messages"][1]["content"]
+    document = json.loads(done.stdout)
+    assert document["judge"]["model"] == "openai/gpt-4.1-mini"
+    assert document["judge"]["usage"]["cost_usd"] == pytest.approx(0.0502)  # 5 verdicts at $0.01, a refusal
+    (row,) = document["datasets"][0]["leaderboard"]
+    assert row["errors"] == 1 and row["cost_usd"] == pytest.approx(0.006)  # the contender's six calls, not the judge's
+    log = json.loads(min((project / "log" / "agent-evals").glob("*.json")).read_text())  # the first run's
+    errors = [r["error"] for r in log["rows"] if r["error"]]
+    assert errors == [
+        "SuiteError: judge openai/gpt-4.1-mini gave no verdict (pass or fail): 'I would rather not grade this.'"
+    ]
+    assert json.loads(again.stdout)["judge"]["usage"]["cost_usd"] == 0.0  # a second run spends nothing on the judge
+    assert broke.returncode == 1 and "--budget" in broke.stderr
+    assert missing.returncode == 2 and "judge openai/gpt-4.1-nano: openrouter does not list it" in missing.stderr
