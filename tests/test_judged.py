@@ -272,3 +272,24 @@ def test_a_judge_asks_the_named_model_the_way_contenders_are_asked(make_suite) -
     assert json.loads(again.stdout)["judge"]["usage"]["cost_usd"] == 0.0  # a second run spends nothing on the judge
     assert broke.returncode == 1 and "--budget" in broke.stderr
     assert missing.returncode == 2 and "judge openai/gpt-4.1-nano: openrouter does not list it" in missing.stderr
+
+
+def test_the_judge_example_shows_a_lenient_judge_corrected_by_its_labels(tmp_path) -> None:
+    """examples/judge_suite as a newcomer runs it: offline, a judge that passes a country's
+    largest city as its capital ranks the sloppy contender first at 100%; the labels the
+    example ships put it near its true 62.5% (careful's is 93.8%), and say how the judge errs."""
+    from conftest import ROOT, run_agent_evals
+
+    suite = tmp_path / "judge_suite"
+    shutil.copytree(ROOT / "examples" / "judge_suite", suite, ignore=shutil.ignore_patterns("log", "__pycache__"))
+    done = run_agent_evals("compare", "--local", "--format", "json", cwd=suite)
+    assert done.returncode == 0, done.stderr
+    document = json.loads(done.stdout)
+    judged = {r["contender"]["model"]: r["metrics"]["correct"]["mean"] for r in document["datasets"][0]["leaderboard"]}
+    assert judged == {"fake/sloppy": 1.0, "fake/careful": 15 / 16}
+    corrected = {c["contender"]["model"]: c for c in document["corrected"]}
+    assert corrected["fake/sloppy"]["low"] <= 10 / 16 <= corrected["fake/sloppy"]["high"] < 1.0
+    assert corrected["fake/careful"]["mean"] > corrected["fake/sloppy"]["mean"]
+    assert document["judge"]["model"] == "fake/judge" and document["judge"]["usage"]["cost_usd"] == pytest.approx(0.032)
+    table = run_agent_evals("compare", "--local", cwd=suite).stdout
+    assert "judged [capitals] correct: the judge agrees on 14 of 18 labels (sensitivity 100%, specificity 0%)" in table
