@@ -293,3 +293,50 @@ def test_the_judge_example_shows_a_lenient_judge_corrected_by_its_labels(tmp_pat
     assert document["judge"]["model"] == "fake/judge" and document["judge"]["usage"]["cost_usd"] == pytest.approx(0.032)
     table = run_agent_evals("compare", "--local", cwd=suite).stdout
     assert "judged [capitals] correct: the judge agrees on 14 of 18 labels (sensitivity 100%, specificity 0%)" in table
+
+
+HOSTILE_JUDGE = """
+import agent_evals as ae
+
+judge = ae.Judge("Pass when right.", graded=__GRADED__)
+
+class S(ae.Scorer):
+    def metrics(self):
+        return [ae.Metric("correct", "", primary=True, judged=True)]
+
+    def call(self, case, reply, context):
+        verdict, reasons = judge(case, reply)
+        return ae.Score(value=verdict, metrics={"correct": verdict}, diagnostics={"reasons": reasons})
+
+ae.configure(adapter=ae.EchoAdapter(), scorer=S(), providers=[ae.FakeProvider({"judge": lambda s, u: __SAYS__})])
+"""
+
+
+@pytest.mark.hostile
+@pytest.mark.parametrize(
+    ("graded", "says", "verdict"),
+    [
+        (False, '\'{"verdict": "PASS", "reasons": 5}\'', 1.0),
+        (False, "'{\"verdict\": null}'", None),
+        (False, "'[1, 2]'", None),
+        (False, "'x' * 100_000", None),
+        (False, '\'{"verdict": "pass"' + "\"}' * 0 + '[' * 100_000", None),
+        (True, '\'{"score": "NaN"}\'', None),
+        (True, "'{\"score\": 1e999}'", None),
+        (True, "'{\"score\": -0.5}'", None),
+        (True, '\'{"score": 0.25, "reasons": "partly"}\'', 0.25),
+    ],
+)
+def test_a_judge_that_says_no_verdict_is_that_cases_error_never_a_zero(make_suite, cli, graded, says, verdict) -> None:
+    helper = HOSTILE_JUDGE.replace("__GRADED__", str(graded)).replace("__SAYS__", says)
+    project = make_suite(helper=helper, config=LINEUP + "judge: fake/judge\n", cases=cases(2))
+    code, out, err = cli("compare", "--local", "--format", "json", cwd=project)
+    assert code == 0, err
+    (row,) = json.loads(out)["datasets"][0]["leaderboard"]
+    if verdict is None:
+        assert row["errors"] == 2 and row["metrics"]["correct"]["mean"] is None
+        log = json.loads(next((project / "log" / "agent-evals").glob("*.json")).read_text())
+        error = log["rows"][0]["error"]
+        assert error.startswith("SuiteError: judge fake/judge gave no verdict (") and len(error) < 200
+    else:
+        assert row["errors"] == 0 and row["metrics"]["correct"]["mean"] == verdict
