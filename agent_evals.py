@@ -3167,6 +3167,23 @@ def _build_lineup(suite: _Suite, overrides: _Overrides, models: list[str]) -> _L
     return lineup
 
 
+def _judge_of(suite: _Suite, model_id: str | None) -> tuple[str, Provider] | None:
+    """The judge model a run names and the provider that serves it, refused by name before
+    anything is spent when none does or its catalog does not list it."""
+    if not model_id:
+        return None
+    where = f"judge {model_id}"
+    provider = next((p for p in suite.providers if not p.direct and p.serves(model_id)), None)
+    if provider is None:
+        raise ConfigError(f"{where}: no provider of this suite serves it; name a model as in vendors:")
+    if provider.prefix is None:  # a catch-all (OpenRouter) is not asked for a model a missing provider serves
+        _refuse_fall_through(model_id, suite.providers, where)
+    catalog = provider.catalog()
+    if catalog and model_id not in catalog:
+        raise ConfigError(f"{where}: {provider.name} does not list it{_hint(model_id, catalog)}")
+    return model_id, provider
+
+
 def _refuse_fall_through(model_id: str, providers: Sequence[Provider], where: str) -> None:
     """A model id that a provider class claims by its prefix must never go to the catch-all
     provider (OpenRouter) because that provider was not registered: refused by name."""
@@ -4963,7 +4980,15 @@ def _estimate(values: Sequence[float]) -> _Estimate | None:
     return _Estimate(mean, n, se, max(0.0, mean - t * se), min(1.0, mean + t * se), "t")
 
 
-PSEUDO = 0.3  # a judged rectifier's pseudo-disagreements, one each way: set by tests/test_simulations.py
+PSEUDO = 0.3  # a judged rectifier's pseudo-disagreements, one each way: set by simulation (tests/test_judged.py)
+
+
+def _spread(gaps: Sequence[float]) -> float:
+    """The variance of people's disagreements with a judge (label minus judged value), with
+    ``PSEUDO`` of a disagreement each way besides: 50 labels that all happen to agree never
+    claim a judge without error."""
+    n, gap = len(gaps), sum(gaps) / len(gaps)
+    return (sum((d - gap) ** 2 for d in gaps) + PSEUDO * ((1 - gap) ** 2 + (1 + gap) ** 2)) / (n + 2 * PSEUDO - 1)
 
 
 def _corrected(judged: Sequence[float], pairs: Sequence[tuple[float, float]]) -> _Estimate | None:
@@ -4971,9 +4996,8 @@ def _corrected(judged: Sequence[float], pairs: Sequence[tuple[float, float]]) ->
     (Angelopoulos et al., Science 2023). ``judged``: the judge's values of the answers no one
     labelled; ``pairs``: (label, judge's value) of those labelled, drawn at random. The mean
     is the judge's over the unlabelled plus the labelled answers' mean disagreement (unbiased
-    whatever the judge's bias), its variance both parts' own. The disagreements' variance
-    counts ``PSEUDO`` of a disagreement each way besides, so that 50 labels that all happen
-    to agree never claim a judge without error (simulated: 93-97% coverage at 50-200 labels).
+    whatever the judge's bias), its variance both parts' own, the disagreements' by ``_spread``
+    (simulated: 93-97% coverage at 50-200 labels).
 
     >>> e = _corrected([1.0] * 80 + [0.0] * 20, [(1.0, 1.0)] * 15 + [(0.0, 1.0)] * 5)
     >>> round(e.mean, 2), round(e.low, 3), round(e.high, 3)
@@ -4983,8 +5007,7 @@ def _corrected(judged: Sequence[float], pairs: Sequence[tuple[float, float]]) ->
     if not n:
         return None
     gaps = [label - value for label, value in pairs]
-    gap = sum(gaps) / n
-    spread = (sum((d - gap) ** 2 for d in gaps) + PSEUDO * ((1 - gap) ** 2 + (1 + gap) ** 2)) / (n + 2 * PSEUDO - 1)
+    gap, spread = sum(gaps) / n, _spread(gaps)
     if judged:
         base = sum(judged) / len(judged)
         variance = sum((v - base) ** 2 for v in judged) / max(1, len(judged) - 1) / len(judged) + spread / n
@@ -4992,6 +5015,12 @@ def _corrected(judged: Sequence[float], pairs: Sequence[tuple[float, float]]) ->
         base, variance = sum(v for _, v in pairs) / n, spread / n
     mean, se = min(1.0, max(0.0, base + gap)), math.sqrt(variance)
     return _Estimate(mean, n, se, max(0.0, mean - _Z95 * se), min(1.0, mean + _Z95 * se), "ppi")
+
+
+def _narrowing(gaps: Sequence[float]) -> float:
+    """How much one more label narrows a contender's corrected interval, given its labels'
+    disagreements: their share of its variance, ``spread / n``, falls by ``spread / (n (n + 1))``."""
+    return _spread(gaps) / (len(gaps) * (len(gaps) + 1)) if gaps else math.inf
 
 
 def _agreement(pairs: Sequence[tuple[float, float]]) -> str:
@@ -9182,6 +9211,24 @@ def _leaderboard_table(
     return _metric_table("#", _places(rows, _primary(metrics), ranked), rows, metrics, style, width)
 
 
+def _labelled(
+    results: Sequence[RunResult], metric: str, labels: Mapping[tuple[str, ...], float]
+) -> tuple[list[float], list[tuple[float, float]], list[tuple[str, ...]]]:
+    """A judged metric's values of the answers no one labelled, (label, value) of those
+    labelled, and every judged answer's label key."""
+    judged, pairs, keys = [], [], []
+    for r in results:
+        value = r.score.metrics.get(metric) if r.score is not None and r.reply is not None else None
+        if value is None:
+            continue
+        keys.append(key := _label_key(r, metric))
+        if (label := labels.get(key)) is not None:
+            pairs.append((label, float(value)))
+        else:
+            judged.append(float(value))
+    return judged, pairs, keys
+
+
 def _judge_spend(experiments: Sequence[Experiment]) -> Usage:
     return Usage.total(r.judge_usage for e in experiments for r in e.results)
 
@@ -9207,20 +9254,10 @@ def _judged_lines(
     hashes = {(d, c): h for d, c, h, *_ in labels}
     for metric in (m for m in metrics if m.judged):
         for dataset in dict.fromkeys(e.dataset for e in experiments):
-            shown, every, edited = [], [], set()
+            shown, every, edited = [], [], set[str]()
             for e in (e for e in experiments if e.dataset == dataset):
-                judged, pairs = [], []
-                for r in e.results:
-                    value = r.score.metrics.get(metric.name) if r.score is not None and r.reply is not None else None
-                    if value is None:
-                        continue
-                    key = _label_key(r, metric.name)
-                    if (label := labels.get(key)) is not None:
-                        pairs.append((label, float(value)))
-                    else:
-                        judged.append(float(value))
-                    if hashes.get((dataset, r.case.id), key[2]) != key[2]:
-                        edited.add(r.case.id)
+                judged, pairs, keys = _labelled(e.results, metric.name, labels)
+                edited |= {key[1] for key in keys if hashes.get((key[0], key[1]), key[2]) != key[2]}
                 if estimate := _corrected(judged, pairs):
                     corrected.setdefault(id(e), {})[metric.name] = estimate
                     raw = _mean([*judged, *(v for _, v in pairs)])
@@ -11734,23 +11771,6 @@ def _plan_run(args: argparse.Namespace) -> _Plan:
     return plan
 
 
-def _judge_of(suite: _Suite, model_id: str | None) -> tuple[str, Provider] | None:
-    """The judge model a run names and the provider that serves it, refused by name before
-    anything is spent when none does or its catalog does not list it."""
-    if not model_id:
-        return None
-    where = f"judge {model_id}"
-    provider = next((p for p in suite.providers if not p.direct and p.serves(model_id)), None)
-    if provider is None:
-        raise ConfigError(f"{where}: no provider of this suite serves it; name a model as in vendors:")
-    if provider.prefix is None:  # a catch-all (OpenRouter) is not asked for a model a missing provider serves
-        _refuse_fall_through(model_id, suite.providers, where)
-    catalog = provider.catalog()
-    if catalog and model_id not in catalog:
-        raise ConfigError(f"{where}: {provider.name} does not list it{_hint(model_id, catalog)}")
-    return model_id, provider
-
-
 def _apply_budget(plan: _Plan, limit: float | None) -> None:
     if limit is not None:
         plan.forecasts, plan.budget = _within_budget(plan.forecasts, limit, plan.lineup.refused, plan.decided)
@@ -12056,7 +12076,7 @@ def _print_results(args: argparse.Namespace, plan: _Plan, session: _Session, end
         if tables:
             print(f"\nbaseline: {args.baseline if isinstance(args.baseline, str) else 'the newest run'}", file=out)
             print(_render_changes(changes, style, _primary(suite.metrics).name, width=_width_of(out)), file=out)
-            for line in _upstream_lines(plan.baseline, current):
+            for line in _wrap(_upstream_lines(plan.baseline, current), _width_of(out)):
                 print(line, file=out)
     for line in (
         _flaky_lines(_rows(shown, suite.metrics), plan.gates.flaky) if tables and plan.gates.flaky != "mean" else ()
@@ -12294,9 +12314,8 @@ def _cmd_label(args: argparse.Namespace) -> int:
         for row in record.get("rows", ()):
             case = known_cases.get((str(row.get("dataset")), str(row.get("case"))))
             verdict = (row.get("metrics") or {}).get(metric)
-            if case is not None and verdict is not None and row.get("case_hash") == (now := _case_hash(case)):
-                key: tuple[str, ...] = (case.dataset, case.id, now, _answer_hash(row.get("output")), metric)
-                todo.append((key, case, row.get("output"), float(verdict)))
+            if case is not None and verdict is not None and row.get("case_hash") == _case_hash(case):
+                todo.append((_label_key(_result_from_row(row, case), metric), case, row.get("output"), float(verdict)))
         gaps = [labels[key] - verdict for key, _, _, verdict in todo if key in labels]
         random.Random(f"{record.get('stamp')} {metric}").shuffle(todo)
         queues.append((gaps, [item for item in todo if item[0] not in labels]))
@@ -12315,17 +12334,6 @@ def _cmd_label(args: argparse.Namespace) -> int:
         queue[0].append(value - verdict)
     print(f"label: {_n(added, 'label')} added to {_display(path)} ({len(labels)} in all); compare shows the corrected")
     return EXIT_OK
-
-
-def _narrowing(gaps: Sequence[float]) -> float:
-    """How much one more label narrows a contender's corrected interval (its variance's
-    share from the disagreements, ``spread / n``, falls by ``spread / (n (n + 1))``)."""
-    n = len(gaps)
-    if not n:
-        return math.inf
-    gap = sum(gaps) / n
-    spread = (sum((d - gap) ** 2 for d in gaps) + PSEUDO * ((1 - gap) ** 2 + (1 + gap) ** 2)) / (n + 2 * PSEUDO - 1)
-    return spread / (n * (n + 1))
 
 
 def _ask_label(case: Case, output: object, verdict: float, graded: bool, number: int) -> float | None:

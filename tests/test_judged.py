@@ -110,7 +110,8 @@ def test_a_labels_file_that_is_not_one_names_its_lines(tmp_path, capsys) -> None
 @pytest.mark.parametrize(("sens", "spec", "labels"), [(0.95, 0.95, 50), (0.7, 0.95, 100), (0.9, 0.8, 200)])
 def test_corrected_intervals_cover_the_true_rate(sens: float, spec: float, labels: int) -> None:
     """Two contenders, 500 answers each, a judge of known sensitivity and specificity that is
-    biased against the second (5 to 12 points: its specificity lower), labels drawn at random:
+    biased against the second (its sensitivity 12 points lower: 8 points under its true 70%),
+    labels drawn at random:
     the corrected 95% intervals cover the people's rate 93-97% of the time, the mean unbiased."""
     rng, covered, errors, runs = random.Random(f"{sens} {spec} {labels}"), 0, [], 800
     for _ in range(runs):
@@ -209,10 +210,12 @@ def test_labels_given_in_the_report_are_downloaded_and_compare_reads_them(make_s
     assert "labels [ds] correct: 1 case edited since labelled: their labels left out" in out and ", 49 labels)" in out
 
 
-JUDGE_SUITE = """
+def judge_suite(graded: bool = False, fakes: str = "") -> str:
+    """A suite whose scorer asks a Judge; ``fakes``: FakeProvider's own models (OpenRouter is built in)."""
+    return f"""
 import agent_evals as ae
 
-judge = ae.Judge("Pass when the answer gives the value the expected answer gives.")
+judge = ae.Judge("Pass when the answer gives the value the expected answer gives.", graded={graded})
 
 class S(ae.Scorer):
     def metrics(self):
@@ -220,9 +223,9 @@ class S(ae.Scorer):
 
     def call(self, case, reply, context):
         verdict, reasons = judge(case, reply)
-        return ae.Score(value=verdict, metrics={"correct": verdict}, diagnostics={"reasons": reasons})
+        return ae.Score(value=verdict, metrics={{"correct": verdict}}, diagnostics={{"reasons": reasons}})
 
-ae.configure(adapter=ae.EchoAdapter(), scorer=S(), providers=[ae.FakeProvider()])  # OpenRouter is built in
+ae.configure(adapter=ae.EchoAdapter(), scorer=S(), providers=[ae.FakeProvider({fakes})])
 """
 
 
@@ -243,7 +246,7 @@ def test_a_judge_asks_the_named_model_the_way_contenders_are_asked(make_suite) -
         verdict = "fail" if '"v": 3' in answer else "pass"
         return chat_answer(json.dumps({"verdict": verdict, "reasons": f"v {answer}"}), cost=0.01)
 
-    project = make_suite(helper=JUDGE_SUITE, config=LINEUP, cases=cases(6))
+    project = make_suite(helper=judge_suite(), config=LINEUP, cases=cases(6))
     with OpenAICompatible(respond) as server:
         env = {"OPENROUTER_BASE_URL": f"{server.url}/api/v1", "OPENROUTER_API_KEY": "sk-or-v1-test"}
         argv = ["compare", "--local", "--judge", "openai/gpt-4.1-mini", "--cache", "--format", "json"]
@@ -295,23 +298,6 @@ def test_the_judge_example_shows_a_lenient_judge_corrected_by_its_labels(tmp_pat
     assert "judged [capitals] correct: the judge agrees on 14 of 18 labels (sensitivity 100%, specificity 0%)" in table
 
 
-HOSTILE_JUDGE = """
-import agent_evals as ae
-
-judge = ae.Judge("Pass when right.", graded=__GRADED__)
-
-class S(ae.Scorer):
-    def metrics(self):
-        return [ae.Metric("correct", "", primary=True, judged=True)]
-
-    def call(self, case, reply, context):
-        verdict, reasons = judge(case, reply)
-        return ae.Score(value=verdict, metrics={"correct": verdict}, diagnostics={"reasons": reasons})
-
-ae.configure(adapter=ae.EchoAdapter(), scorer=S(), providers=[ae.FakeProvider({"judge": lambda s, u: __SAYS__})])
-"""
-
-
 @pytest.mark.hostile
 @pytest.mark.parametrize(
     ("graded", "says", "verdict"),
@@ -320,7 +306,7 @@ ae.configure(adapter=ae.EchoAdapter(), scorer=S(), providers=[ae.FakeProvider({"
         (False, "'{\"verdict\": null}'", None),
         (False, "'[1, 2]'", None),
         (False, "'x' * 100_000", None),
-        (False, '\'{"verdict": "pass"' + "\"}' * 0 + '[' * 100_000", None),
+        (False, "'[' * 100_000", None),
         (True, '\'{"score": "NaN"}\'', None),
         (True, "'{\"score\": 1e999}'", None),
         (True, "'{\"score\": -0.5}'", None),
@@ -328,7 +314,7 @@ ae.configure(adapter=ae.EchoAdapter(), scorer=S(), providers=[ae.FakeProvider({"
     ],
 )
 def test_a_judge_that_says_no_verdict_is_that_cases_error_never_a_zero(make_suite, cli, graded, says, verdict) -> None:
-    helper = HOSTILE_JUDGE.replace("__GRADED__", str(graded)).replace("__SAYS__", says)
+    helper = judge_suite(graded, f'{{"judge": lambda s, u: {says}}}')
     project = make_suite(helper=helper, config=LINEUP + "judge: fake/judge\n", cases=cases(2))
     code, out, err = cli("compare", "--local", "--format", "json", cwd=project)
     assert code == 0, err
