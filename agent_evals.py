@@ -1188,6 +1188,34 @@ class Summary:
 CLUSTER = "cluster"  # the metadata.json key that groups cases into one unit of the statistics
 
 
+def _case_hash(case: Case) -> str:
+    """What the case asks and expects (input, expected, metadata) in 16 hex digits: a case
+    edited since a run is told apart from the one that run answered."""
+    import hashlib
+
+    content = [case.input, case.expected, case.metadata]
+    try:
+        text = _SORTED.encode(content)
+    except (ValueError, TypeError, RecursionError, OverflowError):
+        text = _json_dumps(content, sort_keys=True)
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+def _answer_hash(output: object) -> str:
+    """An answer (the parsed output) in 16 hex digits: a label is for this answer, never a
+    later, different one to the same case."""
+    import hashlib
+
+    text = _json_dumps(_jsonable(output, mend=True), sort_keys=True)  # as the log holds it, or as it was
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+def _label_key(result: RunResult, metric: str) -> tuple[str, ...]:
+    """What a label of this answer is filed under (``_LABEL_KEYS``)."""
+    case, output = result.case, result.reply.output if result.reply is not None else None
+    return (case.dataset, case.id, result.case_hash or _case_hash(case), _answer_hash(output), metric)
+
+
 # ═══════════════════════════════════════════════════════════════════════════════
 # What a suite writes: provider, model, adapter, scorer, tracker, and configure()
 # ═══════════════════════════════════════════════════════════════════════════════
@@ -4957,8 +4985,9 @@ def _wilson(mean: float, n: int) -> tuple[float, float]:
     return center, _Z95 * math.sqrt(mean * (1 - mean) / n + z2 / (4 * n * n)) / (1 + z2 / n)
 
 
-def _estimate(values: Sequence[float]) -> _Estimate | None:
-    """
+def _estimate(values: Sequence[float], extra: float = 0.0) -> _Estimate | None:
+    """``extra``: the variance the mean has beyond the values' spread (``_Values``).
+
     >>> e = _estimate([1.0, 1.0, 0.0, 1.0])
     >>> (e.mean, e.method, round(e.low, 3), round(e.high, 3))
     (0.75, 'wilson', 0.301, 0.954)
@@ -4970,14 +4999,31 @@ def _estimate(values: Sequence[float]) -> _Estimate | None:
         return None
     mean = sum(values) / n
     sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1)) if n > 1 else 0.0
-    se = sd / math.sqrt(n)
-    if all(v in (0.0, 1.0) for v in values):
+    se = math.sqrt(sd * sd / n + extra)
+    if not extra and all(v in (0.0, 1.0) for v in values):
         center, half = _wilson(mean, n)
         return _Estimate(mean, n, se, max(0.0, center - half), min(1.0, center + half), "wilson")
     if n == 1:
         return _Estimate(mean, 1, 0.0, 0.0, 1.0, "one case")
     t = _t_quantile(0.975, n - 1)
-    return _Estimate(mean, n, se, max(0.0, mean - t * se), min(1.0, mean + t * se), "t")
+    low, high = max(0.0, mean - t * se), min(1.0, mean + t * se)
+    return _Estimate(min(1.0, max(0.0, mean)), n, se, low, high, "corrected" if extra else "t")
+
+
+class _Values(dict[str, float]):
+    """Each unit's value of a metric, by ``dataset/id`` (``_case_values``), and ``extra``: the
+    variance their mean has beyond their spread (a judged metric's ``_rectify``)."""
+
+    extra = 0.0
+
+    def only(self, keys: Iterable[str]) -> _Values:
+        kept = _Values({k: self[k] for k in keys})
+        kept.extra = self.extra * (len(self) / len(kept)) ** 2 if kept else 0.0
+        return kept
+
+
+def _extra_of(values: Mapping[str, float]) -> float:
+    return values.extra if isinstance(values, _Values) else 0.0
 
 
 PSEUDO = 0.3  # a judged rectifier's pseudo-disagreements, one each way: set by simulation (tests/test_judged.py)
@@ -4991,30 +5037,32 @@ def _spread(gaps: Sequence[float]) -> float:
     return (sum((d - gap) ** 2 for d in gaps) + PSEUDO * ((1 - gap) ** 2 + (1 + gap) ** 2)) / (n + 2 * PSEUDO - 1)
 
 
-def _corrected(judged: Sequence[float], pairs: Sequence[tuple[float, float]]) -> _Estimate | None:
-    """A judged metric's mean corrected by people's labels: prediction-powered inference
-    (Angelopoulos et al., Science 2023). ``judged``: the judge's values of the answers no one
-    labelled; ``pairs``: (label, judge's value) of those labelled, drawn at random. The mean
-    is the judge's over the unlabelled plus the labelled answers' mean disagreement (unbiased
-    whatever the judge's bias), its variance both parts' own, the disagreements' by ``_spread``
-    (simulated: 93-97% coverage at 50-200 labels).
+def _rectify(
+    entries: Sequence[tuple[tuple[str, str], float, float | None]], judged: int
+) -> tuple[dict[tuple[str, str], list[float]], float]:
+    """Each (unit, case)'s values with people's labels folded in: ``entries`` are (unit and
+    case, value, label or None), ``judged`` how many of them a judge gave. A labelled answer's
+    value v becomes v + (N/n)(label - v), N the answers judged and n those labelled, so the
+    mean is the judge's plus the labelled answers' mean disagreement: prediction-powered
+    inference (Angelopoulos et al., Science 2023), unbiased whatever the judge's bias when the
+    labelled answers are drawn at random. A paired test over two runs' values is a paired
+    correction. Also the variance the mean has beyond the values' spread: what ``_spread``'s
+    pseudo-disagreements add (none when every answer is labelled: the labels are then the truth).
 
-    >>> e = _corrected([1.0] * 80 + [0.0] * 20, [(1.0, 1.0)] * 15 + [(0.0, 1.0)] * 5)
-    >>> round(e.mean, 2), round(e.low, 3), round(e.high, 3)
-    (0.55, 0.328, 0.772)
+    >>> values, extra = _rectify([(("d/a", "a"), 1.0, 0.0), (("d/b", "b"), 1.0, None)], 2)
+    >>> values[("d/a", "a")], values[("d/b", "b")], round(extra, 3)
+    ([-1.0], [1.0], 1.5)
     """
-    n = len(pairs)
-    if not n:
-        return None
-    gaps = [label - value for label, value in pairs]
-    gap, spread = sum(gaps) / n, _spread(gaps)
-    if judged:
-        base = sum(judged) / len(judged)
-        variance = sum((v - base) ** 2 for v in judged) / max(1, len(judged) - 1) / len(judged) + spread / n
-    else:  # every answer labelled: the labels' own mean
-        base, variance = sum(v for _, v in pairs) / n, spread / n
-    mean, se = min(1.0, max(0.0, base + gap)), math.sqrt(variance)
-    return _Estimate(mean, n, se, max(0.0, mean - _Z95 * se), min(1.0, mean + _Z95 * se), "ppi")
+    gaps = [label - value for _, value, label in entries if label is not None]
+    n, repeats = len(gaps), dict[tuple[str, str], list[float]]()
+    for key, value, label in entries:
+        repeats.setdefault(key, []).append(value if label is None else value + judged / n * (label - value))
+    if not n or n >= judged:
+        return repeats, 0.0
+    gap = sum(gaps) / n
+    raw = sum((d - gap) ** 2 for d in gaps) / (n - 1) if n > 1 else 0.0
+    # the values' spread counts the mean disagreement's square, gap² (1/n - 1/N), as variance: it is not
+    return repeats, (judged / len(entries)) ** 2 * ((_spread(gaps) - raw) / n - gap * gap * (1 / n - 1 / judged))
 
 
 def _narrowing(gaps: Sequence[float]) -> float:
@@ -5065,7 +5113,7 @@ class _Paired:
 
 def _paired(first: Mapping[str, float], second: Mapping[str, float]) -> _Paired | None:
     """McNemar's mid-p test for 0/1 values, the paired t-test otherwise; the interval is
-    Student's t over the paired differences.
+    Student's t over the paired differences, widened by both sides' ``extra`` variance.
 
     >>> same = {str(i): float(i % 2) for i in range(100)}
     >>> _paired(same, same).p
@@ -5083,13 +5131,14 @@ def _paired(first: Mapping[str, float], second: Mapping[str, float]) -> _Paired 
         return None
     a, b = [first[k] for k in keys], [second[k] for k in keys]
     diffs = [x - y for x, y in zip(a, b, strict=True)]
-    delta = sum(diffs) / n
+    delta, extra = sum(diffs) / n, _extra_of(first) + _extra_of(second)
     sd = math.sqrt(sum((d - delta) ** 2 for d in diffs) / (n - 1)) if n > 1 else 0.0
+    sd = math.sqrt(sd * sd + n * extra)  # as the paired differences' spread: their mean's variance is sd² / n
     low = high = None
-    if sd > 1e-12:
+    if sd > 1e-12 and n > 1:
         half = _t_quantile(0.975, n - 1) * sd / math.sqrt(n)
         low, high = max(-1.0, delta - half), min(1.0, delta + half)
-    if all(v in (0.0, 1.0) for v in (*a, *b)):
+    if not extra and all(v in (0.0, 1.0) for v in (*a, *b)):
         if n < 2:  # one shared case: no test can judge it
             return _Paired(delta, None, n, "McNemar mid-p", low, high, sd=sd)
         only_first = sum(1 for d in diffs if d > 0)
@@ -5269,34 +5318,44 @@ def _decide(values: Mapping[str, Mapping[str, float]], z: float, least: int = 10
 
 
 def _case_values(
-    results: Iterable[RunResult], metric: str, errors_as: float | None = None, flaky: str = "mean"
-) -> dict[str, float]:
+    results: Iterable[RunResult],
+    metric: str,
+    errors_as: float | None = None,
+    flaky: str = "mean",
+    labels: Mapping[tuple[str, ...], float] | None = None,
+) -> _Values:
     """Each case's mean of ``metric`` over its repeats, by ``dataset/id``; None (does not
     apply) left out, and errors too unless ``errors_as`` gives them a value. Cases that
     share a ``cluster`` in their metadata.json (a source document, a user) are one unit:
     their runs are averaged together, so intervals and paired tests count sources, not
     the cases drawn from them. ``flaky`` (a case whose repeats disagree): ``mean`` takes
-    its mean, ``wrong`` its worst repeat (all k right, pass^k, for 0/1 scores), ``exclude`` none."""
-    repeats: dict[tuple[str, str], list[float]] = {}
+    its mean, ``wrong`` its worst repeat (all k right, pass^k, for 0/1 scores), ``exclude`` none.
+    ``labels``: people's, by ``_label_key``: a judged metric's values are corrected by them."""
+    entries, judged = [], 0
     for r in results:
         value = r.score.metrics.get(metric) if r.score is not None else None
+        label = labels.get(_label_key(r, metric)) if labels and value is not None and r.reply is not None else None
+        judged += value is not None
         if value is None and r.error is not None:  # judging repeats (wrong, exclude), an error is a wrong one
             value = errors_as if errors_as is not None or flaky == "mean" else 0.0
         if value is not None:
             unit = _unit(r.case.dataset, r.case.id, r.case.metadata.get(CLUSTER))
-            repeats.setdefault((unit, r.case.id), []).append(float(value))
-    return _units(repeats, flaky)
+            entries.append(((unit, r.case.id), float(value), label))
+    return _units(*_rectify(entries, judged), flaky)
 
 
-def _units(repeats: Mapping[tuple[str, str], list[float]], flaky: str) -> dict[str, float]:
-    """Each unit's mean over its cases, each case its repeats taken as ``flaky`` says."""
+def _units(repeats: Mapping[tuple[str, str], list[float]], extra: float, flaky: str) -> _Values:
+    """Each unit's mean over its cases, each case its repeats taken as ``flaky`` says (with
+    ``extra``, the variance their mean has beyond their spread)."""
     sums: dict[str, list[float]] = {}
     for (unit, _), values in repeats.items():
         if flaky == "mean" or len(values) == 1 or min(values) == max(values):
             sums.setdefault(unit, []).extend(values)
         elif flaky == "wrong":
             sums.setdefault(unit, []).extend([min(values)] * len(values))
-    return {key: sum(v) / len(v) for key, v in sums.items()}
+    units = _Values({key: sum(v) / len(v) for key, v in sums.items()})
+    units.extra = extra
+    return units
 
 
 def _flaky(repeats: Iterable[tuple[str, Sequence[float]]]) -> list[str]:
@@ -5653,6 +5712,7 @@ class Experiment:
         self.waits: list[tuple[float, float]] = []  # when its calls waited on the key's rate limit
         self.batches: list[dict[str, object]] = []  # --batch: the batches sent (id, round, custom id -> case run)
         self.rows: dict[tuple[object, ...], _Row] = {}  # its table rows as made (_rows)
+        self.labels: Mapping[tuple[str, ...], float] = {}  # people's labels (_read_labels): they correct judged metrics
         # a direct contender's provider is in its name: it never shares a file with a vendors: id
         via = f"--direct-{contender.provider}" if contender.provider else ""
         routed = f"--via-{_routing_text(contender.routing)}" if contender.routing else ""
@@ -5716,7 +5776,10 @@ def _run_case(
         error, trace = _describe(e)
         _stop_if_fatal(e, model.stop, experiment)
     result = _result(experiment, case, model, time.perf_counter() - started, reply, score, error, trace)
-    return dataclasses.replace(result, judge_usage=judge.ledger.usage) if judge is not None else result
+    if judge is None:
+        return result
+    judged = tuple({**call, "judge": judge.id} for call in judge.ledger.exchanges or ())  # a tracker's judge spans
+    return dataclasses.replace(result, judge_usage=judge.ledger.usage, exchanges=result.exchanges + judged)
 
 
 def _result(
@@ -6202,14 +6265,15 @@ class _ExperimentRun:
             with self.run.lock:
                 self.blocked -= 1
 
-    def _judge(self) -> Model | None:
+    def _judge(self, case: _Ledger) -> Model | None:
         """The run's judge model for one case run: a ledger of its own (its spend is shown
         apart), every step of the contenders' calls but the batch (a judge's call goes at once)."""
         if self.run.judge is None:
             return None
         model_id, provider = self.run.judge
         steps = tuple(s for s in self.steps if s is not self.batch)
-        return Model(model_id, provider, temperature=0.0, stop=self.run.stop, steps=steps, ledger=_Ledger())
+        ledger = _Ledger(case.case, case.repeat, case.exchanges is not None)
+        return Model(model_id, provider, temperature=0.0, stop=self.run.stop, steps=steps, ledger=ledger)
 
     def _begin(self, i: int, owner: _Owner) -> tuple[int, Model, float]:
         """The case's place, its model and its start; the case is in flight from here."""
@@ -6228,7 +6292,7 @@ class _ExperimentRun:
                 place, model, started = self._begin(i, owner)
                 try:
                     with self._within(place, model.ledger.repeat) if run.live else contextlib.nullcontext():
-                        judge = self._judge()
+                        judge = self._judge(model.ledger)
                         result = _run_case(run.suite, self.experiment, place, run.metric_names, model, started, judge)
                 except BaseException as e:  # the harness's own failure: still that case's row
                     took = time.perf_counter() - started
@@ -7205,34 +7269,6 @@ def _log_line(result: RunResult) -> tuple[RunResult, str]:
     return result, _redact_json(json.dumps(plain, ensure_ascii=False, allow_nan=False), plain)
 
 
-def _case_hash(case: Case) -> str:
-    """What the case asks and expects (input, expected, metadata) in 16 hex digits: a case
-    edited since a run is told apart from the one that run answered."""
-    import hashlib
-
-    content = [case.input, case.expected, case.metadata]
-    try:
-        text = _SORTED.encode(content)
-    except (ValueError, TypeError, RecursionError, OverflowError):
-        text = _json_dumps(content, sort_keys=True)
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
-
-
-def _answer_hash(output: object) -> str:
-    """An answer (the parsed output) in 16 hex digits: a label is for this answer, never a
-    later, different one to the same case."""
-    import hashlib
-
-    text = _json_dumps(_jsonable(output, mend=True), sort_keys=True)  # as the log holds it, or as it was
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
-
-
-def _label_key(result: RunResult, metric: str) -> tuple[str, ...]:
-    """What a label of this answer is filed under (``_LABEL_KEYS``)."""
-    case, output = result.case, result.reply.output if result.reply is not None else None
-    return (case.dataset, case.id, result.case_hash or _case_hash(case), _answer_hash(output), metric)
-
-
 def _log_row(result: RunResult) -> dict[str, object]:
     score, reply, case = result.score, result.reply, result.case
     return {
@@ -7388,7 +7424,7 @@ class LocalTracker(Tracker):
             "plan": self.context.get("plan"),  # and its experiments
             "rescored_from": self.context.get("rescored_from"),
             "metrics": [
-                {"name": m.name, "description": m.description, "primary": m.primary}
+                {"name": m.name, "description": m.description, "primary": m.primary, "judged": m.judged}
                 for m in self.context.get("metrics", ())
             ],
         }
@@ -7503,20 +7539,21 @@ class Braintrust(Tracker):
             error=result.error,
             scores={k: float(v) for k, v in (score.metrics if score else {}).items() if v is not None},
             metadata=_mask_strings(_jsonable(metadata, "row", mend=True)),
-            metrics={} if result.exchanges else tokens,  # else the calls' spans hold them
+            metrics={} if _asked(result) else tokens,  # else the calls' spans hold them
         )
         for call in result.exchanges:
             sent, answer, spent, finish = _exchange(call)
+            model, judge = call.get("judge") or result.experiment.contender.model, bool(call.get("judge"))
             turn = _opened(
                 span.start_span,
-                name=f"chat {result.experiment.contender.model}",
-                type="llm",
+                name=f"{'judge' if judge else 'chat'} {model}",
+                type="score" if judge else "llm",  # a judge's call scores the answer: never the contender's spend
                 start_time=call["start"],
                 set_current=False,
                 input=_mask_strings(_jsonable(sent, mend=True)),
                 output=_mask_strings(_jsonable(answer, mend=True)),
                 error=call["error"],
-                metadata={"model": result.experiment.contender.model, "finish_reason": finish},
+                metadata={"model": model, "finish_reason": finish},
                 metrics={"prompt_tokens": spent.input_tokens, "completion_tokens": spent.output_tokens},
             )
             turn.end(end_time=call["end"])
@@ -7548,6 +7585,11 @@ def _sent_before(name: str, context: Mapping[str, Any], tracker: str) -> str | N
         if earlier < stamp and "." not in earlier and _header_fields(path, *wanted) == wanted:
             return earlier
     return None
+
+
+def _asked(result: RunResult) -> bool:
+    """Whether a tracker has the contender's calls of a case run to show (a judge's are apart)."""
+    return any(not call.get("judge") for call in result.exchanges)
 
 
 def _exchange(call: Mapping[str, Any]) -> tuple[object, Any, Usage, str | None]:
@@ -7734,7 +7776,7 @@ class Logfire(Tracker):
             "retries": result.retries,
             "turns": result.turns,
         }
-        if not result.exchanges:  # no call went through the model: the case is the one LLM span viewers sum
+        if not _asked(result):  # no call went through the model: the case is the one LLM span viewers sum
             attributes |= self._genai(experiment, usage) | {"openinference.span.kind": "LLM"}
         if result.score is not None:
             attributes["score"] = float(result.score.value)
@@ -7752,9 +7794,14 @@ class Logfire(Tracker):
         span.end(end_time=int(end * 1e9))
         self.spent, self.errors = self.spent + usage, self.errors + (result.error is not None)
 
-    def _genai(self, experiment: Experiment, usage: Usage, finish: str | None = None) -> dict[str, object]:
-        """A model call in OpenTelemetry's GenAI terms and OpenInference's, cost included."""
+    def _genai(
+        self, experiment: Experiment, usage: Usage, finish: str | None = None, judge: str | None = None
+    ) -> dict[str, object]:
+        """A model call in OpenTelemetry's GenAI terms and OpenInference's, cost included
+        (``judge``: the judge model's call, at temperature 0)."""
         c, provider = experiment.contender, experiment.provider.name
+        if judge:
+            c = Contender(judge, temperature=0.0)
         attributes = {
             "gen_ai.operation.name": "chat",
             "gen_ai.system": provider,
@@ -7777,17 +7824,19 @@ class Logfire(Tracker):
         return attributes | ({"gen_ai.response.finish_reasons": [finish]} if finish else {})
 
     def _call_span(self, parent: object, experiment: Experiment, call: Mapping[str, Any]) -> None:
+        """A model call's span; a judge's is an EVALUATOR span, never an LLM span summed as the case's."""
         sent, answer, spent, finish = _exchange(call)
-        attributes = self._genai(experiment, spent, finish) | {
-            "openinference.span.kind": "LLM",
+        judge = call.get("judge")
+        attributes = self._genai(experiment, spent, finish, judge) | {
+            "openinference.span.kind": "EVALUATOR" if judge else "LLM",
             "input.value": _redact(_json_dumps(_jsonable(sent, mend=True)))[: self.TEXT_LIMIT],
             "input.mime_type": "application/json",
         }
         if answer is not None:
             text = answer.get("content") if isinstance(answer.get("content"), str) else _json_dumps(answer)
             attributes["output.value"] = _redact(text)[: self.TEXT_LIMIT]
-        model = experiment.contender.model
-        span = self._span(None, f"chat {model}", parent, attributes, call["start"])
+        name = f"judge {judge}" if judge else f"chat {experiment.contender.model}"
+        span = self._span(None, name, parent, attributes, call["start"])
         _failed_span(span, call["error"])
         span.end(end_time=int(call["end"] * 1e9))
 
@@ -7922,6 +7971,7 @@ _STAMP = re.compile(r"\.(\d{8}-\d{6}-\d{3}(?:-\d+)?(?:-shard\d+of\d+)?)\.jsonl?$
 LABELS = Path("labels") / "labels.jsonl"  # people's labels of judged answers, under the suite's evals/
 # (the report's downloads, labels-*.jsonl, are read from the same folder)
 _LABEL_KEYS = ("dataset", "case", "case_hash", "answer_hash", "metric")
+_LABELLED = "labels"  # a logged row's labels by metric, put beside it when read (_label_rows), never logged
 
 
 def _read_labels(folder: Path) -> dict[tuple[str, ...], float]:
@@ -7952,6 +8002,28 @@ def _labels_in(path: Path, text: str) -> dict[tuple[str, ...], float]:
             keys = ", ".join(_LABEL_KEYS)
             _warn(f"{_display(path)}:{number}: not a label (a JSON object with {keys} and a label from 0 to 1)")
     return labels
+
+
+def _suite_labels() -> dict[tuple[str, ...], float]:
+    """People's labels beside the suite found from here (or AGENT_EVALS_HELPER): ``report``'s
+    and ``diff``'s, which read logs; none where no suite is."""
+    try:
+        return _read_labels(_find_suite(None, None)[2] / LABELS.parent)
+    except ConfigError:
+        return {}
+
+
+def _label_rows(dataset: str, rows: Iterable[dict[str, object]], labels: Mapping[tuple[str, ...], float]) -> None:
+    """Each logged answer's labels put beside its row (``_LABELLED``), by metric: what
+    ``_row_values`` corrects a judged metric by."""
+    for row in rows if labels else ():
+        if not row.get("error") and isinstance(known := row.get("case_hash"), str):
+            key = (dataset, str(row["case"]), known, _answer_hash(row.get("output")))
+            scores = row.get("metrics")
+            found = (
+                {m: y for m in scores if (y := labels.get((*key, m))) is not None} if isinstance(scores, dict) else {}
+            )
+            row[_LABELLED] = found
 
 
 def _add_label(path: Path, key: Sequence[str], value: float) -> None:
@@ -8131,12 +8203,10 @@ def _result_from_row(row: Mapping[str, Any], case: Case) -> RunResult:
 
 
 def _experiment_record(experiment: Experiment) -> dict[str, object]:
-    """An experiment in the shape of its log: contender, dataset and rows."""
-    return {
-        "contender": experiment.contender.to_json(),
-        "dataset": experiment.dataset,
-        "rows": [_log_row(r) for r in experiment.results],
-    }
+    """An experiment in the shape of its log: contender, dataset and rows (with its labels)."""
+    rows = [_log_row(r) for r in experiment.results]
+    _label_rows(experiment.dataset, rows, experiment.labels)
+    return {"contender": experiment.contender.to_json(), "dataset": experiment.dataset, "rows": rows}
 
 
 def _read_run(arg: str | bool, log_dir: Path, flag: str) -> dict[tuple[str, str], dict[str, Any]]:
@@ -8257,19 +8327,20 @@ def _check_record(record: Any) -> None:
             check(value, _NUMBER, f"rows[{n}].usage.{name}")
 
 
-def _row_values(
-    record: Mapping[str, Any], metric: str, errors_as: float | None = None, flaky: str = "mean"
-) -> dict[str, float]:
+def _row_values(record: Mapping[str, Any], metric: str, errors_as: float | None = None, flaky: str = "mean") -> _Values:
     """A logged experiment's per-case (or per-cluster) means of ``metric`` (repeats taken as
-    ``flaky`` says: see ``_case_values``; errors out unless ``errors_as`` gives them a value)."""
-    repeats: dict[tuple[str, str], list[float]] = {}
+    ``flaky`` says: see ``_case_values``; errors out unless ``errors_as`` gives them a value),
+    corrected by the labels ``_label_rows`` put beside its rows."""
+    entries, judged = [], 0
     for row in record.get("rows", ()):
         wrong = errors_as if errors_as is not None or flaky == "mean" else 0.0  # judging repeats: an error is wrong
         value = (row.get("metrics") or {}).get(metric) if not row.get("error") else wrong
+        judged += not row.get("error") and value is not None
         if value is not None:
             unit = _unit(record["dataset"], row["case"], row.get(CLUSTER))
-            repeats.setdefault((unit, row["case"]), []).append(float(value))
-    return _units(repeats, flaky)
+            label = (row.get(_LABELLED) or {}).get(metric) if not row.get("error") else None
+            entries.append(((unit, row["case"]), float(value), label))
+    return _units(*_rectify(entries, judged), flaky)
 
 
 def _row_errors(record: Mapping[str, Any]) -> tuple[set[str], set[str]]:
@@ -8448,7 +8519,10 @@ def _logged_metrics(records: Iterable[Mapping[str, Any]]) -> list[Metric]:
     for record in records:
         if record.get("metrics"):
             return [
-                Metric(m["name"], m.get("description", ""), primary=bool(m.get("primary"))) for m in record["metrics"]
+                Metric(
+                    m["name"], m.get("description", ""), primary=bool(m.get("primary")), judged=bool(m.get("judged"))
+                )
+                for m in record["metrics"]
             ]
     names = dict.fromkeys(n for r in records for row in r.get("rows", ()) for n in (row.get("metrics") or {}))
     if not names:
@@ -8563,17 +8637,20 @@ class _Row:
     pass_ks: tuple[_Estimate, ...] = ()  # 0/1 scores with repeats: pass^1 .. pass^repeat, each with its interval
 
     def mean(self, metric: str) -> float | None:
+        """Over its units, from 0 to 1: a judged metric's corrected values may stray past them."""
         values = self.values.get(metric) or {}
-        return sum(values.values()) / len(values) if values else None
+        return min(1.0, max(0.0, sum(values.values()) / len(values))) if values else None
 
     def strict_mean(self, metric: str) -> float | None:
         """The mean with every run that ended in an error counted as wrong: what the
         contender delivers per case attempted (the means themselves leave errors out)."""
         values = self.strict.get(metric) or self.values.get(metric) or {}
-        return sum(values.values()) / len(values) if values else None
+        return min(1.0, max(0.0, sum(values.values()) / len(values))) if values else None
 
-    def estimate(self, metric: str) -> _Estimate | None:
-        return _estimate(list((self.values.get(metric) or {}).values()))
+    def estimate(self, metric: str, ranked: bool = False) -> _Estimate | None:
+        """The metric's mean with its interval; ``ranked``: with errors counted as wrong."""
+        values = (self.strict.get(metric) if ranked else None) or self.values.get(metric) or {}
+        return _estimate(list(values.values()), _extra_of(values))
 
     @property
     def cost(self) -> float:
@@ -8593,7 +8670,8 @@ def _rows(experiments: Sequence[Experiment], metrics: Sequence[Metric], flaky: s
     primary = _primary(metrics)
     for experiment in experiments:
         # each table, gate and summary of a report asks again: the row is made once
-        key = (id(experiment.results), len(experiment.results), experiment.duration, tuple(metrics), flaky)
+        made = (id(experiment.results), len(experiment.results), experiment.duration, tuple(metrics), flaky)
+        key = (*made, id(experiment.labels), len(experiment.labels))
         if (row := experiment.rows.get(key)) is None:
             row = experiment.rows[key] = _row(experiment, metrics, primary, flaky)
         out.append(row)
@@ -8603,20 +8681,20 @@ def _rows(experiments: Sequence[Experiment], metrics: Sequence[Metric], flaky: s
 
 def _row(experiment: Experiment, metrics: Sequence[Metric], primary: Metric, flaky: str) -> _Row:
     """One experiment's row of the tables."""
-    results = experiment.results
+    results, labels = experiment.results, experiment.labels
     errored = [r for r in results if r.error is not None]
     repeated = experiment.repeat > 1
     repeats = _repeats(results, primary.name) if repeated else {}
     return _Row(
         experiment.dataset,
         experiment.contender,
-        {m.name: _case_values(results, m.name, None, flaky) for m in metrics},
+        {m.name: _case_values(results, m.name, None, flaky, labels) for m in metrics},
         len(errored),
         len(results),
         experiment.duration,
         Usage.total(r.usage for r in results),
         Usage.total(r.usage for r in errored),
-        {m.name: _case_values(results, m.name, 0.0, flaky) for m in metrics} if errored else {},
+        {m.name: _case_values(results, m.name, 0.0, flaky, labels) for m in metrics} if errored else {},
         sum(r.saved for r in results),
         _reasons(r.error or "" for r in errored),
         experiment.repeat,
@@ -8808,7 +8886,7 @@ def _fmt_estimate(row: _Row, metric: str, style: str = "box", ranked: bool = Fal
     """The primary metric's cell: the mean and its 95% interval as it is, ``97.5% [87.1–99.6]``
     (near 0% or 100% the interval is not symmetric about the mean), when the cases
     disagree; all alike: the plain mean. ``ranked``: with errors counted as wrong."""
-    estimate = _estimate(list((row.strict.get(metric) or {}).values())) if ranked else row.estimate(metric)
+    estimate = row.estimate(metric, ranked)
     if estimate is None:
         return "-"
     return _fmt_pct(estimate.mean) + (_fmt_interval(estimate.low, estimate.high, style) if estimate.se > 0 else "")
@@ -9122,15 +9200,22 @@ def _reason_lines(rows: Sequence[_Row], most: int = 3) -> list[str]:
     return lines
 
 
-def _glossary(metrics: Sequence[Metric], intervals: bool = False, ranked: bool = False) -> str:
+def _glossary(
+    metrics: Sequence[Metric], intervals: bool = False, ranked: bool = False, corrected: Collection[str] = ()
+) -> str:
+    """``corrected``: the judged metrics people's labels correct here (``_corrected_metrics``)."""
     primary = _primary(metrics)
+
+    def judged(m: Metric) -> str:
+        return "" if not m.judged else "(judged, corrected by labels) " if m.name in corrected else "(judged) "
+
     entries = [
         ("dataset", "the folder under datasets/"),
         ("model", "the contender's model id; (direct) ones use the vendor's own API"),
         ("effort", "reasoning effort sent; default sends none"),
         ("temp", "temperature sent; - sends none"),
         *(
-            (m.name, ("(primary) " if m is primary else "") + (m.description or "declared by the scorer"))
+            (m.name, ("(primary) " if m is primary else "") + judged(m) + (m.description or "declared by the scorer"))
             for m in metrics
         ),
         ("errors", "cases that raised (network, provider or suite code): not scored, left out of the means"),
@@ -9156,7 +9241,18 @@ def _glossary(metrics: Sequence[Metric], intervals: bool = False, ranked: bool =
             f"  [low–high] after {primary.name}: its 95% interval, in percent, over cases (Wilson for "
             "0/1 scores, Student's t over case means otherwise; repeats are averaged per case first)"
         )
+    if corrected:
+        lines.append(
+            "  corrected: a judged metric's figures, ranks, best value and gates are the judge's mean plus the "
+            "labelled answers' mean disagreement with people (prediction-powered inference); its interval counts "
+            "the labels' sampling too (agent-evals label adds labels)"
+        )
     return "\n".join(lines)
+
+
+def _corrected_metrics(experiments: Sequence[Experiment], metrics: Sequence[Metric]) -> set[str]:
+    """The judged metrics that people's labels correct in these experiments."""
+    return {m.name for m in metrics if m.judged} & {key[-1] for e in experiments for key in e.labels}
 
 
 def _overall(rows: Sequence[_Row], metrics: Sequence[Metric], primary: Metric) -> list[_Row]:
@@ -9168,16 +9264,13 @@ def _overall(rows: Sequence[_Row], metrics: Sequence[Metric], primary: Metric) -
         _Row(
             "all",
             contender,
-            {m.name: {k: v for r in group for k, v in r.values[m.name].items()} for m in metrics},
+            {m.name: _merged([r.values[m.name] for r in group]) for m in metrics},
             sum(r.errors for r in group),
             sum(r.runs for r in group),
             sum(r.duration for r in group),
             Usage.total(r.usage for r in group),
             Usage.total(r.lost for r in group),
-            {
-                m.name: {k: v for r in group for k, v in (r.strict.get(m.name) or r.values[m.name]).items()}
-                for m in metrics
-            },
+            {m.name: _merged([r.strict.get(m.name) or r.values[m.name] for r in group]) for m in metrics},
             sum(r.saved for r in group),
             _reasons((), counted=(reason for r in group for reason in r.reasons)),
             planned=sum(max(r.planned, r.runs) for r in group),
@@ -9186,6 +9279,13 @@ def _overall(rows: Sequence[_Row], metrics: Sequence[Metric], primary: Metric) -
     ]
     out.sort(key=lambda r: _rank_key(r, primary))
     return out
+
+
+def _merged(parts: Sequence[Mapping[str, float]]) -> _Values:
+    """Datasets' values as one: their ``extra`` variances weighted by each one's share of the units."""
+    merged = _Values({k: v for part in parts for k, v in part.items()})
+    merged.extra = sum(len(part) ** 2 * _extra_of(part) for part in parts) / max(1, len(merged)) ** 2
+    return merged
 
 
 def _unlike(rows: Sequence[_Row]) -> list[str]:
@@ -9213,10 +9313,9 @@ def _leaderboard_table(
 
 def _labelled(
     results: Sequence[RunResult], metric: str, labels: Mapping[tuple[str, ...], float]
-) -> tuple[list[float], list[tuple[float, float]], list[tuple[str, ...]]]:
-    """A judged metric's values of the answers no one labelled, (label, value) of those
-    labelled, and every judged answer's label key."""
-    judged, pairs, keys = [], [], []
+) -> tuple[list[tuple[float, float]], list[tuple[str, ...]]]:
+    """A judged metric's (label, value) of the answers people labelled, and every judged answer's label key."""
+    pairs, keys = [], []
     for r in results:
         value = r.score.metrics.get(metric) if r.score is not None and r.reply is not None else None
         if value is None:
@@ -9224,9 +9323,7 @@ def _labelled(
         keys.append(key := _label_key(r, metric))
         if (label := labels.get(key)) is not None:
             pairs.append((label, float(value)))
-        else:
-            judged.append(float(value))
-    return judged, pairs, keys
+    return pairs, keys
 
 
 def _judge_spend(experiments: Sequence[Experiment]) -> Usage:
@@ -9234,33 +9331,34 @@ def _judge_spend(experiments: Sequence[Experiment]) -> Usage:
 
 
 def _judged_lines(
-    experiments: Sequence[Experiment],
-    metrics: Sequence[Metric],
-    labels: Mapping[tuple[str, ...], float],
-    judge: str | None = None,
-) -> tuple[list[str], dict[int, dict[str, _Estimate]]]:
+    experiments: Sequence[Experiment], metrics: Sequence[Metric], judge: str | None = None
+) -> tuple[list[str], dict[int, dict[str, dict[str, object]]]]:
     """What the run's ``judge`` model spent, apart from the contenders'; then each judged
     metric's word on people: how its judge agrees with their labels, and each contender's
-    mean corrected by them (``_corrected``) beside the judged one; without labels, that the
-    judged figure is uncorrected. Also each experiment's corrected estimates (by ``id``),
-    for the JSON document. A label of a case edited since is left out and counted."""
-    lines, corrected = [], dict[int, dict[str, _Estimate]]()
+    mean corrected by them (as the tables rank it: ``_rectify``) beside the judged one;
+    without labels, that the judged figure is uncorrected. Also each experiment's corrected
+    estimates (by ``id``) with their labels and judged means, for the JSON document. A label
+    of a case edited since (none of its labels is of the case as it is) is left out and counted."""
+    lines, corrected = [], dict[int, dict[str, dict[str, object]]]()
     if judge:  # a judge's spend is the judge's: never a contender's cost
         spent, runs = _judge_spend(experiments), sum(r.judge_usage != Usage() for e in experiments for r in e.results)
         lines.append(
             f"judge {judge}: {_fmt_cost(spent.cost_usd)} over {_n(runs, 'case run')} ({spent.input_tokens:,} tokens "
             f"in, {spent.output_tokens:,} out), apart from the contenders' cost; held by --budget"
         )
-    hashes = {(d, c): h for d, c, h, *_ in labels}
     for metric in (m for m in metrics if m.judged):
         for dataset in dict.fromkeys(e.dataset for e in experiments):
             shown, every, edited = [], [], set[str]()
             for e in (e for e in experiments if e.dataset == dataset):
-                judged, pairs, keys = _labelled(e.results, metric.name, labels)
-                edited |= {key[1] for key in keys if hashes.get((key[0], key[1]), key[2]) != key[2]}
-                if estimate := _corrected(judged, pairs):
-                    corrected.setdefault(id(e), {})[metric.name] = estimate
-                    raw = _mean([*judged, *(v for _, v in pairs)])
+                hashes: dict[tuple[str, str], set[str]] = {}
+                for d, c, h, *_ in e.labels:
+                    hashes.setdefault((d, c), set()).add(h)
+                pairs, keys = _labelled(e.results, metric.name, e.labels)
+                edited |= {key[1] for key in keys if key[2] not in hashes.get((key[0], key[1]), {key[2]})}
+                if pairs and (estimate := _rows([e], metrics)[0].estimate(metric.name)):
+                    raw = _mean(_case_values(e.results, metric.name).values())
+                    figures = {**estimate.to_json(), "labels": len(pairs), "judged": raw}
+                    corrected.setdefault(id(e), {})[metric.name] = figures
                     shown.append(
                         f"{e.contender.label} {_fmt_pct(estimate.mean)}{_fmt_interval(estimate.low, estimate.high)} "
                         f"(judged {_fmt_pct(raw)}, {_n(len(pairs), 'label')})"
@@ -9286,7 +9384,8 @@ def _render_report(
     overall = _overall(rows, metrics, primary)
     spread = any((e := r.estimate(primary.name)) is not None and e.se > 0 for r in [*rows, *overall])
     notes = [*_power_lines(rows, primary), *_repeat_lines(rows, primary), *_few_cases_lines(rows, primary), ""]
-    glossary = _glossary(metrics, spread, any(r.errors for r in rows)).split("\n")
+    corrected = _corrected_metrics(experiments, metrics)
+    glossary = _glossary(metrics, spread, any(r.errors for r in rows), corrected).split("\n")
     lines = [*_best_value_lines(rows, primary, style), *_error_lines(rows), *_reasoning_lines(rows)]
     lines += [""] if quiet else [*notes, *glossary, ""]
     unlike = _unlike(rows)
@@ -9328,7 +9427,9 @@ def _results_document(
         "version": RESULTS_SCHEMA,
         **context,
         "primary": primary.name,
-        "metrics": [{"name": m.name, "description": m.description, "primary": m.primary} for m in metrics],
+        "metrics": [
+            {"name": m.name, "description": m.description, "primary": m.primary, "judged": m.judged} for m in metrics
+        ],
         "best_value_rule": (
             f"the cheapest per scored run of those shown (the 95% interval of the paired difference) to be at "
             f"most {BEST_VALUE_MARGIN * 100:g} points below the top, errors counted as wrong"
@@ -10760,9 +10861,8 @@ def _render_html(
     board = _html_table(headers, cells, numeric, hidden=phone)
     out.append(f"<section><h2>Leaderboard, all datasets</h2>{note}{board}</section>")
     out += _html_case_section(experiments, metrics, places)
-    out.append(
-        f"</section>{_html_glossary(metrics, any(r.errors for r in rows))}<script>{_HTML_SCRIPT}</script></body></html>"
-    )
+    glossary = _html_glossary(metrics, any(r.errors for r in rows), _corrected_metrics(experiments, metrics))
+    out.append(f"</section>{glossary}<script>{_HTML_SCRIPT}</script></body></html>")
     return "\n".join(out)
 
 
@@ -10887,8 +10987,8 @@ def _html_label(result: RunResult, metric: str) -> str:
     return f'<span class=lab data-key="{key}"><input type=number min=0 max=1 step=0.05 aria-label="your grade"></span>'
 
 
-def _html_glossary(metrics: Sequence[Metric], ranked: bool = False) -> str:
-    lines = _glossary(metrics, True, ranked).splitlines()[1:]
+def _html_glossary(metrics: Sequence[Metric], ranked: bool = False, corrected: Collection[str] = ()) -> str:
+    lines = _glossary(metrics, True, ranked, corrected).splitlines()[1:]
     return "<section><h2>Glossary</h2><pre>" + _h("\n".join(line.strip() for line in lines)) + "</pre></section>"
 
 
@@ -10968,6 +11068,10 @@ def _cmd_diff(args: argparse.Namespace) -> int:
     declared = [m for record in [*new.values(), *old.values()] for m in record.get("metrics") or ()]
     primary = next((m["name"] for m in declared if m.get("primary")), next(iter(metrics), ""))
     _check_exclude(args.flaky, {**old, **new}, primary, "diff")
+    if any(m.get("judged") for m in declared):  # people's labels correct the judged metrics: a paired correction
+        labels = _suite_labels()
+        for record in [*old.values(), *new.values()]:
+            _label_rows(record["dataset"], record.get("rows", ()), labels)
     changes = _compare_runs(old, new, list(metrics), args.flaky)
     effect = None
     if args.effect is not None:
@@ -11764,6 +11868,10 @@ def _plan_run(args: argparse.Namespace) -> _Plan:
     log_dir = suite.project_root / LOG_DIR
     plan = _Plan(suite, lineup, experiments, by_dataset, twice, gates, notes, log_dir, decided=bool(args.until_decided))
     plan.judge = _judge_of(suite, args.judge or suite.config.judge)
+    if any(m.judged for m in suite.metrics):  # people's labels correct the judged metrics' figures
+        labels = _read_labels(suite.root / LABELS.parent)
+        for experiment in experiments:
+            experiment.labels = labels
     cached = log_dir / "cache" / "completions.sqlite3"
     cache = _Cache(cached) if (args.cache or suite.config.cache) and cached.is_file() else None
     turns = max_turns if getattr(suite.adapter, "uses_tools", False) else 1
@@ -11842,6 +11950,9 @@ def _prepare_run(args: argparse.Namespace, plan: _Plan) -> None:
     _apply_budget(plan, budget)
     _check_credit(plan.forecasts, budget)
     plan.baseline = _read_run(args.baseline, log_dir, "--baseline") if args.baseline else None
+    labels = _read_labels(suite.root / LABELS.parent) if plan.baseline and any(m.judged for m in suite.metrics) else {}
+    for record in (plan.baseline or {}).values():
+        _label_rows(record["dataset"], record.get("rows", ()), labels)
     _check_exclude(args.flaky, plan.baseline or {}, _primary(suite.metrics).name, "--baseline")
     plan.cache = _Cache(log_dir / "cache" / "completions.sqlite3") if args.cache or suite.config.cache else None
 
@@ -12065,8 +12176,7 @@ def _print_results(args: argparse.Namespace, plan: _Plan, session: _Session, end
             print(line, file=sys.stderr)
     for line in _cache_lines(shown):
         print(line, file=out if tables else sys.stderr)
-    labels = _read_labels(suite.root / LABELS.parent) if any(m.judged for m in suite.metrics) else {}
-    judged, corrected = _judged_lines(shown, suite.metrics, labels, plan.judge and plan.judge[0])
+    judged, corrected = _judged_lines(shown, suite.metrics, plan.judge and plan.judge[0])
     for line in _wrap(judged, _width_of(out)) if tables else ():
         print(line, file=out)
     changes = None
@@ -12093,9 +12203,9 @@ def _print_results(args: argparse.Namespace, plan: _Plan, session: _Session, end
             "decided": session.decisions if args.until_decided else None,
             "judge": {"model": plan.judge[0], "usage": _judge_spend(shown).to_json()} if plan.judge else None,
             "corrected": [
-                {"dataset": e.dataset, "contender": e.contender.to_json(), "metric": name, **estimate.to_json()}
+                {"dataset": e.dataset, "contender": e.contender.to_json(), "metric": name, **figures}
                 for e in shown
-                for name, estimate in corrected.get(id(e), {}).items()
+                for name, figures in corrected.get(id(e), {}).items()
             ],
             **(
                 {"answers": [_answer_document(r) for e in experiments for r in e.results]}
@@ -12254,6 +12364,9 @@ def _cmd_report(args: argparse.Namespace) -> int:
     experiments = sorted(
         (_logged_experiment(r) for r in records.values()), key=lambda experiment: (experiment.dataset, experiment.order)
     )
+    labels = _suite_labels() if any(m.judged for m in metrics) else {}
+    for experiment in experiments:
+        experiment.labels = labels
     partial += _unfinished(records.values(), experiments)
     suites = sorted({str(r.get("suite")) for r in records.values() if r.get("suite")})
     title = f"agent-evals: {', '.join(suites) or 'report'}"

@@ -123,7 +123,7 @@ def test_repeat_prints_intervals_and_the_best_value_states_significance(make_sui
     assert len(noisy["rows"]) == 200 and sorted({row["repeat"] for row in noisy["rows"]}) == [0, 1, 2, 3, 4]
     assert noisy["repeat"] == 5 and noisy["summary"]["intervals"]["exact"]["n"] == 40
     assert noisy["summary"]["intervals"]["exact"]["method"] in ("t", "wilson")
-    assert noisy["metrics"][0] == {"name": "exact", "description": "1 when right.", "primary": True}
+    assert noisy["metrics"][0] == {"name": "exact", "description": "1 when right.", "primary": True, "judged": False}
 
 
 def test_repeat_from_the_config_and_in_the_matrix(make_suite, cli) -> None:

@@ -529,3 +529,62 @@ def test_a_case_put_off_for_its_batch_is_one_span_across_its_rounds(make_suite, 
     assert len(cases) == 4  # one a case, not one a round
     assert len(app) == 8 and all(s.parent.span_id in cases for s in app)  # two rounds, each under its case
     del builtins._agent_evals_spans, builtins._app_spans
+
+
+JUDGED_SUITE = (
+    SUITE.replace(
+        """class S(ae.Scorer):""",
+        """judge = ae.Judge("Pass when the answer is the expected one.")
+
+class S(ae.Scorer):""",
+    )
+    .replace(
+        """        right = float(reply.output == case.expected)""",
+        """        right, _ = judge(case, reply)""",
+    )
+    .replace(
+        "providers=[ae.FakeProvider()]",
+        """providers=[ae.FakeProvider({"judge": lambda s, u: '{"verdict": "pass", "reasons": "fine"}'})]""",
+    )
+)
+JUDGED_LINEUP = LINEUP.replace("    - model: broken\n", "") + "judge: fake/judge\n"
+
+
+@needs_otel
+def test_a_judges_calls_are_evaluator_spans_under_their_case_apart_from_the_contenders(
+    make_suite, cli, monkeypatch
+) -> None:
+    """Each case's judge call is a span of its own, named for the judge model, OpenInference's
+    EVALUATOR (never an LLM span a viewer sums into the contender's cost), under the case."""
+    monkeypatch.setenv("LOGFIRE_TOKEN", "pylf_v1_us_testtoken")
+    project = make_suite(helper=JUDGED_SUITE, config=JUDGED_LINEUP)
+    code, _, err = cli("compare", "--tracker", "memfire", cwd=project)
+    assert code == 0, err
+    spans = builtins._agent_evals_spans.get_finished_spans()
+    by_id = {s.context.span_id: s for s in spans}
+    judged = [s for s in spans if s.name == "judge fake/judge"]
+    chats = [s for s in spans if s.name == "chat fake/echo"]
+    assert len(judged) == len(chats) == 4
+    for span in judged:
+        a, case = attributes(span), by_id[span.parent.span_id]
+        assert case.name.startswith("case ") and a["openinference.span.kind"] == "EVALUATOR"
+        assert a["gen_ai.request.model"] == "fake/judge" and a["gen_ai.request.temperature"] == 0.0
+        assert a["llm.cost.total"] > 0 and "Pass when the answer is the expected one." in a["input.value"]
+        assert attributes(case)["openinference.span.kind"] == "CHAIN"  # its contender's call is the LLM span
+    del builtins._agent_evals_spans
+
+
+@needs_braintrust
+def test_braintrust_gets_a_judges_calls_as_score_spans(make_suite, cli, monkeypatch) -> None:
+    with FakeBraintrust() as server:
+        monkeypatch.setenv("BRAINTRUST_APP_URL", server.url)
+        monkeypatch.setenv("BRAINTRUST_API_KEY", "bt-test-key-123456")
+        project = make_suite(helper=JUDGED_SUITE, config=JUDGED_LINEUP)
+        code, _, err = cli("compare", "--tracker", "braintrust", "-j", "1", cwd=project)
+        assert code == 0, err
+    cases, calls, scores = server.rows(), server.rows("llm"), server.rows("score")
+    assert len(cases) == len(calls) == len(scores) == 4
+    assert {r["span_attributes"]["name"] for r in scores} == {"judge fake/judge"}
+    assert all(r["metadata"]["model"] == "fake/judge" and r["metrics"]["prompt_tokens"] > 0 for r in scores)
+    assert {r["span_parents"][0] for r in scores} == {r["span_id"] for r in cases}
+    assert all(r["metrics"].get("prompt_tokens") is None for r in cases)  # the contender's call span holds them
