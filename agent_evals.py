@@ -1404,6 +1404,7 @@ class _Ledger:
         self.served: list[dict[str, str]] = []  # who answered: each distinct upstream, model and tier
         self.replayed = [0, 0]  # answers OpenRouter's response cache gave: all, and those not asked of it
         self.notes: dict[object, Any] = {}
+        self.judge = False  # the judge's, for a scorer's Judge: its spend is shown apart, its batches are its own
         self.lock = threading.Lock()
 
     def sent(self, call: _Call) -> None:
@@ -5017,8 +5018,9 @@ class _Values(dict[str, float]):
     extra = 0.0
 
     def only(self, keys: Iterable[str]) -> _Values:
+        """Those of ``keys``: their share of the labels is smaller, so their ``extra`` larger."""
         kept = _Values({k: self[k] for k in keys})
-        kept.extra = self.extra * (len(self) / len(kept)) ** 2 if kept else 0.0
+        kept.extra = self.extra * len(self) / len(kept) if kept else 0.0
         return kept
 
 
@@ -5906,14 +5908,14 @@ _REPEATS = re.compile(r": (HTTP (?!429)[45]\d\d\b|TimeoutError: |Timeout: )")
 
 class _Batching:
     """``--batch``, for one run of one case: the calls it put off for the next batch
-    (``asked``: custom id, request, its budget hold), the batch answers it took (``used``),
-    and how often it asked each request so far."""
+    (``asked``: custom id, request, its budget hold, the model asked: the contender's, or the
+    judge's), the batch answers it took (``used``), and how often it asked each request so far."""
 
     __slots__ = ("asked", "counts", "used")
 
     def __init__(self) -> None:
         self.counts: dict[str, int] = {}
-        self.asked: list[tuple[str, dict[str, object], _Hold | None]] = []
+        self.asked: list[tuple[str, dict[str, object], _Hold | None, Model]] = []
         self.used: set[str] = set()
 
 
@@ -5933,7 +5935,7 @@ class _Batch(_Step):
         self.fallback = fallback
         self.answers: dict[str, object] = {}
         self.sync: set[str] = set()  # custom ids asked now, one by one (--batch-fallback sync)
-        self.waiting: dict[int, tuple[Model, list[tuple[str, dict[str, object], _Hold | None]]]] = {}
+        self.waiting: dict[int, tuple[Model, list[tuple[str, dict[str, object], _Hold | None, Model]]]] = {}
         self.fresh: dict[int, set[str]] = {}  # case run -> the custom ids its last batch answered
         self.tries: dict[str, int] = {}  # custom id -> the batches that left it unanswered
         self.replays: list[int] = []  # case runs to run again, their batch collected
@@ -5957,7 +5959,7 @@ class _Batch(_Step):
         if (found := self.answers.get(custom)) is None:
             if custom not in self.sync and self.fallback is not None:  # without --batch: asked now
                 hold = None if self.budget is None else self.budget.begin(call.model, call.request)
-                mine.asked.append((custom, call.request, hold))
+                mine.asked.append((custom, call.request, hold, call.model))
                 call.model.stop.wait(self.GATHER)  # the calls made beside it (threads, gather) join its round
                 raise _Deferred(custom)
             return
@@ -5994,9 +5996,9 @@ class _Batch(_Step):
         for custom in fresh:  # paid for all the same
             if isinstance(answer := self.answers.get(custom), Completion):
                 model.ledger.note_spent(answer.usage)
-        for _, _, hold in mine.asked:
+        for _, _, hold, asked in mine.asked:
             if hold is not None and self.budget is not None:
-                self.budget.end(hold, model, None)
+                self.budget.end(hold, asked, None)
         error = (
             "SuiteError: the case asked the model something else when it ran again with its batch's answer "
             "(a time, an id or a random choice in the prompt?): --batch runs a case once per round of calls "
@@ -6031,33 +6033,31 @@ class _Batch(_Step):
         run stopped meanwhile: the batch goes on at the provider, and --resume collects it)."""
         # in case order, whichever thread put each case off first: the same batch for the same run
         waiting, self.waiting = dict(sorted(self.waiting.items())), {}
-        asked = {custom: (model, request, hold) for model, calls in waiting.values() for custom, request, hold in calls}
+        asked = {c: (model, request, hold) for _, calls in waiting.values() for c, request, hold, model in calls}
         cases = {
             custom: f"{run.ids[unit // run.repeat]}#{unit % run.repeat}"
             for unit, (_, calls) in waiting.items()
-            for custom, _, _ in calls
+            for custom, *_ in calls
         }
-        model, provider = next(iter(waiting.values()))[0], run.experiment.provider
         self.rounds += 1
-        sent: list[tuple[list[str], str | BatchState]] = []
-        for part in self.pieces(asked, provider):  # within the provider's limits, each journaled before it goes
-            requests = {custom: cases[custom] for custom in part}
-            run.run.journal_write(
-                run.journal, _json_dumps({"batch": {"round": self.rounds, "requests": requests}}) + "\n"
-            )
+        sent: list[tuple[list[str], str | BatchState, Model]] = []
+        for part in self.pieces(asked):  # one model each, within its provider's limits, journaled before it goes
+            requests, model = {custom: cases[custom] for custom in part}, asked[part[0]][0]
+            # a judge's batch says so: --resume collects it from the judge's provider
+            head = {"round": self.rounds, "requests": requests} | ({"judge": model.id} if model.ledger.judge else {})
+            run.run.journal_write(run.journal, _json_dumps({"batch": head}) + "\n")
             try:
-                sent.append((part, provider.submit(model, [(custom, asked[custom][1]) for custom in part])))
+                sent.append((part, model.provider.submit(model, [(c, asked[c][1]) for c in part]), model))
             except ProviderError as e:  # refused: said in the journal, so --resume knows nothing is running
                 _stop_if_fatal(e, run.run.stop)
-                sent.append((part, BatchState("failed", error=_redact(str(e)))))
-                failed = {"round": self.rounds, "requests": requests, "failed": _redact(str(e))}
-                run.run.journal_write(run.journal, _json_dumps({"batch": failed}) + "\n")
+                sent.append((part, BatchState("failed", error=_redact(str(e))), model))
+                run.run.journal_write(run.journal, _json_dumps({"batch": head | {"failed": _redact(str(e))}}) + "\n")
                 continue
-            record: dict[str, object] = {"id": sent[-1][1], "round": self.rounds, "requests": requests}
+            record: dict[str, object] = {"id": sent[-1][1], **head}
             run.run.journal_write(run.journal, _json_dumps({"batch": record}) + "\n")
             run.experiment.batches.append(record)
         stopped = False
-        for part, batch in sent:  # the run stopped: the holds of every part are let go, the batches run on
+        for part, batch, model in sent:  # the run stopped: the holds of every part are let go, the batches run on
             state = (
                 None if stopped else batch if isinstance(batch, BatchState) else self.wait(run, model, batch, len(part))
             )
@@ -6066,34 +6066,42 @@ class _Batch(_Step):
         if stopped:
             return []
         for unit, (_, calls) in waiting.items():
-            self.fresh[unit] = {custom for custom, _, _ in calls if custom in self.answers}
+            self.fresh[unit] = {custom for custom, *_ in calls if custom in self.answers}
         return list(waiting)
 
     @staticmethod
-    def pieces(
-        asked: Mapping[str, tuple[Model, dict[str, object], _Hold | None]], provider: Provider
-    ) -> list[list[str]]:
-        """A round's requests in batches the provider takes: at most ``batch_most`` requests and
-        ``batch_bytes`` bytes each (OpenRouter's 5,000 and 200 MB)."""
-        batches: list[list[str]] = [[]]
-        size = 0
-        for custom, (_, request, _) in asked.items():
-            weight = len(_json_dumps(request)) + 256  # the body as sent, with its model, settings and custom id
-            if batches[-1] and (len(batches[-1]) >= provider.batch_most or size + weight > provider.batch_bytes):
-                batches.append([])
-                size = 0
-            batches[-1].append(custom)
-            size += weight
+    def pieces(asked: Mapping[str, tuple[Model, dict[str, object], _Hold | None]]) -> list[list[str]]:
+        """A round's requests in batches: one model each (the contender's, the judge's), at most
+        its provider's ``batch_most`` requests and ``batch_bytes`` bytes (OpenRouter's 5,000 and 200 MB)."""
+        batches: list[list[str]] = []
+        for key in dict.fromkeys((model.id, model.ledger.judge) for model, _, _ in asked.values()):
+            size, provider = 0, next(m.provider for m, _, _ in asked.values() if (m.id, m.ledger.judge) == key)
+            batches.append([])
+            for custom, (model, request, _) in asked.items():
+                if (model.id, model.ledger.judge) != key:
+                    continue
+                weight = len(_json_dumps(request)) + 256  # the body as sent, with its model, settings and custom id
+                if batches[-1] and (len(batches[-1]) >= provider.batch_most or size + weight > provider.batch_bytes):
+                    batches.append([])
+                    size = 0
+                batches[-1].append(custom)
+                size += weight
         return batches
 
     def collect_earlier(self, run: _ExperimentRun) -> None:
-        """--resume: the batches the run it continues sent, collected (never sent again)."""
-        model = run.experiment.model(stop=run.run.stop)
+        """--resume: the batches the run it continues sent, collected (never sent again); a
+        judge's from the judge's provider."""
+        contender = run.experiment.model(stop=run.run.stop)
         earlier, self.earlier = self.earlier, ()
         for record in earlier:
             run.run.journal_write(run.journal, _json_dumps({"batch": record}) + "\n")
             run.experiment.batches.append(dict(record))
             requests = _fields(record.get("requests"))
+            model = run.judge_model(contender.ledger) if record.get("judge") else contender
+            if model is None or model.id != record.get("judge", model.id):
+                why = f"batch {record['id']} asked judge {record['judge']}; name it with --judge to collect it"
+                run.run.stop.set(f"--resume: {why}")
+                return
             state = self.wait(run, model, str(record["id"]), len(requests))
             if state is None:
                 return
@@ -6113,7 +6121,7 @@ class _Batch(_Step):
         while not session.stop.event.wait(interval):
             interval = min(interval * 1.5, max(first, 60.0))
             try:
-                state = run.experiment.provider.collect(model, batch_id)
+                state = model.provider.collect(model, batch_id)
             except ProviderError as e:
                 failures += 1
                 if e.stops_run or failures >= 5:
@@ -6265,14 +6273,17 @@ class _ExperimentRun:
             with self.run.lock:
                 self.blocked -= 1
 
-    def _judge(self, case: _Ledger) -> Model | None:
+    def judge_model(self, case: _Ledger) -> Model | None:
         """The run's judge model for one case run: a ledger of its own (its spend is shown
-        apart), every step of the contenders' calls but the batch (a judge's call goes at once)."""
+        apart) and every step of the contenders' calls. With --batch its calls join the case
+        run's (the judge's batches are its own) where its provider batches, else go at once."""
         if self.run.judge is None:
             return None
         model_id, provider = self.run.judge
-        steps = tuple(s for s in self.steps if s is not self.batch)
+        batched = self.batch.fallback is not None and provider.batches
+        steps = tuple(s for s in self.steps if s is not self.batch or batched)
         ledger = _Ledger(case.case, case.repeat, case.exchanges is not None)
+        ledger.judge, ledger.notes[self.batch] = True, case.notes.setdefault(self.batch, _Batching())
         return Model(model_id, provider, temperature=0.0, stop=self.run.stop, steps=steps, ledger=ledger)
 
     def _begin(self, i: int, owner: _Owner) -> tuple[int, Model, float]:
@@ -6292,7 +6303,7 @@ class _ExperimentRun:
                 place, model, started = self._begin(i, owner)
                 try:
                     with self._within(place, model.ledger.repeat) if run.live else contextlib.nullcontext():
-                        judge = self._judge(model.ledger)
+                        judge = self.judge_model(model.ledger)
                         result = _run_case(run.suite, self.experiment, place, run.metric_names, model, started, judge)
                 except BaseException as e:  # the harness's own failure: still that case's row
                     took = time.perf_counter() - started
@@ -10013,8 +10024,8 @@ def _experiment_changes(
     repeats disagree taken as ``flaky`` says), and its errors."""
     changes = []
     for metric in metrics:
-        a = _row_values(before, metric, flaky=flaky) if before else {}
-        b = _row_values(after, metric, flaky=flaky) if after else {}
+        a = _row_values(before, metric, flaky=flaky) if before else _Values()
+        b = _row_values(after, metric, flaky=flaky) if after else _Values()
         if before and after and not (a and b) and flaky != "mean":  # every case of a run left out: said, never passed
             every = {**_row_values(before, metric), **_row_values(after, metric)}
             if left := len(every.keys() - (a.keys() & b.keys())):
@@ -10024,7 +10035,7 @@ def _experiment_changes(
             continue
         shared = a.keys() & b.keys()
         if shared:  # one population on the line: the cases both runs answered
-            a, b = {k: a[k] for k in shared}, {k: b[k] for k in shared}
+            a, b = a.only(shared), b.only(shared)
         mean_a = sum(a.values()) / len(a) if a else None
         mean_b = sum(b.values()) / len(b) if b else None
         paired = _paired(b, a) if shared else None

@@ -644,3 +644,126 @@ def test_calls_a_case_makes_side_by_side_go_in_one_round_and_in_turn_in_two(make
     assert code == 0 and api.sync == 0, err
     assert [len(b["requests"]) for b in api.submitted] == ([4, 4] if how == "in turn" else [8])
     assert all(row["error"] is None and row["score"] == 1.0 for row in read_logs(project)[-1]["rows"])
+
+
+JUDGED_HELPER = """
+import builtins
+import agent_evals as ae
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+judge = ae.Judge("Pass when the answer gives the value the expected answer gives.")
+
+class S(ae.Scorer):
+    def metrics(self):
+        return [ae.Metric("correct", "the judge's verdict", primary=True, judged=True)]
+
+    def call(self, case, reply, context):
+        verdict, reasons = judge(case, reply)
+        return ae.Score(value=verdict, metrics={"correct": verdict}, diagnostics={"reasons": reasons})
+
+class MemoryFire(ae.Logfire):
+    name = "memfire"
+
+    def exporter(self):
+        builtins._agent_evals_spans = InMemorySpanExporter()
+        return builtins._agent_evals_spans
+
+ae.configure(adapter=ae.EchoAdapter(), scorer=S(), trackers=[MemoryFire])
+"""
+
+
+def judged_answer(received) -> Answer:
+    """The contender echoes the case; the judge (gpt-4.1-mini) passes every answer but case 003's."""
+    body = received.body
+    if body["model"] != "openai/gpt-4.1-mini":
+        return chat_answer(body["messages"][-1]["content"], cost=0.0004)
+    verdict = "fail" if "003" in body["messages"][-1]["content"] else "pass"
+    return chat_answer(json.dumps({"verdict": verdict, "reasons": "read it"}), cost=0.002)
+
+
+def test_a_judges_calls_go_in_batches_of_their_own_held_by_the_budget_cached_and_traced(
+    make_suite, cli, monkeypatch
+) -> None:
+    """--batch with a judge: a round of the contender's calls, then a round of the judge's (its
+    own batch, its model at temperature 0), the judge's cost held by --budget and shown apart;
+    --cache answers both the second time (nothing sent), and each judge call is a span."""
+    pytest.importorskip("opentelemetry.sdk")
+    import builtins
+
+    monkeypatch.setenv("LOGFIRE_TOKEN", "pylf_v1_us_testtoken")
+    api = BatchAPI(judged_answer)
+    lineup = "request_types: [prompt]\ndefaults:\n  max_tokens: 64\nvendors:\n  openai:\n    - model: gpt-4o-mini\n"
+    lineup += "judge: openai/gpt-4.1-mini\n"
+    argv = ["compare", "--batch", "--cache", "--budget", "1", "--tracker", "memfire", "--format", "json"]
+    with batch_server(api, monkeypatch):
+        project = make_suite(helper=JUDGED_HELPER, config=lineup, cases=many(4))
+        code, out, err = cli(*argv, cwd=project)
+        assert code == 0, err
+        first = json.loads(out)
+        spans = builtins._agent_evals_spans.get_finished_spans()
+        code, out, err = cli(*argv, cwd=project)
+        assert code == 0, err
+        again = json.loads(out)
+    assert [b["model"] for b in api.submitted] == ["openai/gpt-4o-mini", "openai/gpt-4.1-mini"] and api.sync == 0
+    judged = api.submitted[1]["requests"]
+    assert len(judged) == 4 and all(r["body"]["temperature"] == 0.0 for r in judged)
+    assert first["judge"]["usage"]["cost_usd"] == pytest.approx(4 * 0.001)  # the batch's half price
+    (row,) = first["datasets"][0]["leaderboard"]
+    assert row["cost_usd"] == pytest.approx(4 * 0.0002) and row["metrics"]["correct"]["mean"] == 0.75
+    assert again["judge"]["usage"]["cost_usd"] == 0.0  # the cache answered the judge too
+    evaluators = [s for s in spans if s.name == "judge openai/gpt-4.1-mini"]
+    assert len(evaluators) == 4 and {s.attributes["openinference.span.kind"] for s in evaluators} == {"EVALUATOR"}
+    logs = read_logs(project)
+    assert [len(b["requests"]) for b in logs[0]["batches"]] == [4, 4] and logs[0]["batches"][1]["judge"]
+
+
+class HeldJudge(BatchAPI):
+    """A Batch API that keeps the judge's batches in progress while ``held``."""
+
+    held = True
+
+    def _look(self, batch_id: str) -> Answer:
+        if self.held and self.batches[batch_id]["body"]["model"] == "openai/gpt-4.1-mini":
+            self.looks += 1
+            return Answer(200, self._object(batch_id, "in_progress", (0, 0)))
+        return super()._look(batch_id)
+
+
+def test_a_run_stopped_while_the_judges_batch_waits_resumes_collecting_it_and_pays_nothing_twice(
+    make_suite, tmp_path
+) -> None:
+    helper = JUDGED_HELPER.replace(", trackers=[MemoryFire]", "").split("class MemoryFire")[0]
+    helper += "\nae.configure(adapter=ae.EchoAdapter(), scorer=S())\n"
+    helper = helper.replace(
+        "from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter", ""
+    )
+    lineup = "request_types: [prompt]\ndefaults:\n  max_tokens: 64\nvendors:\n  openai:\n    - model: gpt-4o-mini\n"
+    project = make_suite(helper=helper, config=lineup + "judge: openai/gpt-4.1-mini\n", cases=many(4))
+    api = HeldJudge(judged_answer)
+    with OpenAICompatible(api) as server:
+        env = {"OPENROUTER_BASE_URL": server.url + "/api/v1", "OPENROUTER_API_KEY": "sk-or-batch", **POLL}
+        environ = {k: v for k, v in __import__("os").environ.items() if not k.startswith(("OPENROUTER", "AGENT_EVALS"))}
+        child = subprocess.Popen(
+            [sys.executable, str(ROOT / "agent_evals.py"), "run", "--batch", "--local"],
+            cwd=project,
+            env={**environ, **env, "NO_COLOR": "1"},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        deadline = time.monotonic() + 30
+        while (len(api.submitted) < 2 or api.looks < 6) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        child.send_signal(signal.SIGTERM)
+        _, err = child.communicate(timeout=30)
+        assert child.returncode == 143 and len(api.submitted) == 2, err
+        assert "it goes on at the provider; --resume --batch collects it" in err
+        api.held = False  # the judge's batch ends at OpenRouter meanwhile
+        done = run_agent_evals("run", "--batch", "--local", "--resume", "--format", "json", cwd=project, env=env)
+        assert done.returncode == 0, done.stderr
+    assert len(api.submitted) == 2 and api.sync == 0  # the judge's batch collected, never sent again
+    document = json.loads(done.stdout)
+    assert document["judge"]["usage"]["cost_usd"] == pytest.approx(4 * 0.001)  # paid once
+    (row,) = document["datasets"][0]["leaderboard"]
+    assert row["errors"] == 0 and row["metrics"]["correct"]["mean"] == 0.75
+    assert row["cost_usd"] == pytest.approx(4 * 0.0002)

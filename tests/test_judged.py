@@ -310,3 +310,26 @@ def test_a_judge_that_says_no_verdict_is_that_cases_error_never_a_zero(make_suit
         assert error.startswith("SuiteError: judge fake/judge gave no verdict (") and len(error) < 200
     else:
         assert row["errors"] == 0 and row["metrics"]["correct"]["mean"] == verdict
+
+
+def test_report_and_diff_read_the_suites_labels_and_compare_the_corrected_figures(make_suite, cli) -> None:
+    """Labels of every answer: the corrected figure is the people's own rate, in report's
+    leaderboard and on diff's lines (its paired test over the corrected values), not the judge's."""
+    project = make_suite(helper=JUDGED, config=LINEUP, cases=cases(60))
+    assert cli("compare", "--local", cwd=project)[0] == 0
+    log = min((project / "log" / "agent-evals").glob("*.json"))
+    rows = json.loads(log.read_text())["rows"]
+    labels = project / "evals" / "labels" / "labels.jsonl"
+    for row in rows:  # a person's verdict on each answer: right when it is what was expected
+        key = ("ds", row["case"], row["case_hash"], ae._answer_hash(row["output"]), "correct")
+        ae._add_label(labels, key, float(int(row["case"][2:]) % 3 != 0))
+    assert cli("compare", "--local", cwd=project)[0] == 0
+    newest = max((project / "log" / "agent-evals").glob("*.json"))
+    code, out, err = cli("report", "--format", "json", str(newest))
+    assert code == 0, err
+    (row,) = json.loads(out)["datasets"][0]["leaderboard"]
+    assert row["metrics"]["correct"]["mean"] == pytest.approx(40 / 60)  # the judge says 50 of 60
+    code, out, err = cli("diff", str(log), str(newest))
+    assert code == 0, err
+    line = next(x for x in out.splitlines() if "correct" in x)
+    assert "66.7%" in line and "83.3%" not in line
