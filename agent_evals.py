@@ -5146,7 +5146,7 @@ def _paired(first: Mapping[str, float], second: Mapping[str, float]) -> _Paired 
         only_first = sum(1 for d in diffs if d > 0)
         m = only_first + sum(1 for d in diffs if d < 0)
         return _Paired(delta, _mcnemar_mid_p(only_first, m), n, "McNemar mid-p", low, high, sd=sd)
-    if sd <= 1e-12:  # one pair, or every pair differs alike: no variance to judge the difference by
+    if sd <= 1e-12 or n < 2:  # one pair, or every pair differs alike: no variance to judge the difference by
         return _Paired(delta, None, n, "paired t", low, high, sd=sd)
     t = delta / (sd / math.sqrt(n))
     return _Paired(delta, 2 * (1 - _t_cdf(abs(t), n - 1)), n, "paired t", low, high, sd=sd)

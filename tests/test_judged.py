@@ -333,3 +333,17 @@ def test_report_and_diff_read_the_suites_labels_and_compare_the_corrected_figure
     assert code == 0, err
     line = next(x for x in out.splitlines() if "correct" in x)
     assert "66.7%" in line and "83.3%" not in line
+
+
+@pytest.mark.hostile
+def test_corrected_values_at_their_extremes_give_an_honest_interval_never_a_crash() -> None:
+    """One label of 1,000 answers, disagreeing: the corrected mean is PPI's 0, with an interval
+    that says it knows nothing; one shared case with the correction's variance is no test."""
+    entries = [(("ds/a", "a"), 1.0, 0.0), *(((f"ds/{i}", str(i)), 1.0, None) for i in range(999))]
+    values = ae._units(*ae._rectify(entries, 1000), "mean")
+    estimate = ae._estimate(list(values.values()), values.extra)
+    assert estimate is not None and (estimate.mean, estimate.low, estimate.high) == (0.0, 0.0, 1.0)
+    one = ae._Values({"x": 0.3})
+    one.extra = 0.01
+    paired = ae._paired(one, ae._Values({"x": 0.9}))
+    assert paired is not None and paired.p is None and not paired.significant
