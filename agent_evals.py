@@ -4191,6 +4191,8 @@ class OpenRouter(Provider):
             body["tool_choice"] = request.tool_choice
         if model.temperature is not None:
             body["temperature"] = model.temperature
+        if model.ledger.judge:  # a judge's verdicts repeat where the provider allows: temperature 0 and a seed
+            body["seed"] = 0
         # OpenRouter's own fields, as its spec names them; the OpenAI shape to other servers
         openrouter = self.dialect == "openrouter"
         if model.max_tokens is not None:  # max_tokens is deprecated in OpenRouter's spec

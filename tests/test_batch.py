@@ -706,7 +706,10 @@ def test_a_judges_calls_go_in_batches_of_their_own_held_by_the_budget_cached_and
         again = json.loads(out)
     assert [b["model"] for b in api.submitted] == ["openai/gpt-4o-mini", "openai/gpt-4.1-mini"] and api.sync == 0
     judged = api.submitted[1]["requests"]
-    assert len(judged) == 4 and all(r["body"]["temperature"] == 0.0 for r in judged)
+    assert len(judged) == 4 and all(r["body"]["temperature"] == 0.0 and r["body"]["seed"] == 0 for r in judged)
+    assert all(
+        "seed" not in r["body"] for r in api.submitted[0]["requests"]
+    )  # a contender's requests: as the lineup says
     assert first["judge"]["usage"]["cost_usd"] == pytest.approx(4 * 0.001)  # the batch's half price
     (row,) = first["datasets"][0]["leaderboard"]
     assert row["cost_usd"] == pytest.approx(4 * 0.0002) and row["metrics"]["correct"]["mean"] == 0.75

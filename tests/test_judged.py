@@ -239,7 +239,7 @@ def test_a_judge_asks_the_named_model_the_way_contenders_are_asked(make_suite) -
         )
         missing = run_agent_evals("compare", "--local", "--judge", "openai/gpt-4.1-nano", cwd=project, env=env)
     sent = asked[0].body
-    assert sent["model"] == "openai/gpt-4.1-mini" and sent["temperature"] == 0.0
+    assert sent["model"] == "openai/gpt-4.1-mini" and sent["temperature"] == 0.0 and sent["seed"] == 0
     assert sent["messages"][0]["content"].startswith("You grade an answer by this rubric:\nPass when the answer")
     assert "Input:\n" in sent["messages"][1]["content"] and "Expected answer:\n" in sent["messages"][1]["content"]
     document = json.loads(done.stdout)
