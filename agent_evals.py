@@ -9745,10 +9745,11 @@ def _file_size(path: str) -> int:
         return 0
 
 
-def _cost_history(log_dir: Path, name: str) -> dict[str, list[float]]:
+def _cost_history(log_dir: Path, name: str, spent: str = "usage") -> dict[str, list[float]]:
     """Each case's cost (a cached answer's first price) in the newest three logs of experiment
     ``name`` (a safe name: no glob characters); error rows, which spent part of one, and rows
-    whose cost nobody knows (no price, or not a number from 0 up: never $0, never below it) left out."""
+    whose cost nobody knows (no price, or not a number from 0 up: never $0, never below it) left out.
+    ``spent``: ``judge_usage`` for what the judge's calls cost."""
     costs: dict[str, list[float]] = {}
     for path in sorted(log_dir.glob(f"{name}.*.json"), reverse=True)[:3]:
         try:
@@ -9759,10 +9760,23 @@ def _cost_history(log_dir: Path, name: str) -> dict[str, list[float]]:
             with contextlib.suppress(AttributeError, TypeError, ValueError, KeyError):
                 if row.get("error"):
                     continue
-                cost = float(row["usage"].get("cost_usd") or 0) + float(row.get("saved_usd") or 0)
-                if 0 <= cost < math.inf and not row["usage"].get("no_price"):
+                saved = float(row.get("saved_usd") or 0) if spent == "usage" else 0.0
+                cost = float(row[spent].get("cost_usd") or 0) + saved
+                if 0 <= cost < math.inf and not row[spent].get("no_price"):
                     costs.setdefault(str(row["case"]), []).append(cost)
     return costs
+
+
+def _judge_forecast(forecasts: Sequence[_Forecast], log_dir: Path, judge: str) -> str:
+    """What the judge may cost besides, from what its calls cost per case run in earlier runs."""
+    expected = 0.0
+    for f in forecasts:
+        history = _cost_history(log_dir, f.experiment.name, "judge_usage")
+        every = [cost for costs in history.values() for cost in costs]
+        if not every:
+            return f"judge {judge}: not forecast until a run has asked it; --budget holds each of its calls as it goes"
+        expected += sum(every) / len(every) * len(f.experiment.cases) * f.experiment.repeat
+    return f"judge {judge}: about {_fmt_cost(expected)} besides, from earlier runs' judge cost per case run"
 
 
 def _render_forecast(forecasts: Sequence[_Forecast], style: str, decided: bool = False) -> str:
@@ -11998,6 +12012,8 @@ def _execute(args: argparse.Namespace, plan: _Plan, stamp: str) -> tuple[_Sessio
         )  # every check passed: the run's first line
         if args.batch and (batched := _batch_forecast(plan.forecasts)):
             print(batched, file=progress.err)
+        if plan.judge and plan.forecasts:
+            print(_judge_forecast(plan.forecasts, plan.log_dir, plan.judge[0]), file=progress.err)
         concurrency = os.cpu_count() or 1 if args.concurrency is None else args.concurrency
         interrupted = _run_experiments(session, experiments, concurrency)
     if capture.failure:

@@ -276,7 +276,10 @@ def test_the_judge_example_shows_a_lenient_judge_corrected_by_its_labels(tmp_pat
     assert corrected["fake/sloppy"]["low"] <= 10 / 16 <= corrected["fake/sloppy"]["high"] < 1.0
     assert corrected["fake/careful"]["mean"] > corrected["fake/sloppy"]["mean"]
     assert document["judge"]["model"] == "fake/judge" and document["judge"]["usage"]["cost_usd"] == pytest.approx(0.032)
-    table = run_agent_evals("compare", "--local", cwd=suite).stdout
+    assert "judge fake/judge: not forecast until a run has asked it; --budget holds each" in done.stderr
+    second = run_agent_evals("compare", "--local", cwd=suite)
+    table = second.stdout
+    assert "judge fake/judge: about $0.0320 besides, from earlier runs' judge cost per case run" in second.stderr
     assert "judged [capitals] correct: the judge agrees on 14 of 18 labels (sensitivity 100%, specificity 0%)" in table
     assert "best value [capitals] (fake/careful effort=default)" in table
     assert "correct  (primary) (judged, corrected by labels) " in table and "  corrected: a judged metric's" in table
