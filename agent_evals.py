@@ -5030,7 +5030,7 @@ def _extra_of(values: Mapping[str, float]) -> float:
     return values.extra if isinstance(values, _Values) else 0.0
 
 
-PSEUDO = 0.3  # a judged rectifier's pseudo-disagreements, one each way: set by simulation (tests/test_judged.py)
+PSEUDO = 0.3  # a judged rectifier's pseudo-disagreements, one each way: set by simulation (tests/test_simulations.py)
 
 
 def _spread(gaps: Sequence[float]) -> float:
@@ -6075,14 +6075,17 @@ class _Batch(_Step):
     def pieces(asked: Mapping[str, tuple[Model, dict[str, object], _Hold | None]]) -> list[list[str]]:
         """A round's requests in batches: one model each (the contender's, the judge's), at most
         its provider's ``batch_most`` requests and ``batch_bytes`` bytes (OpenRouter's 5,000 and 200 MB)."""
+        by_model: dict[tuple[str, bool], list[str]] = {}
+        for custom, (model, _, _) in asked.items():
+            by_model.setdefault((model.id, model.ledger.judge), []).append(custom)
         batches: list[list[str]] = []
-        for key in dict.fromkeys((model.id, model.ledger.judge) for model, _, _ in asked.values()):
-            size, provider = 0, next(m.provider for m, _, _ in asked.values() if (m.id, m.ledger.judge) == key)
+        for group in by_model.values():
+            size, provider = 0, asked[group[0]][0].provider
             batches.append([])
-            for custom, (model, request, _) in asked.items():
-                if (model.id, model.ledger.judge) != key:
-                    continue
-                weight = len(_json_dumps(request)) + 256  # the body as sent, with its model, settings and custom id
+            for custom in group:
+                weight = (
+                    len(_json_dumps(asked[custom][1])) + 256
+                )  # the body as sent, with its model, settings, custom id
                 if batches[-1] and (len(batches[-1]) >= provider.batch_most or size + weight > provider.batch_bytes):
                     batches.append([])
                     size = 0
@@ -8694,20 +8697,21 @@ def _rows(experiments: Sequence[Experiment], metrics: Sequence[Metric], flaky: s
 
 def _row(experiment: Experiment, metrics: Sequence[Metric], primary: Metric, flaky: str) -> _Row:
     """One experiment's row of the tables."""
-    results, labels = experiment.results, experiment.labels
+    results = experiment.results
+    labels = {m.name: experiment.labels if m.judged else None for m in metrics}  # only a judged metric has labels
     errored = [r for r in results if r.error is not None]
     repeated = experiment.repeat > 1
     repeats = _repeats(results, primary.name) if repeated else {}
     return _Row(
         experiment.dataset,
         experiment.contender,
-        {m.name: _case_values(results, m.name, None, flaky, labels) for m in metrics},
+        {m.name: _case_values(results, m.name, None, flaky, labels[m.name]) for m in metrics},
         len(errored),
         len(results),
         experiment.duration,
         Usage.total(r.usage for r in results),
         Usage.total(r.usage for r in errored),
-        {m.name: _case_values(results, m.name, 0.0, flaky, labels) for m in metrics} if errored else {},
+        {m.name: _case_values(results, m.name, 0.0, flaky, labels[m.name]) for m in metrics} if errored else {},
         sum(r.saved for r in results),
         _reasons(r.error or "" for r in errored),
         experiment.repeat,
@@ -9359,13 +9363,13 @@ def _judged_lines(
             f"judge {judge}: {_fmt_cost(spent.cost_usd)} over {_n(runs, 'case run')} ({spent.input_tokens:,} tokens "
             f"in, {spent.output_tokens:,} out), apart from the contenders' cost; held by --budget"
         )
+    hashes: dict[tuple[str, str], set[str]] = {}  # each labelled case's hashes: the case as each label saw it
+    for d, c, h, *_ in {key for e in experiments for key in e.labels}:
+        hashes.setdefault((d, c), set()).add(h)
     for metric in (m for m in metrics if m.judged):
         for dataset in dict.fromkeys(e.dataset for e in experiments):
             shown, every, edited = [], [], set[str]()
             for e in (e for e in experiments if e.dataset == dataset):
-                hashes: dict[tuple[str, str], set[str]] = {}
-                for d, c, h, *_ in e.labels:
-                    hashes.setdefault((d, c), set()).add(h)
                 pairs, keys = _labelled(e.results, metric.name, e.labels)
                 edited |= {key[1] for key in keys if key[2] not in hashes.get((key[0], key[1]), {key[2]})}
                 if pairs and (estimate := _rows([e], metrics)[0].estimate(metric.name)):
@@ -11977,7 +11981,7 @@ def _prepare_run(args: argparse.Namespace, plan: _Plan) -> None:
     _apply_budget(plan, budget)
     _check_credit(plan.forecasts, budget)
     plan.baseline = _read_run(args.baseline, log_dir, "--baseline") if args.baseline else None
-    labels = _read_labels(suite.root / LABELS.parent) if plan.baseline and any(m.judged for m in suite.metrics) else {}
+    labels = next((e.labels for e in plan.experiments), {})  # read with the plan
     for record in (plan.baseline or {}).values():
         _label_rows(record["dataset"], record.get("rows", ()), labels)
     _check_exclude(args.flaky, plan.baseline or {}, _primary(suite.metrics).name, "--baseline")
@@ -12439,7 +12443,7 @@ def _cmd_label(args: argparse.Namespace) -> int:
     """``label``: people's verdicts on a run's judged answers, asked at a terminal and blind
     (the judge's verdict is shown only once the label is given), each appended at once to
     ``evals/labels/labels.jsonl``. The answers are drawn at random within each contender
-    (what ``_corrected`` assumes), the contender next whose interval one more label narrows
+    (what ``_rectify`` assumes), the contender next whose interval one more label narrows
     most: first those with none, then by its disagreements' spread over its labels."""
     import random
 

@@ -11,7 +11,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -391,19 +391,27 @@ def _interrupted_batch_run(
     toy: Path, api: BatchAPI, server: OpenAICompatible, sent: signal.Signals = signal.SIGTERM
 ) -> tuple[int, str, str]:
     """``run --batch`` on the animals, stopped by ``sent`` while its batch waits: its exit code and what it printed."""
+    argv = ["run", "--batch", "--local", "-m", "openai/gpt-4o-mini", "-d", "animals"]
+    return _stopped_when(toy, server, argv, lambda: api.looks >= 2, sent)
+
+
+def _stopped_when(
+    cwd: Path, server: OpenAICompatible, argv: list[str], ready: Callable[[], bool], sent: signal.Signals
+) -> tuple[int, str, str]:
+    """The CLI run as a process against ``server`` and sent ``sent`` once ``ready`` (at most
+    30 s): its exit code and what it printed."""
     env = {"OPENROUTER_BASE_URL": server.url + "/api/v1", "OPENROUTER_API_KEY": "sk-or-batch", **POLL}
     environ = {k: v for k, v in __import__("os").environ.items() if not k.startswith(("OPENROUTER", "AGENT_EVALS"))}
-    command = [sys.executable, str(ROOT / "agent_evals.py"), "run", "--batch", "--local", "-m", "openai/gpt-4o-mini"]
     child = subprocess.Popen(
-        [*command, "-d", "animals"],
-        cwd=toy,
+        [sys.executable, str(ROOT / "agent_evals.py"), *argv],
+        cwd=cwd,
         env={**environ, **env, "NO_COLOR": "1"},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
     )
     deadline = time.monotonic() + 30
-    while api.looks < 2 and time.monotonic() < deadline:
+    while not ready() and time.monotonic() < deadline:
         time.sleep(0.02)
     child.send_signal(sent)
     out, err = child.communicate(timeout=30)
@@ -646,10 +654,8 @@ def test_calls_a_case_makes_side_by_side_go_in_one_round_and_in_turn_in_two(make
     assert all(row["error"] is None and row["score"] == 1.0 for row in read_logs(project)[-1]["rows"])
 
 
-JUDGED_HELPER = """
-import builtins
+JUDGED_SCORER = """
 import agent_evals as ae
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 judge = ae.Judge("Pass when the answer gives the value the expected answer gives.")
 
@@ -660,6 +666,12 @@ class S(ae.Scorer):
     def call(self, case, reply, context):
         verdict, reasons = judge(case, reply)
         return ae.Score(value=verdict, metrics={"correct": verdict}, diagnostics={"reasons": reasons})
+"""
+JUDGED_HELPER = (
+    JUDGED_SCORER
+    + """
+import builtins
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 class MemoryFire(ae.Logfire):
     name = "memfire"
@@ -670,6 +682,7 @@ class MemoryFire(ae.Logfire):
 
 ae.configure(adapter=ae.EchoAdapter(), scorer=S(), trackers=[MemoryFire])
 """
+)
 
 
 def judged_answer(received) -> Answer:
@@ -735,31 +748,18 @@ class HeldJudge(BatchAPI):
 def test_a_run_stopped_while_the_judges_batch_waits_resumes_collecting_it_and_pays_nothing_twice(
     make_suite, tmp_path
 ) -> None:
-    helper = JUDGED_HELPER.replace(", trackers=[MemoryFire]", "").split("class MemoryFire")[0]
-    helper += "\nae.configure(adapter=ae.EchoAdapter(), scorer=S())\n"
-    helper = helper.replace(
-        "from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter", ""
-    )
+    helper = JUDGED_SCORER + "\nae.configure(adapter=ae.EchoAdapter(), scorer=S())\n"
     lineup = "request_types: [prompt]\ndefaults:\n  max_tokens: 64\nvendors:\n  openai:\n    - model: gpt-4o-mini\n"
     project = make_suite(helper=helper, config=lineup + "judge: openai/gpt-4.1-mini\n", cases=many(4))
     api = HeldJudge(judged_answer)
     with OpenAICompatible(api) as server:
         env = {"OPENROUTER_BASE_URL": server.url + "/api/v1", "OPENROUTER_API_KEY": "sk-or-batch", **POLL}
-        environ = {k: v for k, v in __import__("os").environ.items() if not k.startswith(("OPENROUTER", "AGENT_EVALS"))}
-        child = subprocess.Popen(
-            [sys.executable, str(ROOT / "agent_evals.py"), "run", "--batch", "--local"],
-            cwd=project,
-            env={**environ, **env, "NO_COLOR": "1"},
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        deadline = time.monotonic() + 30
-        while (len(api.submitted) < 2 or api.looks < 6) and time.monotonic() < deadline:
-            time.sleep(0.02)
-        child.send_signal(signal.SIGTERM)
-        _, err = child.communicate(timeout=30)
-        assert child.returncode == 143 and len(api.submitted) == 2, err
+
+        def waiting() -> bool:  # the judge's batch sent, and looked at while it waits
+            return len(api.submitted) >= 2 and api.looks >= 6
+
+        code, _, err = _stopped_when(project, server, ["run", "--batch", "--local"], waiting, signal.SIGTERM)
+        assert code == 143 and len(api.submitted) == 2, err
         assert "it goes on at the provider; --resume --batch collects it" in err
         api.held = False  # the judge's batch ends at OpenRouter meanwhile
         done = run_agent_evals("run", "--batch", "--local", "--resume", "--format", "json", cwd=project, env=env)
