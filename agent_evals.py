@@ -4988,9 +4988,8 @@ def _wilson(mean: float, n: int) -> tuple[float, float]:
     return center, _Z95 * math.sqrt(mean * (1 - mean) / n + z2 / (4 * n * n)) / (1 + z2 / n)
 
 
-def _estimate(values: Sequence[float], extra: float = 0.0) -> _Estimate | None:
-    """``extra``: the variance the mean has beyond the values' spread (``_Values``).
-
+def _estimate(values: Sequence[float]) -> _Estimate | None:
+    """
     >>> e = _estimate([1.0, 1.0, 0.0, 1.0])
     >>> (e.mean, e.method, round(e.low, 3), round(e.high, 3))
     (0.75, 'wilson', 0.301, 0.954)
@@ -5002,77 +5001,181 @@ def _estimate(values: Sequence[float], extra: float = 0.0) -> _Estimate | None:
         return None
     mean = sum(values) / n
     sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1)) if n > 1 else 0.0
-    se = math.sqrt(sd * sd / n + extra)
-    if not extra and all(v in (0.0, 1.0) for v in values):
+    if all(v in (0.0, 1.0) for v in values):
         center, half = _wilson(mean, n)
-        return _Estimate(mean, n, se, max(0.0, center - half), min(1.0, center + half), "wilson")
+        return _Estimate(mean, n, sd / math.sqrt(n), max(0.0, center - half), min(1.0, center + half), "wilson")
     if n == 1:
         return _Estimate(mean, 1, 0.0, 0.0, 1.0, "one case")
     t = _t_quantile(0.975, n - 1)
-    low, high = max(0.0, mean - t * se), min(1.0, mean + t * se)
-    return _Estimate(min(1.0, max(0.0, mean)), n, se, low, high, "corrected" if extra else "t")
+    se = sd / math.sqrt(n)
+    return _Estimate(mean, n, se, max(0.0, mean - t * se), min(1.0, mean + t * se), "t")
 
 
 class _Values(dict[str, float]):
-    """Each unit's value of a metric, by ``dataset/id`` (``_case_values``), and ``extra``: the
-    variance their mean has beyond their spread (a judged metric's ``_rectify``)."""
+    """Each unit's value of a metric, by ``dataset/id`` (``_case_values``). A judged metric's
+    values are the judge's, and ``labels`` holds each judged unit's truth by people's labels
+    (averaged as its value is), or None where the unit lies past its dataset's labelled
+    sample (``_units``); a unit not in ``labels`` is exact (an error counted as wrong)."""
 
-    extra = 0.0
+    def __init__(self, values: Mapping[str, float] | None = None, labels: Mapping[str, float | None] = {}) -> None:
+        super().__init__(values or {})
+        self.labels = dict(labels)
 
     def only(self, keys: Iterable[str]) -> _Values:
-        """Those of ``keys``: their share of the labels is smaller, so their ``extra`` larger."""
-        kept = _Values({k: self[k] for k in keys})
-        kept.extra = self.extra * len(self) / len(kept) if kept else 0.0
-        return kept
+        kept = {k: self[k] for k in keys if k in self}
+        return _Values(kept, {k: v for k, v in self.labels.items() if k in kept})
+
+    def judged(self) -> _Values:
+        """The judge's figure, its labels set aside."""
+        return _Values(self)
 
 
-def _extra_of(values: Mapping[str, float]) -> float:
-    return values.extra if isinstance(values, _Values) else 0.0
+LABELS_LEAST = 2  # the fewest labels a dataset's judged figure is corrected by: one has no spread to widen it by
+PSEUDO = 0.3  # pseudo-disagreements the spread of a correction counts, one each way: set by simulation
 
 
-PSEUDO = 0.3  # a judged rectifier's pseudo-disagreements, one each way: set by simulation (tests/test_simulations.py)
+def _strata(values: _Values) -> dict[str, list[str]]:
+    """Units by dataset: each dataset's labelled sample is its own (``_units``), so a figure
+    over several is their case-weighted sum."""
+    out: dict[str, list[str]] = {}
+    for unit in values:
+        out.setdefault(unit.split("/", 1)[0], []).append(unit)
+    return out
+
+
+def _corrected(values: Mapping[str, float]) -> tuple[float, float, int, float, float] | None:
+    """A judged figure corrected by people's labels: (mean, variance, degrees of freedom, low,
+    high); None when a dataset with judged units has fewer than ``LABELS_LEAST`` labelled (the
+    figure is then the judge's alone). Each dataset's part is ``_ppi``'s; over several, their
+    case-weighted sum, its variance their squared weights', its degrees of freedom the fewest."""
+    if not isinstance(values, _Values) or not any(v is not None for v in values.labels.values()):
+        return None
+    parts, total = [], len(values)
+    for units in _strata(values).values():
+        exact = [values[u] for u in units if u not in values.labels]
+        judge = [values[u] for u in units if u in values.labels]
+        pairs = [(values[u], y) for u in units if (y := values.labels.get(u)) is not None]
+        if judge and len(pairs) < LABELS_LEAST:
+            return None
+        parts.append((len(units) / total, _ppi(exact, judge, pairs)))
+    if len(parts) == 1:
+        return parts[0][1]
+    mean = sum(w * part[0] for w, part in parts)
+    var = sum(w * w * part[1] for w, part in parts)
+    df = min(part[2] for _, part in parts)
+    half = _t_quantile(0.975, df) * math.sqrt(var)
+    return mean, var, df, mean - half, mean + half
+
+
+def _ppi(
+    exact: Sequence[float], judge: Sequence[float], pairs: Sequence[tuple[float, float]]
+) -> tuple[float, float, int, float, float]:
+    """One dataset's mean from its exact values, its judged values and the (judged, label)
+    pairs of its labelled sample (drawn at random from the judged: ``_units``), with its
+    variance, degrees of freedom and 95% interval: prediction-powered inference (Angelopoulos
+    et al., Science 2023) with the power-tuned λ of PPI++ (Angelopoulos, Duchi and Zrnic 2023).
+
+    The mean is Ā + s·r̄: Ā averages the exact values and λ times each judged one, r̄ the
+    labelled sample's y - λf, s the judged share. Its variance, the cases' own sampling
+    included (the labelled sample lies inside the judged), is
+    sa²/N + s² sr²/n + 2 s λ cov(f, r) / N, least at λ = cov(f, y) / var(f): the judge's
+    slope on the labels, clipped to 0..1. Its small-sample guard: sr² counts ``PSEUDO`` of a
+    disagreement each way (20 labels that all agree never claim a judge without error), the
+    interval is Student's t on n - 1 degrees of freedom, and the labels alone (λ = 0, Wilson's
+    interval for 0/1 labels) are taken whenever they give the narrower interval.
+
+    >>> [round(v, 3) for v in _ppi([], [1.0, 1.0, 0.0, 0.0], [(1.0, 1.0), (0.0, 0.0)])]
+    [0.5, 0.086, 1, 0.0, 1.0]
+    """
+    big, judged, n = len(exact) + len(judge), len(judge), len(pairs)
+    labels = [y for _, y in pairs]
+    if n >= judged:  # every judged unit labelled: the labels are the truth
+        known = _estimate([*exact, *labels])
+        assert known is not None
+        return known.mean, known.se**2, max(1, big - 1), known.low, known.high
+    share, f, y = judged / big, [f for f, _ in pairs], labels
+    spread_f = _variance(judge)
+    slope = _covariance(f, y) / spread_f if spread_f > 0 else 0.0
+    best: tuple[float, float, int, float, float] | None = None
+    for lam in dict.fromkeys((min(1.0, max(0.0, slope)), 0.0)):
+        r = [b - lam * a for a, b in pairs]
+        settled = [*exact, *(lam * v for v in judge)]
+        mean = sum(settled) / big + share * sum(r) / n
+        var = _variance(settled) / big + share * share * _spread(r) / n + 2 * share * lam * _covariance(f, r) / big
+        var = max(var, share * share * _spread(r) * (1 / n - 1 / judged))  # the sample's own part is never less
+        half = _t_quantile(0.975, n - 1) * math.sqrt(var)
+        found = (mean, var, n - 1, mean - half, mean + half)
+        if not lam and not exact and all(v in (0.0, 1.0) for v in labels):  # the labels alone: Wilson's
+            center, half = _wilson(sum(labels) / n, n)
+            found = (mean, (half / _Z95) ** 2, n - 1, center - half, center + half)
+        if best is None or found[4] - found[3] < best[4] - best[3]:
+            best = found
+    assert best is not None
+    return best
+
+
+def _variance(values: Sequence[float]) -> float:
+    n = len(values)
+    return sum((v - sum(values) / n) ** 2 for v in values) / (n - 1) if n > 1 else 0.0
+
+
+def _covariance(a: Sequence[float], b: Sequence[float]) -> float:
+    n = len(a)
+    if n < 2:
+        return 0.0
+    ma, mb = sum(a) / n, sum(b) / n
+    return sum((x - ma) * (y - mb) for x, y in zip(a, b, strict=True)) / (n - 1)
 
 
 def _spread(gaps: Sequence[float]) -> float:
-    """The variance of people's disagreements with a judge (label minus judged value), with
-    ``PSEUDO`` of a disagreement each way besides: 50 labels that all happen to agree never
-    claim a judge without error."""
+    """The variance of people's disagreements with a judge, with ``PSEUDO`` of a disagreement
+    each way besides: 20 labels that all happen to agree never claim a judge without error."""
     n, gap = len(gaps), sum(gaps) / len(gaps)
-    return (sum((d - gap) ** 2 for d in gaps) + PSEUDO * ((1 - gap) ** 2 + (1 + gap) ** 2)) / (n + 2 * PSEUDO - 1)
+    return (sum((d - gap) ** 2 for d in gaps) + 2 * PSEUDO) / (n + 2 * PSEUDO - 1)
 
 
-def _rectify(
-    entries: Sequence[tuple[tuple[str, str], float, float | None]], judged: int
-) -> tuple[dict[tuple[str, str], list[float]], float]:
-    """Each (unit, case)'s values with people's labels folded in: ``entries`` are (unit and
-    case, value, label or None), ``judged`` how many of them a judge gave. A labelled answer's
-    value v becomes v + (N/n)(label - v), N the answers judged and n those labelled, so the
-    mean is the judge's plus the labelled answers' mean disagreement: prediction-powered
-    inference (Angelopoulos et al., Science 2023), unbiased whatever the judge's bias when the
-    labelled answers are drawn at random. A paired test over two runs' values is a paired
-    correction. Also the variance the mean has beyond the values' spread: what ``_spread``'s
-    pseudo-disagreements add (none when every answer is labelled: the labels are then the truth).
-
-    >>> values, extra = _rectify([(("d/a", "a"), 1.0, 0.0), (("d/b", "b"), 1.0, None)], 2)
-    >>> values[("d/a", "a")], values[("d/b", "b")], round(extra, 3)
-    ([-1.0], [1.0], 1.5)
-    """
-    gaps = [label - value for _, value, label in entries if label is not None]
-    n, repeats = len(gaps), dict[tuple[str, str], list[float]]()
-    for key, value, label in entries:
-        repeats.setdefault(key, []).append(value if label is None else value + judged / n * (label - value))
-    if not n or n >= judged:
-        return repeats, 0.0
-    gap = sum(gaps) / n
-    raw = sum((d - gap) ** 2 for d in gaps) / (n - 1) if n > 1 else 0.0
-    # the values' spread counts the mean disagreement's square, gap² (1/n - 1/N), as variance: it is not
-    return repeats, (judged / len(entries)) ** 2 * ((_spread(gaps) - raw) / n - gap * gap * (1 / n - 1 / judged))
+def _point(values: Mapping[str, float]) -> float | None:
+    """The figure a metric's values give, from 0 to 1: corrected by labels where they correct it."""
+    if (corrected := _corrected(values)) is not None:
+        return min(1.0, max(0.0, corrected[0]))
+    return min(1.0, max(0.0, sum(values.values()) / len(values))) if values else None
 
 
-def _narrowing(gaps: Sequence[float]) -> float:
-    """How much one more label narrows a contender's corrected interval, given its labels'
-    disagreements: their share of its variance, ``spread / n``, falls by ``spread / (n (n + 1))``."""
-    return _spread(gaps) / (len(gaps) * (len(gaps) + 1)) if gaps else math.inf
+def _estimate_of(values: Mapping[str, float]) -> _Estimate | None:
+    """``_estimate``, or the corrected figure with its interval where labels correct it."""
+    if (corrected := _corrected(values)) is None:
+        return _estimate(list(values.values()))
+    mean, var, _, low, high = corrected
+    return _Estimate(min(1.0, max(0.0, mean)), len(values), math.sqrt(var), max(0.0, low), min(1.0, high), "corrected")
+
+
+def _alike(first: Mapping[str, float], second: Mapping[str, float]) -> tuple[_Values, str, int]:
+    """Two sets of values made one thing to compare: their differences over the units both
+    hold, corrected by labels only when both sides are (a unit's difference is labelled when
+    each side's value is exact or labelled), else the judge's on both: corrected is never
+    compared with judged. Also how (``corrected``, or why not: ``labels in the first only``,
+    ``... second only``, ``too few labels shared``; "" with no labels) and how many units the
+    side without labels lacks where the other has them: those ``label`` would ask first."""
+    keys = first.keys() & second.keys()
+    a = first.only(keys) if isinstance(first, _Values) else _Values({k: first[k] for k in keys})
+    b = second.only(keys) if isinstance(second, _Values) else _Values({k: second[k] for k in keys})
+    diff = {k: a[k] - b[k] for k in keys}
+    truth = [side for side in (a, b) if any(v is not None for v in side.labels.values())]
+    if not truth:
+        return _Values(diff), "", 0
+    labels: dict[str, float | None] = {}
+    for k in keys:
+        if k in a.labels or k in b.labels:
+            ya, yb = a.labels.get(k, a[k]), b.labels.get(k, b[k])
+            labels[k] = None if ya is None or yb is None else ya - yb
+    together = _Values(diff, labels)
+    if len(truth) == 2 and _corrected(together) is not None:
+        return together, "corrected", 0
+    if len(truth) == 2:
+        return _Values(diff), "too few labels shared", 0
+    other = b if truth[0] is a else a
+    lacking = sum(1 for k, y in truth[0].labels.items() if y is not None and other.labels.get(k, 0.0) is None)
+    return _Values(diff), f"labels in the {'first' if truth[0] is a else 'second'} only", lacking
 
 
 def _agreement(pairs: Sequence[tuple[float, float]]) -> str:
@@ -5108,6 +5211,8 @@ class _Paired:
     high: float | None = None
     adjusted: float | None = None
     sd: float = 0.0  # of the paired differences: what the cases needed to tell ``delta`` apart rests on
+    how: str = ""  # a judged metric's: corrected on both sides, or why compared as judged (``_alike``)
+    lacking: int = 0  # compared as judged: the labels the side without them lacks where the other has them
 
     @property
     def significant(self) -> bool:
@@ -5116,8 +5221,10 @@ class _Paired:
 
 
 def _paired(first: Mapping[str, float], second: Mapping[str, float]) -> _Paired | None:
-    """McNemar's mid-p test for 0/1 values, the paired t-test otherwise; the interval is
-    Student's t over the paired differences, widened by both sides' ``extra`` variance.
+    """McNemar's mid-p test for 0/1 values, the paired t-test otherwise, the interval Student's
+    t over the paired differences. A judged metric's values are compared corrected on both
+    sides or on neither (``_alike``): corrected, the differences are corrected as one figure
+    (``_corrected``) and tested by t on its degrees of freedom.
 
     >>> same = {str(i): float(i % 2) for i in range(100)}
     >>> _paired(same, same).p
@@ -5133,16 +5240,28 @@ def _paired(first: Mapping[str, float], second: Mapping[str, float]) -> _Paired 
     n = len(keys)
     if not n:
         return None
-    a, b = [first[k] for k in keys], [second[k] for k in keys]
+    together, how, lacking = _alike(first, second)
+    if how == "corrected":
+        delta, var, df, *_ = _corrected(together) or (0.0, 0.0, 1)
+        se, half = math.sqrt(var), _t_quantile(0.975, df) * math.sqrt(var)
+        p = 2 * (1 - _t_cdf(abs(delta) / se, df)) if se > 0 else None
+        low, high = max(-1.0, delta - half), min(1.0, delta + half)
+        return _Paired(delta, p, n, "corrected t", low, high, sd=se * math.sqrt(n), how=how)
+    return dataclasses.replace(
+        _paired_test([first[k] for k in keys], [second[k] for k in keys]), how=how, lacking=lacking
+    )
+
+
+def _paired_test(a: Sequence[float], b: Sequence[float]) -> _Paired:
+    n = len(a)
     diffs = [x - y for x, y in zip(a, b, strict=True)]
-    delta, extra = sum(diffs) / n, _extra_of(first) + _extra_of(second)
+    delta = sum(diffs) / n
     sd = math.sqrt(sum((d - delta) ** 2 for d in diffs) / (n - 1)) if n > 1 else 0.0
-    sd = math.sqrt(sd * sd + n * extra)  # as the paired differences' spread: their mean's variance is sd² / n
     low = high = None
     if sd > 1e-12 and n > 1:
         half = _t_quantile(0.975, n - 1) * sd / math.sqrt(n)
         low, high = max(-1.0, delta - half), min(1.0, delta + half)
-    if not extra and all(v in (0.0, 1.0) for v in (*a, *b)):
+    if all(v in (0.0, 1.0) for v in (*a, *b)):
         if n < 2:  # one shared case: no test can judge it
             return _Paired(delta, None, n, "McNemar mid-p", low, high, sd=sd)
         only_first = sum(1 for d in diffs if d > 0)
@@ -5334,32 +5453,69 @@ def _case_values(
     their runs are averaged together, so intervals and paired tests count sources, not
     the cases drawn from them. ``flaky`` (a case whose repeats disagree): ``mean`` takes
     its mean, ``wrong`` its worst repeat (all k right, pass^k, for 0/1 scores), ``exclude`` none.
-    ``labels``: people's, by ``_label_key``: a judged metric's values are corrected by them."""
-    entries, judged = [], 0
+    ``labels``: people's, by ``_label_key``, given for a judged metric (``_units``)."""
+    entries = []
     for r in results:
         value = r.score.metrics.get(metric) if r.score is not None else None
-        label = labels.get(_label_key(r, metric)) if labels and value is not None and r.reply is not None else None
-        judged += value is not None
+        judged = labels is not None and value is not None and r.reply is not None
         if value is None and r.error is not None:  # judging repeats (wrong, exclude), an error is a wrong one
             value = errors_as if errors_as is not None or flaky == "mean" else 0.0
         if value is not None:
+            label = labels.get(_label_key(r, metric)) if judged and labels else None
             unit = _unit(r.case.dataset, r.case.id, r.case.metadata.get(CLUSTER))
-            entries.append(((unit, r.case.id), float(value), label))
-    return _units(*_rectify(entries, judged), flaky)
+            entries.append(((unit, r.case.id), float(value), label, judged))
+    return _units(entries, flaky)
 
 
-def _units(repeats: Mapping[tuple[str, str], list[float]], extra: float, flaky: str) -> _Values:
-    """Each unit's mean over its cases, each case its repeats taken as ``flaky`` says (with
-    ``extra``, the variance their mean has beyond their spread)."""
+def _units(entries: Iterable[tuple[tuple[str, str], float, float | None, bool]], flaky: str) -> _Values:
+    """Each unit's mean over its cases, each case's repeats taken as ``flaky`` says, from
+    ``entries``: (unit and case, value, label, whether a judge gave the value). A judged unit's
+    truth (its labels in place of the judge's values) is kept for the units of its dataset's
+    labelled sample: the longest run of units, in one random order of each dataset's units (the
+    same for every contender and every run, ``_order``), whose judged answers all carry a label.
+    So the sample is a random draw whoever labelled what, and when: prediction-powered inference
+    needs nothing less, and a label given out of that order waits until the gap before it is
+    filled (it counts for the judge's agreement at once). A unit past the sample: None."""
+    repeats: dict[tuple[str, str], list[float]] = {}
+    truths: dict[tuple[str, str], list[float]] = {}
+    judged, gaps = set[str](), set[str]()
+    for (unit, case), value, label, by_judge in entries:
+        repeats.setdefault((unit, case), []).append(value)
+        truths.setdefault((unit, case), []).append(value if label is None else label)
+        if by_judge:
+            judged.add(unit)
+            if label is None:
+                gaps.add(unit)
+    values = _means(repeats, flaky)
+    labels = dict[str, float | None].fromkeys(judged & values.keys())
+    if judged - gaps:
+        truth, ended = _means(truths, flaky), set[str]()
+        for unit in sorted(labels, key=_order):
+            dataset = unit.split("/", 1)[0]
+            if unit in gaps:
+                ended.add(dataset)
+            elif dataset not in ended:
+                labels[unit] = truth[unit]
+    return _Values(values, labels)
+
+
+def _order(unit: str) -> tuple[str, str]:
+    """A unit's place in its dataset's one random order: a hash of its dataset and id, so the
+    same for every contender, run and machine, and unrelated to anything an answer says."""
+    import hashlib
+
+    dataset = unit.split("/", 1)[0]
+    return dataset, hashlib.sha256(f"agent-evals order\0{unit}".encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _means(repeats: Mapping[tuple[str, str], list[float]], flaky: str) -> dict[str, float]:
     sums: dict[str, list[float]] = {}
     for (unit, _), values in repeats.items():
         if flaky == "mean" or len(values) == 1 or min(values) == max(values):
             sums.setdefault(unit, []).extend(values)
         elif flaky == "wrong":
             sums.setdefault(unit, []).extend([min(values)] * len(values))
-    units = _Values({key: sum(v) / len(v) for key, v in sums.items()})
-    units.extra = extra
-    return units
+    return {key: sum(v) / len(v) for key, v in sums.items()}
 
 
 def _flaky(repeats: Iterable[tuple[str, Sequence[float]]]) -> list[str]:
@@ -8345,18 +8501,21 @@ def _check_record(record: Any) -> None:
 
 def _row_values(record: Mapping[str, Any], metric: str, errors_as: float | None = None, flaky: str = "mean") -> _Values:
     """A logged experiment's per-case (or per-cluster) means of ``metric`` (repeats taken as
-    ``flaky`` says: see ``_case_values``; errors out unless ``errors_as`` gives them a value),
-    corrected by the labels ``_label_rows`` put beside its rows."""
-    entries, judged = [], 0
+    ``flaky`` says: see ``_case_values``; errors out unless ``errors_as`` gives them a value);
+    a judged metric's with the labels ``_label_rows`` put beside its rows (``_units``)."""
+    entries = []
+    judged = any(
+        isinstance(m, dict) and m.get("name") == metric and m.get("judged") for m in record.get("metrics") or ()
+    )
     for row in record.get("rows", ()):
         wrong = errors_as if errors_as is not None or flaky == "mean" else 0.0  # judging repeats: an error is wrong
         value = (row.get("metrics") or {}).get(metric) if not row.get("error") else wrong
-        judged += not row.get("error") and value is not None
         if value is not None:
             unit = _unit(record["dataset"], row["case"], row.get(CLUSTER))
-            label = (row.get(_LABELLED) or {}).get(metric) if not row.get("error") else None
-            entries.append(((unit, row["case"]), float(value), label))
-    return _units(*_rectify(entries, judged), flaky)
+            by_judge = judged and not row.get("error")
+            label = (row.get(_LABELLED) or {}).get(metric) if by_judge else None
+            entries.append(((unit, row["case"]), float(value), label, by_judge))
+    return _units(entries, flaky)
 
 
 def _row_errors(record: Mapping[str, Any]) -> tuple[set[str], set[str]]:
@@ -8653,20 +8812,17 @@ class _Row:
     pass_ks: tuple[_Estimate, ...] = ()  # 0/1 scores with repeats: pass^1 .. pass^repeat, each with its interval
 
     def mean(self, metric: str) -> float | None:
-        """Over its units, from 0 to 1: a judged metric's corrected values may stray past them."""
-        values = self.values.get(metric) or {}
-        return min(1.0, max(0.0, sum(values.values()) / len(values))) if values else None
+        """Over its units, from 0 to 1 (a judged metric's corrected by labels: ``_point``)."""
+        return _point(self.values.get(metric) or {})
 
     def strict_mean(self, metric: str) -> float | None:
         """The mean with every run that ended in an error counted as wrong: what the
         contender delivers per case attempted (the means themselves leave errors out)."""
-        values = self.strict.get(metric) or self.values.get(metric) or {}
-        return min(1.0, max(0.0, sum(values.values()) / len(values))) if values else None
+        return _point(self.strict.get(metric) or self.values.get(metric) or {})
 
     def estimate(self, metric: str, ranked: bool = False) -> _Estimate | None:
         """The metric's mean with its interval; ``ranked``: with errors counted as wrong."""
-        values = (self.strict.get(metric) if ranked else None) or self.values.get(metric) or {}
-        return _estimate(list(values.values()), _extra_of(values))
+        return _estimate_of((self.strict.get(metric) if ranked else None) or self.values.get(metric) or {})
 
     @property
     def cost(self) -> float:
@@ -9299,10 +9455,9 @@ def _overall(rows: Sequence[_Row], metrics: Sequence[Metric], primary: Metric) -
 
 
 def _merged(parts: Sequence[Mapping[str, float]]) -> _Values:
-    """Datasets' values as one: their ``extra`` variances weighted by each one's share of the units."""
-    merged = _Values({k: v for part in parts for k, v in part.items()})
-    merged.extra = sum(len(part) ** 2 * _extra_of(part) for part in parts) / max(1, len(merged)) ** 2
-    return merged
+    """Datasets' values as one, with their labels (``_corrected`` weighs each dataset's part)."""
+    labels = {k: v for part in parts if isinstance(part, _Values) for k, v in part.labels.items()}
+    return _Values({k: v for part in parts for k, v in part.items()}, labels)
 
 
 def _unlike(rows: Sequence[_Row]) -> list[str]:
@@ -10056,9 +10211,10 @@ def _experiment_changes(
         shared = a.keys() & b.keys()
         if shared:  # one population on the line: the cases both runs answered
             a, b = a.only(shared), b.only(shared)
-        mean_a = sum(a.values()) / len(a) if a else None
-        mean_b = sum(b.values()) / len(b) if b else None
         paired = _paired(b, a) if shared else None
+        if paired is not None and paired.how not in ("", "corrected"):  # corrected is never compared with judged
+            a, b = a.judged(), b.judged()
+        mean_a, mean_b = _point(a), _point(b)
         changes.append(_Change(record["dataset"], record["contender"], metric, mean_a, mean_b, paired))
     if before and after:
         (raised_a, answered_a), (raised_b, answered_b) = _row_errors(before), _row_errors(after)
@@ -12441,12 +12597,12 @@ def _unfinished(records: Iterable[Mapping[str, object]], experiments: Sequence[E
 
 def _cmd_label(args: argparse.Namespace) -> int:
     """``label``: people's verdicts on a run's judged answers, asked at a terminal and blind
-    (the judge's verdict is shown only once the label is given), each appended at once to
-    ``evals/labels/labels.jsonl``. The answers are drawn at random within each contender
-    (what ``_rectify`` assumes), the contender next whose interval one more label narrows
-    most: first those with none, then by its disagreements' spread over its labels."""
-    import random
-
+    (the judge's verdict and the contender are said only once the label is given), each
+    appended at once to ``evals/labels/labels.jsonl``. Each contender's gaps are asked in its
+    dataset's one random order (``_units``: what makes its labelled sample a random draw), the
+    contender with the shortest labelled sample first; an answer already labelled (another
+    contender's, or the same answer in an earlier run) is not asked again. A skip ends that
+    contender's questions: its sample cannot grow past the gap."""
     suite, cases, _ = _prepare(args)
     judged = [m.name for m in suite.metrics if m.judged]
     if not judged or (args.metric and args.metric not in judged):
@@ -12454,39 +12610,57 @@ def _cmd_label(args: argparse.Namespace) -> int:
         raise ConfigError(f"label: {args.metric or 'a judged metric'} is not one of the scorer's metrics; {known}")
     metric, path = args.metric or judged[0], suite.root / LABELS
     labels, known_cases = _read_labels(path.parent), {(c.dataset, c.id): c for c in cases}
-    queues: list[tuple[list[float], list[tuple[tuple[str, ...], Case, object, float]]]] = []
+    queues: list[tuple[str, list[int], list[tuple[tuple[str, ...], Case, object, float]]]] = []
     for record in _read_run(args.log or True, suite.project_root / LOG_DIR, "label").values():
-        todo = []
+        units: dict[str, list[tuple[tuple[str, ...], Case, object, float]]] = {}
         for row in record.get("rows", ()):
             case = known_cases.get((str(row.get("dataset")), str(row.get("case"))))
             verdict = (row.get("metrics") or {}).get(metric)
-            if case is not None and verdict is not None and row.get("case_hash") == _case_hash(case):
-                todo.append((_label_key(_result_from_row(row, case), metric), case, row.get("output"), float(verdict)))
-        gaps = [labels[key] - verdict for key, _, _, verdict in todo if key in labels]
-        random.Random(f"{record.get('stamp')} {metric}").shuffle(todo)
-        queues.append((gaps, [item for item in todo if item[0] not in labels]))
-    added, graded = 0, any(v not in (0.0, 1.0) for _, items in queues for *_, v in items)
-    while queue := max((q for q in queues if q[1]), key=lambda q: _narrowing(q[0]), default=None):
-        key, case, output, verdict = queue[1].pop()
-        if key in labels:  # another contender gave the same answer: labelled already
-            continue
-        value = _ask_label(case, output, verdict, graded, added + 1)
-        if value is None:
-            break
-        if value < 0:  # skipped
-            continue
-        _add_label(path, key, value)
-        labels[key], added = value, added + 1
-        queue[0].append(value - verdict)
-    print(f"label: {_n(added, 'label')} added to {_display(path)} ({len(labels)} in all); compare shows the corrected")
+            if case is None or verdict is None or row.get("error") or row.get("case_hash") != _case_hash(case):
+                continue
+            key = _label_key(_result_from_row(row, case), metric)
+            unit = _unit(case.dataset, case.id, row.get(CLUSTER))
+            units.setdefault(unit, []).append((key, case, row.get("output"), float(verdict)))
+        todo = [item for unit in sorted(units, key=_order) for item in units[unit]]
+        held = next((i for i, item in enumerate(todo) if item[0] not in labels), len(todo))
+        contender = record.get("contender") or {}
+        name = " ".join(str(contender[k]) for k in ("model", "effort", "temperature") if contender.get(k) is not None)
+        queues.append((f"[{record.get('dataset')}] {name}", [held, len(todo)], todo[held:]))
+    graded = any(v not in (0.0, 1.0) for *_, items in queues for *_, v in items)
+    missing = sum(len(items) - sum(item[0] in labels for item in items) for *_, items in queues)
+    if not queues:
+        print("label: no logged run with judged answers to label; run agent-evals compare first")
+        return EXIT_OK
+    said = " · ".join(f"{name} {held} of {total}" for name, (held, total), _ in queues)
+    print(f"label: answers in each labelled sample: {said}; {_n(missing, 'answer')} to label, in one random order")
+    added = 0
+    try:
+        while queue := min((q for q in queues if q[2]), key=lambda q: q[1][0], default=None):
+            name, counts, items = queue
+            key, case, output, verdict = items.pop(0)
+            if key not in labels:  # not labelled since: another contender's same answer may have been
+                value = _ask_label(case, output, verdict, graded, added + 1, missing)
+                if value is None:
+                    break
+                if value < 0:  # skipped: this contender's sample ends at the gap
+                    items.clear()
+                    continue
+                _add_label(path, key, value)
+                labels[key], added = value, added + 1
+                print(f"  {name}")
+            counts[0] += 1
+    except KeyboardInterrupt:
+        print(f"\nlabel: interrupted; {_n(added, 'label')} kept in {_display(path)}")
+        return EXIT_INTERRUPTED
+    print(f"label: {_n(added, 'label')} added to {_display(path)} ({len(labels)} in all); compare and diff use them")
     return EXIT_OK
 
 
-def _ask_label(case: Case, output: object, verdict: float, graded: bool, number: int) -> float | None:
+def _ask_label(case: Case, output: object, verdict: float, graded: bool, number: int, total: int) -> float | None:
     """One answer shown (its case's input and expected answer, then the answer) and its label
     read: 1 or 0 (y/n), a grade from 0 to 1, -1 to skip it, None to stop (q, or no more input).
     The judge's ``verdict`` is said only after."""
-    print(f"\n[{number}] {case.dataset} {case.id}")
+    print(f"\n[{number} of {total}] {case.dataset} {case.id}")
     for name, value in (("input", case.input), ("expected", case.expected), ("answer", output)):
         text = value if isinstance(value, str) else _json_dumps(value)
         print(f"{name}:", *_cut(text.rstrip(), _width_of(sys.stdout), 20), sep="\n  ")
@@ -12496,14 +12670,14 @@ def _ask_label(case: Case, output: object, verdict: float, graded: bool, number:
         except EOFError:
             return None
         said = said.strip().lower()
-        with contextlib.suppress(ValueError):
-            value = {"y": 1.0, "n": 0.0, "s": -1.0}[said] if said in ("y", "n", "s") else float(said)
+        if said == "q":
+            return None
+        with contextlib.suppress(ValueError, KeyError):  # y/n asks y or n: never a grade stored as one
+            value = {"y": 1.0, "n": 0.0, "s": -1.0}[said] if said in ("y", "n", "s") or not graded else float(said)
             if value == -1.0 or 0 <= value <= 1:
                 if value >= 0:
                     print(f"  the judge said {verdict:g}: {'you agree' if verdict == value else 'you disagree'}")
                 return value
-        if said == "q":
-            return None
         print("  y, n, s or q" + (", or a number from 0 to 1" if graded else ""))
 
 
