@@ -5085,7 +5085,7 @@ def _ppi(
     interval for 0/1 labels) are taken whenever they give the narrower interval.
 
     >>> [round(v, 3) for v in _ppi([], [1.0, 1.0, 0.0, 0.0], [(1.0, 1.0), (0.0, 0.0)])]
-    [0.5, 0.086, 1, 0.0, 1.0]
+    [0.5, 0.043, 1, 0.095, 0.905]
     """
     big, judged, n = len(exact) + len(judge), len(judge), len(pairs)
     labels = [y for _, y in pairs]
@@ -5115,8 +5115,7 @@ def _ppi(
 
 
 def _variance(values: Sequence[float]) -> float:
-    n = len(values)
-    return sum((v - sum(values) / n) ** 2 for v in values) / (n - 1) if n > 1 else 0.0
+    return _covariance(values, values)
 
 
 def _covariance(a: Sequence[float], b: Sequence[float]) -> float:
@@ -12643,6 +12642,7 @@ def _cmd_label(args: argparse.Namespace) -> int:
                 if value is None:
                     break
                 if value < 0:  # skipped: this contender's sample ends at the gap
+                    print(f"  skipped: {name}'s labelled sample ends here until this answer is labelled")
                     items.clear()
                     continue
                 _add_label(path, key, value)

@@ -50,7 +50,7 @@ def test_labels_asked_blind_correct_a_biased_judge(make_suite, cli, monkeypatch,
         shown.append(screen)
         if len(shown) > 30:
             return "q"
-        v = int(re.findall(r"\[\d+\] ds a/(\d+)", screen)[-1])
+        v = int(re.findall(r"\[\d+ of 60\] ds a/(\d+)", screen)[-1])
         assert "the judge said" not in screen.split(f"a/{v:03d}")[-1]  # blind: the verdict comes after
         return "y" if v % 3 else "n"
 
@@ -62,21 +62,17 @@ def test_labels_asked_blind_correct_a_biased_judge(make_suite, cli, monkeypatch,
     rows = [json.loads(line) for line in (project / "evals" / "labels" / "labels.jsonl").read_text().splitlines()]
     assert len(rows) == 30 and set(rows[0]) == {"dataset", "case", "case_hash", "answer_hash", "metric", "label"}
     assert len({r["case"] for r in rows}) == 30  # drawn without repeats
+    order = sorted((f"ds/a/{v:03d}" for v in range(1, 61)), key=ae._order)
+    assert [f"ds/{r['case']}" for r in rows] == order[:30]  # in the one random order: the first 30
     code, out, err = cli("compare", "--local", "--format", "json", cwd=project)
     (fixed,) = json.loads(out)["corrected"]
     assert fixed["metric"] == "correct" and fixed["labels"] == 30 and fixed["n"] == 60
-    # each answer's judged value, and its label where it has one: the figures the tables rank by
+    # the figure the tables rank by: PPI++ over the judge's 60 values and the 30 labelled
     labelled = {int(r["case"][2:]): r["label"] for r in rows}
     judge = {v: float(v % 3 != 0 or v % 6 == 0) for v in range(1, 61)}
-    values, extra = ae._rectify([((f"ds/a/{v:03d}", f"a/{v:03d}"), judge[v], labelled.get(v)) for v in judge], 60)
-    expected = ae._estimate([value for (value,) in values.values()], extra).to_json() | {"labels": 30}
-    assert fixed == {
-        "dataset": "ds",
-        "contender": fixed["contender"],
-        "metric": "correct",
-        "judged": 50 / 60,
-        **expected,
-    }
+    mean, var, _, low, high = ae._ppi([], list(judge.values()), [(judge[v], y) for v, y in labelled.items()])
+    assert (fixed["mean"], fixed["se"] ** 2, fixed["low"], fixed["high"]) == pytest.approx((mean, var, low, high))
+    assert fixed["judged"] == 50 / 60 and fixed["method"] == "corrected"
     assert all(label == float(v % 3 != 0) for v, label in labelled.items())  # what the person said
     code, out, err = cli("compare", "--local")
     line = next(x for x in out.splitlines() if x.startswith("judged [ds] correct:"))
@@ -113,12 +109,13 @@ def test_a_labels_file_that_is_not_one_names_its_lines(tmp_path, capsys) -> None
 
 
 def test_label_takes_a_grade_skips_and_stops_at_the_end_of_input(make_suite, cli, monkeypatch) -> None:
-    """A graded judged metric asks for a number; s skips, a word it does not know is asked
-    again, and the end of the input (a closed pipe, Ctrl-D) stops with every label kept."""
+    """A graded judged metric asks for a number; a word it does not know is asked again; s
+    skips, which ends that contender's labelled sample (so its questions) until the gap is
+    filled; the end of the input (a closed pipe, Ctrl-D) stops with every label kept."""
     graded = JUDGED.replace('float(reply.output == case.expected or reply.output["v"] % 6 == 0)', "0.5")
     project = make_suite(helper=graded, config=LINEUP, cases=cases(6))
     assert cli("compare", "--local", cwd=project)[0] == 0
-    said = iter(["s", "maybe", "2", "0.25", "1"])
+    said = iter(["maybe", "2", "0.25", "1", "s"])
 
     def person(prompt: str) -> str:
         assert prompt == "a grade from 0 to 1 (s skips, q quits): "
@@ -136,6 +133,7 @@ def test_label_takes_a_grade_skips_and_stops_at_the_end_of_input(make_suite, cli
     assert "label: 2 labels added" in out
     rows = [json.loads(line) for line in (project / "evals" / "labels" / "labels.jsonl").read_text().splitlines()]
     assert [r["label"] for r in rows] == [0.25, 1.0]
+    assert "[1 of 6] ds a/" in out and "[ds] fake/echo" in out and "skipped: [ds] fake/echo default's" in out
     code, out, _ = cli("compare", "--local")
     assert "judged [ds] correct: the judge has 2 labels, too alike for a correlation; corrected: " in out
 
@@ -260,8 +258,9 @@ def test_a_judge_asks_the_named_model_the_way_contenders_are_asked(make_suite) -
 def test_the_judge_example_shows_a_lenient_judge_corrected_by_its_labels(tmp_path) -> None:
     """examples/judge_suite as a newcomer runs it: offline, a judge that passes a country's
     largest city as its capital judges the sloppy contender 100% right; the labels the example
-    ships correct it to 60% (truly 62.5%), so the leaderboard and the best value put careful
-    (93.8%) first, the glossary says the figure is corrected, and a line says how the judge errs."""
+    ships (the first 10 cases of the one random order, both contenders) correct it to 60% (truly
+    62.5%), so the leaderboard and the best value put careful first, the glossary says the figure
+    is corrected, and a line says how the judge errs."""
     from conftest import ROOT, run_agent_evals
 
     suite = tmp_path / "judge_suite"
@@ -270,7 +269,7 @@ def test_the_judge_example_shows_a_lenient_judge_corrected_by_its_labels(tmp_pat
     assert done.returncode == 0, done.stderr
     document = json.loads(done.stdout)
     board = [(r["contender"]["model"], r["metrics"]["correct"]["mean"]) for r in document["datasets"][0]["leaderboard"]]
-    assert board == [("fake/careful", 15 / 16), ("fake/sloppy", pytest.approx(0.6))]
+    assert board == [("fake/careful", 1.0), ("fake/sloppy", pytest.approx(0.6))]  # 10/10 and 6/10 of the labels
     corrected = {c["contender"]["model"]: c for c in document["corrected"]}
     assert corrected["fake/sloppy"]["judged"] == 1.0 and corrected["fake/sloppy"]["labels"] == 10
     assert corrected["fake/sloppy"]["low"] <= 10 / 16 <= corrected["fake/sloppy"]["high"] < 1.0
@@ -280,7 +279,7 @@ def test_the_judge_example_shows_a_lenient_judge_corrected_by_its_labels(tmp_pat
     second = run_agent_evals("compare", "--local", cwd=suite)
     table = second.stdout
     assert "judge fake/judge: about $0.0320 besides, from earlier runs' judge cost per case run" in second.stderr
-    assert "judged [capitals] correct: the judge agrees on 14 of 18 labels (sensitivity 100%, specificity 0%)" in table
+    assert "judged [capitals] correct: the judge agrees on 16 of 20 labels (sensitivity 100%, specificity 0%)" in table
     assert "best value [capitals] (fake/careful effort=default)" in table
     assert "correct  (primary) (judged, corrected by labels) " in table and "  corrected: a judged metric's" in table
 
@@ -340,13 +339,15 @@ def test_report_and_diff_read_the_suites_labels_and_compare_the_corrected_figure
 
 @pytest.mark.hostile
 def test_corrected_values_at_their_extremes_give_an_honest_interval_never_a_crash() -> None:
-    """One label of 1,000 answers, disagreeing: the corrected mean is PPI's 0, with an interval
-    that says it knows nothing; one shared case with the correction's variance is no test."""
-    entries = [(("ds/a", "a"), 1.0, 0.0), *(((f"ds/{i}", str(i)), 1.0, None) for i in range(999))]
-    values = ae._units(*ae._rectify(entries, 1000), "mean")
-    estimate = ae._estimate(list(values.values()), values.extra)
-    assert estimate is not None and (estimate.mean, estimate.low, estimate.high) == (0.0, 0.0, 1.0)
-    one = ae._Values({"x": 0.3})
-    one.extra = 0.01
-    paired = ae._paired(one, ae._Values({"x": 0.9}))
+    """One label of 1,000 answers corrects nothing (no spread to widen it by): the judged
+    figure stands; two that disagree give PPI's figure with an interval within 0..1; one
+    shared case is no test."""
+    judge = {f"ds/{i}": 1.0 for i in range(1000)}
+    first = sorted(judge, key=ae._order)
+    one = ae._Values(judge, dict.fromkeys(judge) | {first[0]: 0.0})
+    assert ae._estimate_of(one).method == "wilson" and ae._point(one) == 1.0
+    two = ae._Values(judge, dict.fromkeys(judge) | {first[0]: 0.0, first[1]: 0.0})
+    estimate = ae._estimate_of(two)
+    assert estimate is not None and 0.0 <= estimate.low <= estimate.mean <= estimate.high <= 1.0
+    paired = ae._paired(ae._Values({"ds/x": 0.3}, {"ds/x": 0.0}), ae._Values({"ds/x": 0.9}, {"ds/x": 1.0}))
     assert paired is not None and paired.p is None and not paired.significant
