@@ -8511,7 +8511,7 @@ def _row_values(record: Mapping[str, Any], metric: str, errors_as: float | None 
         value = (row.get("metrics") or {}).get(metric) if not row.get("error") else wrong
         if value is not None:
             unit = _unit(record["dataset"], row["case"], row.get(CLUSTER))
-            by_judge = judged and not row.get("error")
+            by_judge = (judged or _LABELLED in row) and not row.get("error")
             label = (row.get(_LABELLED) or {}).get(metric) if by_judge else None
             entries.append(((unit, row["case"]), float(value), label, by_judge))
     return _units(entries, flaky)
@@ -10250,6 +10250,7 @@ def _render_changes(
         "--fail-on-regression judges the primary metric and errors as one family and stays under 5%",
     ]
     lines += [line for c in changes if c.metric == (primary or c.metric) and (line := _power_line(c, effect))]
+    lines += [line for c in changes if (line := _alike_line(c))]
     edited: dict[str, set[str]] = {}
     for c in changes:
         edited.setdefault(c.dataset, set()).update(c.edited)
@@ -10278,6 +10279,23 @@ def _change_row(c: _Change, style: str) -> list[str]:
     settings = [c.contender.get("effort") or "default", _fmt_temp(c.contender.get("temperature"))]
     n = "-" if p is None else str(p.n)
     return [c.dataset, model, *settings, c.metric, n, _fmt_pct(c.old), _fmt_pct(c.new), delta, p_text, c.verdict]
+
+
+def _alike_line(c: _Change) -> str | None:
+    """Why a judged line compares the judge's figures: people's labels on one side only (the
+    new run's answers are new; its labels carry over only for unchanged answers)."""
+    how, where = c.paired.how if c.paired else "", f"labels [{c.dataset}] {c.contender.get('model')} {c.metric}"
+    if how == "too few labels shared":
+        return f"{where}: too few labelled answers in both runs: compared as judged on both sides (agent-evals label)"
+    if how.startswith("labels in the"):
+        side = "the new run" if "first" in how else "the baseline"
+        ask = (
+            f"; agent-evals label asks the {c.paired.lacking} that changed first"
+            if c.paired and c.paired.lacking
+            else ""
+        )
+        return f"{where}: labels in {side} only: compared as judged on both sides{ask}"
+    return None
 
 
 def _power_line(c: _Change, effect: float | None) -> str | None:
