@@ -1556,8 +1556,6 @@ class _Call:
 
 # the model call in flight in this context (asyncio.to_thread carries it): a provider's retries reach its steps
 _CALL: contextvars.ContextVar[_Call | None] = contextvars.ContextVar("agent_evals_call", default=None)
-# the run's judge model for the case being scored (a Judge asks it), None outside a run or with no judge named
-_JUDGE: contextvars.ContextVar[Model | None] = contextvars.ContextVar("agent_evals_judge", default=None)
 
 
 class _Step:
@@ -1782,9 +1780,13 @@ class Scorer:
         return ""
 
 
+JUDGE_MAX_TOKENS = 1024  # a judge's answer at most: a verdict and its reasons; --budget holds each call's worst case
+
+
 class Judge:
-    """An LLM judge a scorer asks: ``Judge(rubric)(case, reply)`` asks the run's judge model
-    (``judge:`` in the config, or ``--judge MODEL``) whether ``reply`` meets ``rubric`` for
+    """An LLM judge a scorer asks: ``Judge(rubric)(case, reply, context)``, with the context
+    the scorer was given (it carries the run's judge model, so any thread or event loop may
+    ask), asks that model (``judge:`` in the config, or ``--judge MODEL``) whether ``reply`` meets ``rubric`` for
     ``case`` (its input and expected answer), and returns ``(verdict, reasons)``: 1.0 or 0.0
     (``graded=True``: a grade from 0 to 1). The call goes the contenders' way (the response
     cache, ``--budget``, the rate limiter) at temperature 0; its tokens and cost are the
@@ -1797,9 +1799,13 @@ class Judge:
             raise ConfigError(f"Judge(rubric={_shown(rubric)}): expected the rubric as text")
         self.rubric, self.graded = rubric, graded
 
-    def __call__(self, case: Case, reply: Reply) -> tuple[float, str]:
-        model = _JUDGE.get()
-        if model is None:
+    def __call__(self, case: Case, reply: Reply, context: Mapping[str, object] | None = None) -> tuple[float, str]:
+        if context is None:
+            raise SuiteError(
+                "Judge: pass the scorer's context, judge(case, reply, context): it carries the judge model"
+            )
+        model = context.get("judge")
+        if not isinstance(model, Model):
             raise SuiteError("Judge: this run has no judge model; name one with judge: MODEL in the config or --judge")
         form = '"score": a number from 0 to 1' if self.graded else '"verdict": "pass" or "fail"'
         system = (
@@ -4714,6 +4720,8 @@ class LiteLLM(Provider):
         kwargs |= {"num_retries": 0, "drop_params": True}
         settings = {"temperature": model.temperature, "max_tokens": model.max_tokens, "reasoning_effort": model.effort}
         kwargs |= {key: value for key, value in settings.items() if value is not None}
+        if model.ledger.judge:  # as the built-in client sends it: a judge's verdicts repeat where they can
+            kwargs["seed"] = 0
         if request.json:
             kwargs["response_format"] = {"type": "json_object"}
         extra = (("tools", request.tools), ("tool_choice", request.tool_choice))
@@ -5923,11 +5931,7 @@ def _run_case(
         if not isinstance(answer, Reply) and inspect.isawaitable(answer):  # isawaitable: ABC checks, slow
             answer = _awaited(answer)
         reply = _check_reply(suite.adapter, answer, model)
-        token = _JUDGE.set(judge)
-        try:
-            score = _score(suite, case, reply, metric_names)
-        finally:
-            _JUDGE.reset(token)
+        score = _score(suite, case, reply, metric_names, judge)
     except _Deferred:  # --batch: it runs again once its batch has answered
         pass
     except _SUITE_EXCEPTIONS as e:
@@ -6009,14 +6013,18 @@ def _check_reply(adapter: object, answer: object, model: Model) -> Reply:
     return answer
 
 
-def _score(suite: _Suite, case: Case, reply: Reply, metric_names: frozenset[str]) -> Score:
-    """The scorer's verdict on a reply; the model's own failure (``Reply.error``) is a 0."""
+def _score(suite: _Suite, case: Case, reply: Reply, metric_names: frozenset[str], judge: Model | None = None) -> Score:
+    """The scorer's verdict on a reply; the model's own failure (``Reply.error``) is a 0. The
+    run's ``judge`` model reaches the scorer in its context (``context["judge"]``), as the
+    adapter's model reaches the adapter: a ``Judge`` called from any thread or loop finds it."""
     if reply.error is not None:
         return Score(value=0.0, metrics={name: 0.0 for name in metric_names})
     context = suite.adapter.context(case)
     if not isinstance(context, dict | Mapping):
         raise SuiteError(f"adapter {type(suite.adapter).__name__}.context() returned {_shown(context)}, not a dict")
-    score = suite.scorer.call(case, reply, context)
+    score = suite.scorer.call(case, reply, {**context, "judge": judge} if judge is not None else context)
+    if not isinstance(score, Score) and inspect.isawaitable(score):  # an async def call, as an adapter's may be
+        score = _awaited(score)
     _check_score(suite.scorer, case, score, metric_names)
     return score
 
@@ -6444,7 +6452,15 @@ class _ExperimentRun:
         steps = tuple(s for s in self.steps if s is not self.batch or batched)
         ledger = _Ledger(case.case, case.repeat, case.exchanges is not None)
         ledger.judge, ledger.notes[self.batch] = True, case.notes.setdefault(self.batch, _Batching())
-        return Model(model_id, provider, temperature=0.0, stop=self.run.stop, steps=steps, ledger=ledger)
+        return Model(
+            model_id,
+            provider,
+            temperature=0.0,
+            max_tokens=JUDGE_MAX_TOKENS,
+            stop=self.run.stop,
+            steps=steps,
+            ledger=ledger,
+        )
 
     def _begin(self, i: int, owner: _Owner) -> tuple[int, Model, float]:
         """The case's place, its model and its start; the case is in flight from here."""
@@ -8148,19 +8164,25 @@ _LABELLED = "labels"  # a logged row's labels by metric, put beside it when read
 def _read_labels(folder: Path) -> dict[tuple[str, ...], float]:
     """People's labels in ``folder``'s ``*.jsonl`` (``label``'s, and the report's downloads),
     by dataset, case, the case's and the answer's hashes and metric (a later line for the
-    same answer wins); a line that is not one is named and skipped."""
+    same answer wins). Only regular files are read (a FIFO would hang the command, a link
+    loop fail it): anything else is one line; lines that are not labels are counted in one."""
     labels: dict[tuple[str, ...], float] = {}
     for path in sorted(folder.glob("*.jsonl")) if folder.is_dir() else ():
         try:
+            if not path.is_file():  # a FIFO, a device, a link loop or to nothing
+                _warn(f"{_display(path)}: not a regular file: left out (labels are read from files only)")
+                continue
             text = path.read_text(encoding="utf-8", errors="replace")
         except OSError as e:
-            raise ConfigError(f"{_display(path)}: {e.strerror or e}") from None
+            _warn(f"{_display(path)}: {e.strerror or e}: left out")
+            continue
         labels |= _labels_in(path, text)
     return labels
 
 
 def _labels_in(path: Path, text: str) -> dict[tuple[str, ...], float]:
     labels: dict[tuple[str, ...], float] = {}
+    bad: list[int] = []
     for number, line in enumerate(text.splitlines(), 1):
         try:
             row = json.loads(line)
@@ -8170,8 +8192,13 @@ def _labels_in(path: Path, text: str) -> dict[tuple[str, ...], float]:
         if key and all(isinstance(k, str) for k in key) and 0 <= value <= 1:
             labels[key] = value
         elif line.strip():
-            keys = ", ".join(_LABEL_KEYS)
-            _warn(f"{_display(path)}:{number}: not a label (a JSON object with {keys} and a label from 0 to 1)")
+            bad.append(number)
+    if bad:
+        keys, lines = ", ".join(_LABEL_KEYS), ", ".join(map(str, bad[:5])) + (", ..." if len(bad) > 5 else "")
+        _warn(
+            f"{_display(path)}: {_n(len(bad), 'line')} not a label ({lines}): each is a JSON object with {keys} "
+            "and a label from 0 to 1"
+        )
     return labels
 
 
@@ -12626,6 +12653,8 @@ def _cmd_label(args: argparse.Namespace) -> int:
         known = f"the judged: {', '.join(judged)}" if judged else "none is (Metric(..., judged=True))"
         raise ConfigError(f"label: {args.metric or 'a judged metric'} is not one of the scorer's metrics; {known}")
     metric, path = args.metric or judged[0], suite.root / LABELS
+    if (path.parent.exists() and not path.parent.is_dir()) or (path.exists() and not path.is_file()):
+        raise ConfigError(f"label: {_display(path)} cannot be written (something else is in its place): move it aside")
     labels, known_cases = _read_labels(path.parent), {(c.dataset, c.id): c for c in cases}
     queues: list[tuple[str, list[int], list[tuple[tuple[str, ...], Case, object, float]]]] = []
     for record in _read_run(args.log or True, suite.project_root / LOG_DIR, "label").values():
@@ -12700,8 +12729,14 @@ def _ask_label(case: Case, output: object, verdict: float, graded: bool, number:
 
 
 def _cmd_rescore(args: argparse.Namespace) -> int:
-    """The current scorer over the replies the logs kept: no model is called."""
+    """The current scorer over the replies the logs kept: no model is called (so a scorer
+    whose metrics a judge gives is refused by name before anything is read)."""
     suite, cases, _ = _prepare(args)
+    if judged := [m.name for m in suite.metrics if m.judged]:
+        raise ConfigError(
+            f"rescore: a judge gives {', '.join(judged)} and rescore calls no model; run compare --cache "
+            "instead: the contenders' answers come from the response cache, the judge is asked as a run asks it"
+        )
     records = _records_of(args.logs, "rescore")
     known = {(c.dataset, c.id): c for c in cases}
     names = frozenset(m.name for m in suite.metrics)

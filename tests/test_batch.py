@@ -664,7 +664,7 @@ class S(ae.Scorer):
         return [ae.Metric("correct", "the judge's verdict", primary=True, judged=True)]
 
     def call(self, case, reply, context):
-        verdict, reasons = judge(case, reply)
+        verdict, reasons = judge(case, reply, context)
         return ae.Score(value=verdict, metrics={"correct": verdict}, diagnostics={"reasons": reasons})
 """
 JUDGED_HELPER = (

@@ -103,9 +103,29 @@ def test_a_labels_file_that_is_not_one_names_its_lines(tmp_path, capsys) -> None
     lines = [json.dumps(good), "{not json", json.dumps(good | {"label": 2}), "[1]", json.dumps(good | {"label": "NaN"})]
     path.write_text("\n".join([*lines, ""]))
     assert ae._read_labels(tmp_path) == {("ds", "a/001", "h", "a", "m"): 1.0}
-    warned = capsys.readouterr().err.splitlines()
-    assert [w.split(": not a label")[0].rsplit(":", 1)[1] for w in warned] == ["2", "3", "4", "5"]
+    (warned,) = capsys.readouterr().err.splitlines()  # one line for them all, with where they are
+    assert "labels.jsonl: 4 lines not a label (2, 3, 4, 5): each is a JSON object with dataset" in warned
     assert ae._read_labels(tmp_path / "none") == {}
+    path.write_text("\n".join(["{not json"] * 100_000))
+    assert ae._read_labels(tmp_path) == {} and len(capsys.readouterr().err.splitlines()) == 1
+
+
+@pytest.mark.hostile
+def test_a_labels_folder_of_a_fifo_a_loop_or_a_file_never_hangs_or_loses_a_label(make_suite, cli, tmp_path) -> None:
+    """A FIFO in evals/labels/ hung every command that reads labels; a link loop: one line each,
+    left out. evals/labels as a file: label refuses before it asks (it lost the first answer)."""
+    import os
+
+    folder = tmp_path / "labels"
+    folder.mkdir()
+    os.mkfifo(folder / "pipe.jsonl")
+    (folder / "loop.jsonl").symlink_to(folder / "loop.jsonl")
+    assert ae._read_labels(folder) == {}
+    project = make_suite(helper=JUDGED, config=LINEUP, cases=cases(4))
+    assert cli("compare", "--local", cwd=project)[0] == 0
+    (project / "evals" / "labels").write_text("not a folder")
+    code, out, err = cli("label", cwd=project)
+    assert code == 2 and "right?" not in out and "cannot be written (something else is in its place)" in err
 
 
 def test_label_takes_a_grade_skips_and_stops_at_the_end_of_input(make_suite, cli, monkeypatch) -> None:
@@ -200,7 +220,7 @@ class S(ae.Scorer):
         return [ae.Metric("correct", "the judge's verdict", primary=True, judged=True)]
 
     def call(self, case, reply, context):
-        verdict, reasons = judge(case, reply)
+        verdict, reasons = judge(case, reply, context)
         return ae.Score(value=verdict, metrics={{"correct": verdict}}, diagnostics={{"reasons": reasons}})
 
 ae.configure(adapter=ae.EchoAdapter(), scorer=S(), providers=[ae.FakeProvider({fakes})])
@@ -238,6 +258,8 @@ def test_a_judge_asks_the_named_model_the_way_contenders_are_asked(make_suite) -
         missing = run_agent_evals("compare", "--local", "--judge", "openai/gpt-4.1-nano", cwd=project, env=env)
     sent = asked[0].body
     assert sent["model"] == "openai/gpt-4.1-mini" and sent["temperature"] == 0.0 and sent["seed"] == 0
+    # a bound on its answer, so --budget holds each call's worst case before it is sent
+    assert sent["max_completion_tokens"] == ae.JUDGE_MAX_TOKENS
     assert sent["messages"][0]["content"].startswith("You grade an answer by this rubric:\nPass when the answer")
     assert "Input:\n" in sent["messages"][1]["content"] and "Expected answer:\n" in sent["messages"][1]["content"]
     document = json.loads(done.stdout)
@@ -351,3 +373,50 @@ def test_corrected_values_at_their_extremes_give_an_honest_interval_never_a_cras
     assert estimate is not None and 0.0 <= estimate.low <= estimate.mean <= estimate.high <= 1.0
     paired = ae._paired(ae._Values({"ds/x": 0.3}, {"ds/x": 0.0}), ae._Values({"ds/x": 0.9}, {"ds/x": 1.0}))
     assert paired is not None and paired.p is None and not paired.significant
+
+
+@pytest.mark.parametrize("how", ["threads", "async"])
+def test_a_scorer_asks_its_judge_from_a_thread_pool_or_an_event_loop(make_suite, cli, how) -> None:
+    """A scorer that grades two aspects at once in a thread pool, and an ``async def`` scorer
+    that asks from a thread of its loop: each finds the run's judge in its context (a context
+    variable was lost in a pool's threads: every case failed)."""
+    helper = """
+import asyncio
+from concurrent.futures import ThreadPoolExecutor
+import agent_evals as ae
+
+judge = ae.Judge("Pass when the answer is the expected one.")
+
+class Threads(ae.Scorer):
+    def metrics(self):
+        return [ae.Metric("correct", "the judge's verdict", primary=True, judged=True)]
+
+    def call(self, case, reply, context):
+        with ThreadPoolExecutor(2) as pool:
+            (verdict, _), _ = pool.map(lambda _: judge(case, reply, context), range(2))
+        return ae.Score(value=verdict, metrics={"correct": verdict})
+
+class Async(Threads):
+    async def call(self, case, reply, context):
+        verdict, _ = await asyncio.to_thread(judge, case, reply, context)
+        return ae.Score(value=verdict, metrics={"correct": verdict})
+
+ae.configure(adapter=ae.EchoAdapter(), scorer=SCORER(),
+             providers=[ae.FakeProvider({"judge": lambda s, u: '{"verdict": "pass", "reasons": "fine"}'})])
+""".replace("SCORER", "Threads" if how == "threads" else "Async")
+    project = make_suite(helper=helper, config=LINEUP + "judge: fake/judge\n", cases=cases(8))
+    code, out, err = cli("compare", "--local", "--format", "json", cwd=project)
+    assert code == 0, err
+    (row,) = json.loads(out)["datasets"][0]["leaderboard"]
+    assert row["errors"] == 0 and row["metrics"]["correct"]["mean"] == 1.0
+    assert json.loads(out)["judge"]["model"] == "fake/judge"
+
+
+def test_rescore_of_a_judged_suite_is_refused_by_name_before_anything(make_suite, cli) -> None:
+    """rescore calls no model, so a judged metric cannot be scored again there: one line, exit 2,
+    never every case turned into an error under exit 0."""
+    project = make_suite(helper=JUDGED, config=LINEUP, cases=cases(4))
+    assert cli("compare", "--local", cwd=project)[0] == 0
+    log = min((project / "log" / "agent-evals").glob("*.json"))
+    code, out, err = cli("rescore", str(log), cwd=project)
+    assert code == 2 and out == "" and "rescore: a judge gives correct and rescore calls no model" in err

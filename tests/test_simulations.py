@@ -610,7 +610,9 @@ def test_corrected_intervals_cover_the_true_rate_over_the_grid() -> None:
                     y = (rng.random(500) < p).astype(float)
                     f = numpy.where(y == 1, rng.random(500) < sens, rng.random(500) >= spec).astype(float)
                     chosen = rng.permutation(500)[:n]
-                    mean, _, _, low, high = ae._ppi([], f.tolist(), list(zip(f[chosen].tolist(), y[chosen].tolist())))
+                    mean, _, _, low, high = ae._ppi(
+                        [], f.tolist(), list(zip(f[chosen].tolist(), y[chosen].tolist(), strict=True))
+                    )
                     covered += max(0.0, low) <= p <= min(1.0, high)
                     errors += mean - p
                     wider += high - low > 2 * ae._wilson(float(y[chosen].mean()), n)[1] + 1e-12
@@ -633,7 +635,7 @@ def test_the_point_estimate_is_ppi_pys_at_the_same_lambda() -> None:
         chosen = rng.permutation(400)[:100]
         fl, yl = f[chosen], y[chosen]
         lam = min(1.0, max(0.0, ae._covariance(fl.tolist(), yl.tolist()) / ae._variance(f.tolist())))
-        mean = ae._ppi([], f.tolist(), list(zip(fl.tolist(), yl.tolist())))[0]
+        mean = ae._ppi([], f.tolist(), list(zip(fl.tolist(), yl.tolist(), strict=True)))[0]
         theirs = ppi_py.ppi_mean_pointestimate(yl, fl, f, lam=lam)
         assert mean == pytest.approx(float(numpy.ravel(theirs)[0]), abs=1e-12)
 

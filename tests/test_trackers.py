@@ -540,7 +540,7 @@ class S(ae.Scorer):""",
     )
     .replace(
         """        right = float(reply.output == case.expected)""",
-        """        right, _ = judge(case, reply)""",
+        """        right, _ = judge(case, reply, context)""",
     )
     .replace(
         "providers=[ae.FakeProvider()]",

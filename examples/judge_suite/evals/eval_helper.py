@@ -70,7 +70,7 @@ class Scorer(ae.Scorer):
         return [ae.Metric("correct", "The judge's verdict: the capital named.", primary=True, judged=True)]
 
     def call(self, case, reply, context):
-        verdict, reasons = self.judge(case, reply)
+        verdict, reasons = self.judge(case, reply, context)
         return ae.Score(value=verdict, metrics={"correct": verdict}, diagnostics={"judge": reasons})
 
 
