@@ -12655,23 +12655,8 @@ def _cmd_label(args: argparse.Namespace) -> int:
     metric, path = args.metric or judged[0], suite.root / LABELS
     if (path.parent.exists() and not path.parent.is_dir()) or (path.exists() and not path.is_file()):
         raise ConfigError(f"label: {_display(path)} cannot be written (something else is in its place): move it aside")
-    labels, known_cases = _read_labels(path.parent), {(c.dataset, c.id): c for c in cases}
-    queues: list[tuple[str, list[int], list[tuple[tuple[str, ...], Case, object, float]]]] = []
-    for record in _read_run(args.log or True, suite.project_root / LOG_DIR, "label").values():
-        units: dict[str, list[tuple[tuple[str, ...], Case, object, float]]] = {}
-        for row in record.get("rows", ()):
-            case = known_cases.get((str(row.get("dataset")), str(row.get("case"))))
-            verdict = (row.get("metrics") or {}).get(metric)
-            if case is None or verdict is None or row.get("error") or row.get("case_hash") != _case_hash(case):
-                continue
-            key = _label_key(_result_from_row(row, case), metric)
-            unit = _unit(case.dataset, case.id, row.get(CLUSTER))
-            units.setdefault(unit, []).append((key, case, row.get("output"), float(verdict)))
-        todo = [item for unit in sorted(units, key=_order) for item in units[unit]]
-        held = next((i for i, item in enumerate(todo) if item[0] not in labels), len(todo))
-        contender = record.get("contender") or {}
-        name = " ".join(str(contender[k]) for k in ("model", "effort", "temperature") if contender.get(k) is not None)
-        queues.append((f"[{record.get('dataset')}] {name}", [held, len(todo)], todo[held:]))
+    labels = _read_labels(path.parent)
+    queues = _label_queues(_read_run(args.log or True, suite.project_root / LOG_DIR, "label"), metric, labels, cases)
     graded = any(v not in (0.0, 1.0) for *_, items in queues for *_, v in items)
     missing = sum(len(items) - sum(item[0] in labels for item in items) for *_, items in queues)
     if not queues:
@@ -12701,6 +12686,34 @@ def _cmd_label(args: argparse.Namespace) -> int:
         return EXIT_INTERRUPTED
     print(f"label: {_n(added, 'label')} added to {_display(path)} ({len(labels)} in all); compare and diff use them")
     return EXIT_OK
+
+
+def _label_queues(
+    records: Mapping[tuple[str, str], Mapping[str, Any]],
+    metric: str,
+    labels: Mapping[tuple[str, ...], float],
+    cases: Sequence[Case],
+) -> list[tuple[str, list[int], list[tuple[tuple[str, ...], Case, object, float]]]]:
+    """Each logged experiment's judged answers in its dataset's one order (``_order``), as
+    (its name, [answers in its labelled sample, judged answers], the answers past the sample)."""
+    queues: list[tuple[str, list[int], list[tuple[tuple[str, ...], Case, object, float]]]] = []
+    known_cases = {(c.dataset, c.id): c for c in cases}
+    for record in records.values():
+        units: dict[str, list[tuple[tuple[str, ...], Case, object, float]]] = {}
+        for row in record.get("rows", ()):
+            case = known_cases.get((str(row.get("dataset")), str(row.get("case"))))
+            verdict = (row.get("metrics") or {}).get(metric)
+            if case is None or verdict is None or row.get("error") or row.get("case_hash") != _case_hash(case):
+                continue
+            key = _label_key(_result_from_row(row, case), metric)
+            unit = _unit(case.dataset, case.id, row.get(CLUSTER))
+            units.setdefault(unit, []).append((key, case, row.get("output"), float(verdict)))
+        todo = [item for unit in sorted(units, key=_order) for item in units[unit]]
+        held = next((i for i, item in enumerate(todo) if item[0] not in labels), len(todo))
+        who = record.get("contender") or {}
+        name = " ".join(str(who[k]) for k in ("model", "effort", "temperature") if who.get(k) is not None)
+        queues.append((f"[{record.get('dataset')}] {name}", [held, len(todo)], todo[held:]))
+    return queues
 
 
 def _ask_label(case: Case, output: object, verdict: float, graded: bool, number: int, total: int) -> float | None:

@@ -190,7 +190,7 @@ def test_configure_merges_lists_and_rejects_unknown_settings() -> None:
 # The module's size, in code tokens (names, operators, literals: comments and layout do not count,
 # so packing lines saves nothing). Each change that moves it says what paid for it: `git log -p
 # tests/test_api.py` has the history, with the line counts that stood here before #49.
-CEILING = 96743
+CEILING = 96838
 SOURCE = (ROOT / "agent_evals.py").read_text(encoding="utf-8")
 
 
@@ -205,7 +205,7 @@ def test_the_module_stays_under_its_ceiling() -> None:
 
 # Any says "not checked": where a value is only tested or passed on, object is its type, and the
 # user-facing values a suite reads (Case.expected, Reply.output, ToolCall.arguments, ...) stay Any.
-ANY_CEILING = 129  # 126 at #34's end; #36's logged records of who answered, 3
+ANY_CEILING = 130  # 126 at #34's end; #36's logged records of who answered, 3; #62's label queue over logged runs, 1
 
 
 def test_any_is_kept_to_what_is_not_checked() -> None:
