@@ -5127,11 +5127,9 @@ def _variance(values: Sequence[float]) -> float:
 
 
 def _covariance(a: Sequence[float], b: Sequence[float]) -> float:
-    n = len(a)
-    if n < 2:
-        return 0.0
-    ma, mb = sum(a) / n, sum(b) / n
-    return sum((x - ma) * (y - mb) for x, y in zip(a, b, strict=True)) / (n - 1)
+    import statistics
+
+    return statistics.covariance(a, b) if len(a) > 1 else 0.0
 
 
 def _spread(gaps: Sequence[float]) -> float:
@@ -5156,33 +5154,34 @@ def _estimate_of(values: Mapping[str, float]) -> _Estimate | None:
     return _Estimate(min(1.0, max(0.0, mean)), len(values), math.sqrt(var), max(0.0, low), min(1.0, high), "corrected")
 
 
-def _alike(first: Mapping[str, float], second: Mapping[str, float]) -> tuple[_Values, str, int]:
+def _alike(
+    first: Mapping[str, float], second: Mapping[str, float]
+) -> tuple[tuple[float, float, int, float, float] | None, str, int]:
     """Two sets of values made one thing to compare: their differences over the units both
-    hold, corrected by labels only when both sides are (a unit's difference is labelled when
-    each side's value is exact or labelled), else the judge's on both: corrected is never
-    compared with judged. Also how (``corrected``, or why not: ``labels in the first only``,
-    ``... second only``, ``too few labels shared``; "" with no labels) and how many units the
-    side without labels lacks where the other has them: those ``label`` would ask first."""
+    hold, corrected by labels (``_corrected``'s figure) only when both sides are (a unit's
+    difference is labelled when each side's value is exact or labelled), else None: the
+    judge's on both, corrected is never compared with judged. Also how (``corrected``, or why
+    not: ``labels in the first only``, ``... second only``, ``too few labels shared``; "" with
+    no labels) and how many units the side without labels lacks where the other has them:
+    those ``label`` would ask first."""
     keys = first.keys() & second.keys()
     a = first.only(keys) if isinstance(first, _Values) else _Values({k: first[k] for k in keys})
     b = second.only(keys) if isinstance(second, _Values) else _Values({k: second[k] for k in keys})
     diff = {k: a[k] - b[k] for k in keys}
     truth = [side for side in (a, b) if any(v is not None for v in side.labels.values())]
     if not truth:
-        return _Values(diff), "", 0
+        return None, "", 0
     labels: dict[str, float | None] = {}
     for k in keys:
         if k in a.labels or k in b.labels:
             ya, yb = a.labels.get(k, a[k]), b.labels.get(k, b[k])
             labels[k] = None if ya is None or yb is None else ya - yb
-    together = _Values(diff, labels)
-    if len(truth) == 2 and _corrected(together) is not None:
-        return together, "corrected", 0
     if len(truth) == 2:
-        return _Values(diff), "too few labels shared", 0
+        figure = _corrected(_Values(diff, labels))
+        return figure, "corrected" if figure else "too few labels shared", 0
     other = b if truth[0] is a else a
     lacking = sum(1 for k, y in truth[0].labels.items() if y is not None and other.labels.get(k, 0.0) is None)
-    return _Values(diff), f"labels in the {'first' if truth[0] is a else 'second'} only", lacking
+    return None, f"labels in the {'first' if truth[0] is a else 'second'} only", lacking
 
 
 def _agreement(pairs: Sequence[tuple[float, float]]) -> str:
@@ -5247,9 +5246,9 @@ def _paired(first: Mapping[str, float], second: Mapping[str, float]) -> _Paired 
     n = len(keys)
     if not n:
         return None
-    together, how, lacking = _alike(first, second)
-    if how == "corrected":
-        delta, var, df, *_ = _corrected(together) or (0.0, 0.0, 1)
+    figure, how, lacking = _alike(first, second)
+    if figure is not None:
+        delta, var, df, *_ = figure
         se, half = math.sqrt(var), _t_quantile(0.975, df) * math.sqrt(var)
         p = 2 * (1 - _t_cdf(abs(delta) / se, df)) if se > 0 else None
         low, high = max(-1.0, delta - half), min(1.0, delta + half)
@@ -5484,18 +5483,19 @@ def _units(entries: Iterable[tuple[tuple[str, str], float, float | None, bool]],
     needs nothing less, and a label given out of that order waits until the gap before it is
     filled (it counts for the judge's agreement at once). A unit past the sample: None."""
     repeats: dict[tuple[str, str], list[float]] = {}
-    truths: dict[tuple[str, str], list[float]] = {}
-    judged, gaps = set[str](), set[str]()
+    judged, gaps, entries = set[str](), set[str](), list(entries)
     for (unit, case), value, label, by_judge in entries:
         repeats.setdefault((unit, case), []).append(value)
-        truths.setdefault((unit, case), []).append(value if label is None else label)
         if by_judge:
             judged.add(unit)
             if label is None:
                 gaps.add(unit)
     values = _means(repeats, flaky)
     labels = dict[str, float | None].fromkeys(judged & values.keys())
-    if judged - gaps:
+    if judged - gaps:  # some unit's answers all carry labels: its truth, the labels in place of the judge's
+        truths: dict[tuple[str, str], list[float]] = {}
+        for key, value, label, _ in entries:
+            truths.setdefault(key, []).append(value if label is None else label)
         truth, ended = _means(truths, flaky), set[str]()
         for unit in sorted(labels, key=_order):
             dataset = unit.split("/", 1)[0]
@@ -10317,7 +10317,7 @@ def _alike_line(c: _Change) -> str | None:
     if how.startswith("labels in the"):
         side = "the new run" if "first" in how else "the baseline"
         ask = (
-            f"; agent-evals label asks the {c.paired.lacking} that changed first"
+            f"; agent-evals label asks the changed answers among {c.paired.lacking} first"
             if c.paired and c.paired.lacking
             else ""
         )
