@@ -5941,7 +5941,8 @@ def _run_case(
     result = _result(experiment, case, model, time.perf_counter() - started, reply, score, error, trace)
     if judge is None:
         return result
-    judged = tuple({**call, "judge": judge.id} for call in judge.ledger.exchanges or ())  # a tracker's judge spans
+    # a tracker's judge spans, named with the judge's own provider
+    judged = tuple({**call, "judge": judge.id, "provider": judge.provider.name} for call in judge.ledger.exchanges or ())
     return dataclasses.replace(result, judge_usage=judge.ledger.usage, exchanges=result.exchanges + judged)
 
 
@@ -6281,10 +6282,8 @@ class _Batch(_Step):
         with session.lock:
             session.batches += 1
             number = session.batches
-        label = (
-            f"batch {number} [{run.experiment.dataset}] {run.experiment.contender.label} ({batch_id}, "
-            f"{_n(size, 'request')})"
-        )
+        whose = f"judge {model.id} of {run.experiment.contender.label}" if model.ledger.judge else run.experiment.contender.label
+        label = f"batch {number} [{run.experiment.dataset}] {whose} ({batch_id}, {_n(size, 'request')})"
         interval, failures, shown = first, 0, ""
         while not session.stop.event.wait(interval):
             interval = min(interval * 1.5, max(first, 60.0))
@@ -7982,13 +7981,13 @@ class Logfire(Tracker):
         self.spent, self.errors = self.spent + usage, self.errors + (result.error is not None)
 
     def _genai(
-        self, experiment: Experiment, usage: Usage, finish: str | None = None, judge: str | None = None
+        self, experiment: Experiment, usage: Usage, finish: str | None = None, judge: Mapping[str, Any] | None = None
     ) -> dict[str, object]:
         """A model call in OpenTelemetry's GenAI terms and OpenInference's, cost included
-        (``judge``: the judge model's call, at temperature 0)."""
+        (``judge``: the judge model's call, at temperature 0, with its provider)."""
         c, provider = experiment.contender, experiment.provider.name
         if judge:
-            c = Contender(judge, temperature=0.0)
+            c, provider = Contender(judge["judge"], temperature=0.0), judge.get("provider") or provider
         attributes = {
             "gen_ai.operation.name": "chat",
             "gen_ai.system": provider,
@@ -8014,7 +8013,7 @@ class Logfire(Tracker):
         """A model call's span; a judge's is an EVALUATOR span, never an LLM span summed as the case's."""
         sent, answer, spent, finish = _exchange(call)
         judge = call.get("judge")
-        attributes = self._genai(experiment, spent, finish, judge) | {
+        attributes = self._genai(experiment, spent, finish, call if judge else None) | {
             "openinference.span.kind": "EVALUATOR" if judge else "LLM",
             "input.value": _redact(_json_dumps(_jsonable(sent, mend=True)))[: self.TEXT_LIMIT],
             "input.mime_type": "application/json",
@@ -12036,8 +12035,7 @@ def _batch_problem(lineup: _Lineup) -> str | None:
         return f"{', '.join(unbatched)}: the provider has no batch API; leave them out with -m, or run without --batch"
     unlisted, routed = [], []
     for c, p in lineup.contenders:
-        catalog = p.catalog()
-        if catalog and any(m.endswith(":batch") for m in catalog) and f"{c.model}:batch" not in catalog:
+        if not _batch_listed(c.model, p):
             unlisted.append(c.label)
         if c.routing and set(json.loads(c.routing)) - {"only"}:
             routed.append(f"{c.label} ({', '.join(sorted(set(json.loads(c.routing)) - {'only'}))})")
@@ -12050,6 +12048,28 @@ def _batch_problem(lineup: _Lineup) -> str | None:
         return (
             f"{', '.join(routed)}: a batch runs on one upstream and honours no routing but provider.only; route it "
             "with only, or run without --batch"
+        )
+    return None
+
+
+def _batch_listed(model_id: str, provider: Provider) -> bool:
+    """Whether a catalog that lists ``:batch`` variants lists this model's (or lists none)."""
+    catalog = provider.catalog()
+    return not (catalog and any(m.endswith(":batch") for m in catalog) and f"{model_id}:batch" not in catalog)
+
+
+def _batch_judge(judge: tuple[str, Provider] | None) -> str | None:
+    """--batch: a judge is held to the contenders' rules. No ``:batch`` variant: refused by
+    name; a provider with no batch API: its verdicts are asked at once, said (the note)."""
+    if judge is None:
+        return None
+    model_id, provider = judge
+    if not provider.batches:
+        return f"--batch: judge {model_id}: {provider.name} has no batch API, so its verdicts are asked at once"
+    if not _batch_listed(model_id, provider):
+        raise ConfigError(
+            f"--batch: judge {model_id}: OpenRouter's catalog lists no :batch variant of it, so it cannot be asked "
+            "as a batch; name a judge that has one with --judge, or run without --batch"
         )
     return None
 
@@ -12099,6 +12119,8 @@ def _plan_run(args: argparse.Namespace) -> _Plan:
     log_dir = suite.project_root / LOG_DIR
     plan = _Plan(suite, lineup, experiments, by_dataset, twice, gates, notes, log_dir, decided=bool(args.until_decided))
     plan.judge = _judge_of(suite, args.judge or suite.config.judge)
+    if args.batch and (note := _batch_judge(plan.judge)):
+        _warn(note)
     if any(m.judged for m in suite.metrics):  # people's labels correct the judged metrics' figures
         labels = _read_labels(suite.root / LABELS.parent)
         for experiment in experiments:

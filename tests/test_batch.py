@@ -770,3 +770,34 @@ def test_a_run_stopped_while_the_judges_batch_waits_resumes_collecting_it_and_pa
     (row,) = document["datasets"][0]["leaderboard"]
     assert row["errors"] == 0 and row["metrics"]["correct"]["mean"] == 0.75
     assert row["cost_usd"] == pytest.approx(4 * 0.0002)
+
+
+def test_a_judge_under_batch_is_held_to_the_contenders_rules(make_suite, monkeypatch) -> None:
+    """--batch with a judge: a judge OpenRouter's catalog lists no :batch variant of is refused
+    by name before anything is sent; one whose provider has no batch API is asked at once, said
+    once; the judge's batches are named as the judge's in the progress lines."""
+    lineup = "request_types: [prompt]\ndefaults:\n  max_tokens: 64\nvendors:\n  openai:\n    - model: gpt-4o-mini\n"
+    helper = JUDGED_SCORER + "\nae.configure(adapter=ae.EchoAdapter(), scorer=S(), providers=[ae.FakeProvider(" + (
+        """{"judge": lambda s, u: '{"verdict": "pass"}'})])\n"""
+    )
+    project = make_suite(helper=helper, config=lineup + "judge: openai/gpt-4.1-mini\n", cases=many(3))
+    api = BatchAPI(judged_answer)
+    with OpenAICompatible(api, catalog=BATCH_CATALOG) as server:
+        env = {"OPENROUTER_BASE_URL": server.url + "/api/v1", "OPENROUTER_API_KEY": "sk-or-batch", **POLL}
+        refused = run_agent_evals("run", "--batch", "--local", cwd=project, env=env)
+        assert refused.returncode == 2 and not api.submitted and api.sync == 0, refused.stderr
+        assert refused.stderr.strip().splitlines()[-1] == (
+            "error: --batch: judge openai/gpt-4.1-mini: OpenRouter's catalog lists no :batch variant of it, so it "
+            "cannot be asked as a batch; name a judge that has one with --judge, or run without --batch"
+        )
+        fake = run_agent_evals("run", "--batch", "--local", "--judge", "fake/judge", cwd=project, env=env)
+        assert fake.returncode == 0, fake.stderr
+        assert [b["model"] for b in api.submitted] == ["openai/gpt-4o-mini"] and api.sync == 0
+        said = "--batch: judge fake/judge: fake has no batch API, so its verdicts are asked at once"
+        assert fake.stderr.count(said) == 1
+    with OpenAICompatible(BatchAPI(judged_answer)) as server:  # a catalog with no :batch variants at all
+        env = {"OPENROUTER_BASE_URL": server.url + "/api/v1", "OPENROUTER_API_KEY": "sk-or-batch", **POLL}
+        done = run_agent_evals("run", "--batch", "--local", cwd=project, env=env)
+    assert done.returncode == 0, done.stderr
+    assert re.search(r"batch 2 \[ds\] judge openai/gpt-4\.1-mini of openai/gpt-4o-mini effort=default \(\S+, 3 requests\)", done.stderr), done.stderr
+    assert re.search(r"batch 1 \[ds\] openai/gpt-4o-mini effort=default \(\S+, 3 requests\)", done.stderr), done.stderr

@@ -550,25 +550,41 @@ class S(ae.Scorer):""",
 JUDGED_LINEUP = LINEUP.replace("    - model: broken\n", "") + "judge: fake/judge\n"
 
 
+PANEL = """
+class Panel(ae.FakeProvider):  # a second provider: the judge's, not the contenders'
+    name, prefix = "panel", "panel/"
+
+    def catalog(self):
+        return ["panel/judge"]
+"""
+
+
 @needs_otel
+@pytest.mark.parametrize("judge", ["fake/judge", "panel/judge"])
 def test_a_judges_calls_are_evaluator_spans_under_their_case_apart_from_the_contenders(
-    make_suite, cli, monkeypatch
+    make_suite, cli, monkeypatch, judge
 ) -> None:
-    """Each case's judge call is a span of its own, named for the judge model, OpenInference's
-    EVALUATOR (never an LLM span a viewer sums into the contender's cost), under the case."""
+    """Each case's judge call is a span of its own, named for the judge model and its own
+    provider, OpenInference's EVALUATOR (never an LLM span a viewer sums into the
+    contender's cost), under the case."""
     monkeypatch.setenv("LOGFIRE_TOKEN", "pylf_v1_us_testtoken")
-    project = make_suite(helper=JUDGED_SUITE, config=JUDGED_LINEUP)
+    helper = JUDGED_SUITE.replace("ae.configure(", PANEL + "\nae.configure(").replace(
+        "providers=[ae.FakeProvider(", "providers=[Panel({'judge': lambda s, u: '{\"verdict\": \"pass\"}'}), ae.FakeProvider("
+    )
+    project = make_suite(helper=helper, config=JUDGED_LINEUP.replace("fake/judge", judge))
     code, _, err = cli("compare", "--tracker", "memfire", cwd=project)
     assert code == 0, err
     spans = builtins._agent_evals_spans.get_finished_spans()
     by_id = {s.context.span_id: s for s in spans}
-    judged = [s for s in spans if s.name == "judge fake/judge"]
+    judged = [s for s in spans if s.name == f"judge {judge}"]
     chats = [s for s in spans if s.name == "chat fake/echo"]
     assert len(judged) == len(chats) == 4
+    assert {attributes(s)["gen_ai.provider.name"] for s in chats} == {"fake"}
     for span in judged:
         a, case = attributes(span), by_id[span.parent.span_id]
         assert case.name.startswith("case ") and a["openinference.span.kind"] == "EVALUATOR"
-        assert a["gen_ai.request.model"] == "fake/judge" and a["gen_ai.request.temperature"] == 0.0
+        assert a["gen_ai.provider.name"] == judge.split("/")[0] and a["gen_ai.system"] == judge.split("/")[0]
+        assert a["gen_ai.request.model"] == judge and a["gen_ai.request.temperature"] == 0.0
         assert a["llm.cost.total"] > 0 and "Pass when the answer is the expected one." in a["input.value"]
         assert attributes(case)["openinference.span.kind"] == "CHAIN"  # its contender's call is the LLM span
     del builtins._agent_evals_spans
