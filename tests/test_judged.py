@@ -420,3 +420,40 @@ def test_rescore_of_a_judged_suite_is_refused_by_name_before_anything(make_suite
     log = min((project / "log" / "agent-evals").glob("*.json"))
     code, out, err = cli("rescore", str(log), cwd=project)
     assert code == 2 and out == "" and "rescore: a judge gives correct and rescore calls no model" in err
+
+
+def test_a_judged_run_under_budget_never_spends_past_it_against_a_server_billing_every_token(make_suite) -> None:
+    """--budget 0.10 on a judged run against a stand-in that bills every token it counts at its
+    catalog's price, the judge writing all the output it is let (a rambling judge): the run
+    stops at the budget, said, and the server billed at most $0.10, the judge's calls included."""
+    from servers import CATALOG, OpenAICompatible, chat_answer
+
+    from conftest import run_agent_evals
+
+    price = {"openai/gpt-4.1-mini": (0.00001, 0.00004), "openai/gpt-4o-mini": (0.00000015, 0.0000006)}
+    catalog = [
+        e | {"pricing": {"prompt": f"{price[e['id']][0]:.8f}", "completion": f"{price[e['id']][1]:.8f}"}}
+        for e in CATALOG
+        if e["id"] in price
+    ]
+    billed: list[float] = []
+
+    def respond(request):
+        body, (p_in, p_out) = request.body, price[request.body["model"]]
+        read = -(-len(json.dumps(body["messages"])) // 4)  # every token of the request billed
+        if body["model"] == "openai/gpt-4.1-mini":  # the judge: all it is let, or 4,096 tokens unbounded
+            written, text = body.get("max_completion_tokens", 4096), json.dumps({"verdict": "pass", "reasons": "…"})
+        else:
+            written, text = 20, body["messages"][-1]["content"]
+        billed.append(read * p_in + written * p_out)
+        return chat_answer(text, prompt_tokens=read, completion_tokens=written, cost=billed[-1])
+
+    config = "request_types: [prompt]\ndefaults:\n  max_tokens: 20\nvendors:\n  openai:\n    - model: gpt-4o-mini\n"
+    project = make_suite(helper=judge_suite(), config=config + "judge: openai/gpt-4.1-mini\n", cases=cases(12))
+    with OpenAICompatible(respond, catalog=catalog) as server:
+        env = {"OPENROUTER_BASE_URL": f"{server.url}/api/v1", "OPENROUTER_API_KEY": "sk-or-v1-test"}
+        done = run_agent_evals("run", "--local", "--budget", "0.10", "-p", "4", cwd=project, env=env)
+        judged = [c for c in server.chats() if c.body["model"] == "openai/gpt-4.1-mini"]
+    assert done.returncode == 1 and "--budget" in done.stderr, done.stderr
+    assert judged and all(c.body["max_completion_tokens"] == ae.JUDGE_MAX_TOKENS for c in judged)
+    assert 0.04 < sum(billed) <= 0.10, (sum(billed), done.stderr)  # it spent, and never past the budget
