@@ -5122,6 +5122,51 @@ def _ppi(
     return best
 
 
+def _labels_needed(judge: Sequence[float], pairs: Sequence[tuple[float, float]], half: float = 0.05) -> tuple[int, int]:
+    """The labels that would bring a judged figure's 95% interval to ±``half`` by ``_ppi``'s
+    variance (the cases' own sampling counted), as [with the judge, by the labels alone]: the
+    judge's at the λ its (judged, label) ``pairs`` give so far, the labels' own at λ = 0 (with
+    fewer than ``LABELS_LEAST`` pairs, the judge's spread stands in for theirs). More than
+    the judged answers: ±``half`` is out of reach even with all of them labelled (0).
+
+    >>> _labels_needed([1.0, 0.0] * 500, [(1.0, 1.0), (0.0, 0.0)] * 10 + [(1.0, 0.0)])
+    (166, 436)
+    """
+    big, target = len(judge), (half / _Z95) ** 2
+    f, y = [a for a, _ in pairs], [b for _, b in pairs]
+    alone = _spread(y) if len(pairs) >= LABELS_LEAST else _variance(judge)
+    spread_f = _variance(judge)
+    lam = min(1.0, max(0.0, _covariance(f, y) / spread_f)) if spread_f > 0 and len(pairs) >= LABELS_LEAST else 0.0
+    r = [b - lam * a for a, b in pairs]
+    fixed = lam * lam * spread_f / big + 2 * lam * _covariance(f, r) / big
+    needed = []
+    for floor, spread in ((fixed, _spread(r) if lam else alone), (0.0, alone)):
+        n = math.ceil(max(spread / (target - floor), spread / (target + spread / big))) if target > floor else big + 1
+        needed.append(n if n <= big else big if alone / big <= target else 0)
+    return needed[0], needed[1]
+
+
+def _bias_test(pairs: Sequence[Sequence[tuple[float, float]]]) -> list[float | None]:
+    """Whether a judge errs more for one contender than for the others, on (label, judge's
+    value) pairs: on the answers people find wrong (label under 0.5: how often it passes them)
+    and on the right ones apart, since a contender's share of right answers alone moves its
+    judge-minus-people figure. Each side is Welch's t of the contender's errors against the
+    rest's, on ``_spread``'s spreads (a judge that never erred on a few labels is no proof);
+    the two sides by Bonferroni, the contenders by Holm. None: too few labels on a side."""
+    found: list[float | None] = []
+    for i, own in enumerate(pairs):
+        rest = [pair for j, other in enumerate(pairs) if j != i for pair in other]
+        sides = []
+        for wrong in (True, False):
+            a = [v - y for y, v in own if (y < 0.5) == wrong]
+            b = [v - y for y, v in rest if (y < 0.5) == wrong]
+            if len(a) >= LABELS_LEAST and len(b) >= LABELS_LEAST:
+                t = (sum(a) / len(a) - sum(b) / len(b)) / math.sqrt(_spread(a) / len(a) + _spread(b) / len(b))
+                sides.append(4 * _t_cdf(-abs(t), min(len(a), len(b)) - 1))
+        found.append(min(1.0, *sides) if sides else None)
+    return _holm(found)
+
+
 def _variance(values: Sequence[float]) -> float:
     return _covariance(values, values)
 
@@ -5184,16 +5229,22 @@ def _alike(
     return None, f"labels in the {'first' if truth[0] is a else 'second'} only", lacking
 
 
+def _rates(pairs: Sequence[tuple[float, float]]) -> str:
+    """A pass/fail judge's sensitivity (the right answers it passes) and specificity (the
+    wrong ones it fails) on (label, judge's value) pairs; "" for a grade."""
+    if not all(v in (0.0, 1.0) for pair in pairs for v in pair):
+        return ""
+    right = [value for label, value in pairs if label == 1.0]
+    wrong = [value for label, value in pairs if label == 0.0]
+    sensitivity = f"{sum(right) / len(right):.0%}" if right else "-"
+    return f"sensitivity {sensitivity}, specificity {f'{1 - sum(wrong) / len(wrong):.0%}' if wrong else '-'}"
+
+
 def _agreement(pairs: Sequence[tuple[float, float]]) -> str:
     """How a judge agrees with people on (label, judge's value) pairs: sensitivity and
     specificity for pass/fail, the correlation for a grade."""
-    if all(v in (0.0, 1.0) for pair in pairs for v in pair):
-        right = [value for label, value in pairs if label == 1.0]
-        wrong = [value for label, value in pairs if label == 0.0]
-        sensitivity = f"{sum(right) / len(right):.0%}" if right else "-"
-        specificity = f"{1 - sum(wrong) / len(wrong):.0%}" if wrong else "-"
-        agree = sum(label == value for label, value in pairs)
-        return f"agrees on {agree} of {len(pairs)} labels (sensitivity {sensitivity}, specificity {specificity})"
+    if rates := _rates(pairs):
+        return f"agrees on {sum(label == value for label, value in pairs)} of {len(pairs)} labels ({rates})"
     import statistics
 
     try:
@@ -5942,7 +5993,9 @@ def _run_case(
     if judge is None:
         return result
     # a tracker's judge spans, named with the judge's own provider
-    judged = tuple({**call, "judge": judge.id, "provider": judge.provider.name} for call in judge.ledger.exchanges or ())
+    judged = tuple(
+        {**call, "judge": judge.id, "provider": judge.provider.name} for call in judge.ledger.exchanges or ()
+    )
     return dataclasses.replace(result, judge_usage=judge.ledger.usage, exchanges=result.exchanges + judged)
 
 
@@ -6282,7 +6335,11 @@ class _Batch(_Step):
         with session.lock:
             session.batches += 1
             number = session.batches
-        whose = f"judge {model.id} of {run.experiment.contender.label}" if model.ledger.judge else run.experiment.contender.label
+        whose = (
+            f"judge {model.id} of {run.experiment.contender.label}"
+            if model.ledger.judge
+            else run.experiment.contender.label
+        )
         label = f"batch {number} [{run.experiment.dataset}] {whose} ({batch_id}, {_n(size, 'request')})"
         interval, failures, shown = first, 0, ""
         while not session.stop.event.wait(interval):
@@ -9548,7 +9605,7 @@ def _judged_lines(
         hashes.setdefault((d, c), set()).add(h)
     for metric in (m for m in metrics if m.judged):
         for dataset in dict.fromkeys(e.dataset for e in experiments):
-            shown, every, edited = [], [], set[str]()
+            shown, every, edited, each = [], [], set[str](), dict[str, list[tuple[float, float]]]()
             for e in (e for e in experiments if e.dataset == dataset):
                 pairs, keys = _labelled(e.results, metric.name, e.labels)
                 edited |= {key[1] for key in keys if key[2] not in hashes.get((key[0], key[1]), {key[2]})}
@@ -9556,19 +9613,38 @@ def _judged_lines(
                     raw = _mean(_case_values(e.results, metric.name).values())
                     figures = {**estimate.to_json(), "labels": len(pairs), "judged": raw}
                     corrected.setdefault(id(e), {})[metric.name] = figures
+                    rates = f"; judge {rates}" if (rates := _rates(pairs)) else ""
                     shown.append(
                         f"{e.contender.label} {_fmt_pct(estimate.mean)}{_fmt_interval(estimate.low, estimate.high)} "
-                        f"(judged {_fmt_pct(raw)}, {_n(len(pairs), 'label')})"
+                        f"(judged {_fmt_pct(raw)}, {_n(len(pairs), 'label')}{rates})"
                     )
                 every += pairs
+                each[e.contender.label] = pairs
             where = f"[{dataset}] {metric.name}"
             if not every:
                 lines.append(f"judged {where}: no labels yet, so the judged figure is uncorrected (agent-evals label)")
                 continue
             lines.append(f"judged {where}: the judge {_agreement(every)}; corrected: {' · '.join(shown)}")
+            lines += _bias_lines(where, each)
             if edited:
                 lines.append(f"labels {where}: {_n(len(edited), 'case')} edited since labelled: their labels left out")
     return lines, corrected
+
+
+def _bias_lines(where: str, each: Mapping[str, Sequence[tuple[float, float]]]) -> list[str]:
+    """A line when the judge errs on one contender's answers unlike the others' beyond
+    chance (``_bias_test``), naming the contender it errs on most unlike them."""
+    found = dict(zip(each, _bias_test(list(each.values())), strict=True))
+    erred = {name: sum(abs(v - y) for y, v in pairs) / max(1, len(pairs)) for name, pairs in each.items()}
+    # of two alike (two contenders always are), the one the judge errs on more
+    far = min((n for n, p in found.items() if p is not None), key=lambda n: (found[n], -erred[n]), default=None)
+    if far is None or (found[far] or 0.0) >= ALPHA:
+        return []
+    return [
+        f"judge bias {where}: the judge errs on {far}'s answers unlike the others' (p {found[far]:.2g}; its "
+        "sensitivity and specificity above): answers written to please a judge (long, confident, formatted) do "
+        "this; rank by the corrected figures, never the judged"
+    ]
 
 
 def _render_report(
@@ -12679,17 +12755,18 @@ def _cmd_label(args: argparse.Namespace) -> int:
         raise ConfigError(f"label: {_display(path)} cannot be written (something else is in its place): move it aside")
     labels = _read_labels(path.parent)
     queues = _label_queues(_read_run(args.log or True, suite.project_root / LOG_DIR, "label"), metric, labels, cases)
-    graded = any(v not in (0.0, 1.0) for *_, items in queues for *_, v in items)
-    missing = sum(len(items) - sum(item[0] in labels for item in items) for *_, items in queues)
+    graded = any(v not in (0.0, 1.0) for _, _, items, _ in queues for *_, v in items)
+    missing = sum(len(items) - sum(item[0] in labels for item in items) for _, _, items, _ in queues)
     if not queues:
         print("label: no logged run with judged answers to label; run agent-evals compare first")
         return EXIT_OK
-    said = " · ".join(f"{name} {held} of {total}" for name, (held, total), _ in queues)
+    said = " · ".join(f"{name} {held} of {total}" for name, (held, total), *_ in queues)
     print(f"label: answers in each labelled sample: {said}; {_n(missing, 'answer')} to label, in one random order")
+    print(f"label: labels for ±5 points: {' · '.join(_need_said(name, need) for name, _, _, need in queues)}")
     added = 0
     try:
         while queue := min((q for q in queues if q[2]), key=lambda q: q[1][0], default=None):
-            name, counts, items = queue
+            name, counts, items, _ = queue
             key, case, output, verdict = items.pop(0)
             if key not in labels:  # not labelled since: another contender's same answer may have been
                 value = _ask_label(case, output, verdict, graded, added + 1, missing)
@@ -12710,15 +12787,30 @@ def _cmd_label(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _need_said(name: str, need: tuple[int, int, bool]) -> str:
+    """``_labels_needed``'s figures for one contender, as ``label`` says them."""
+    judge, alone, known = need
+    if not alone:
+        return f"{name} out of reach (too few cases: more cases narrow it)"
+    if not known:
+        return f"{name} about {alone} by the labels alone (what the judge saves shows from {LABELS_LEAST} labels)"
+    return f"{name} about {judge} (labels alone: {alone})" if judge else f"{name} out of reach with the judge"
+
+
+_Queue = tuple[str, list[int], list[tuple[tuple[str, ...], Case, object, float]], tuple[int, int, bool]]
+
+
 def _label_queues(
     records: Mapping[tuple[str, str], Mapping[str, Any]],
     metric: str,
     labels: Mapping[tuple[str, ...], float],
     cases: Sequence[Case],
-) -> list[tuple[str, list[int], list[tuple[tuple[str, ...], Case, object, float]]]]:
+) -> list[_Queue]:
     """Each logged experiment's judged answers in its dataset's one order (``_order``), as
-    (its name, [answers in its labelled sample, judged answers], the answers past the sample)."""
-    queues: list[tuple[str, list[int], list[tuple[tuple[str, ...], Case, object, float]]]] = []
+    (its name, [answers in its labelled sample, judged answers], the answers past the sample,
+    the labels that bring it to ±5 points with the judge and alone, and whether its labels
+    tell yet: ``_labels_needed``)."""
+    queues: list[_Queue] = []
     known_cases = {(c.dataset, c.id): c for c in cases}
     for record in records.values():
         units: dict[str, list[tuple[tuple[str, ...], Case, object, float]]] = {}
@@ -12734,7 +12826,9 @@ def _label_queues(
         held = next((i for i, item in enumerate(todo) if item[0] not in labels), len(todo))
         who = record.get("contender") or {}
         name = " ".join(str(who[k]) for k in ("model", "effort", "temperature") if who.get(k) is not None)
-        queues.append((f"[{record.get('dataset')}] {name}", [held, len(todo)], todo[held:]))
+        pairs = [(verdict, labels[key]) for key, _, _, verdict in todo[:held]]
+        need = (*_labels_needed([item[3] for item in todo], pairs), len(pairs) >= LABELS_LEAST)
+        queues.append((f"[{record.get('dataset')}] {name}", [held, len(todo)], todo[held:], need))
     return queues
 
 

@@ -777,8 +777,10 @@ def test_a_judge_under_batch_is_held_to_the_contenders_rules(make_suite, monkeyp
     by name before anything is sent; one whose provider has no batch API is asked at once, said
     once; the judge's batches are named as the judge's in the progress lines."""
     lineup = "request_types: [prompt]\ndefaults:\n  max_tokens: 64\nvendors:\n  openai:\n    - model: gpt-4o-mini\n"
-    helper = JUDGED_SCORER + "\nae.configure(adapter=ae.EchoAdapter(), scorer=S(), providers=[ae.FakeProvider(" + (
-        """{"judge": lambda s, u: '{"verdict": "pass"}'})])\n"""
+    helper = (
+        JUDGED_SCORER
+        + "\nae.configure(adapter=ae.EchoAdapter(), scorer=S(), providers=[ae.FakeProvider("
+        + ("""{"judge": lambda s, u: '{"verdict": "pass"}'})])\n""")
     )
     project = make_suite(helper=helper, config=lineup + "judge: openai/gpt-4.1-mini\n", cases=many(3))
     api = BatchAPI(judged_answer)
@@ -799,5 +801,8 @@ def test_a_judge_under_batch_is_held_to_the_contenders_rules(make_suite, monkeyp
         env = {"OPENROUTER_BASE_URL": server.url + "/api/v1", "OPENROUTER_API_KEY": "sk-or-batch", **POLL}
         done = run_agent_evals("run", "--batch", "--local", cwd=project, env=env)
     assert done.returncode == 0, done.stderr
-    assert re.search(r"batch 2 \[ds\] judge openai/gpt-4\.1-mini of openai/gpt-4o-mini effort=default \(\S+, 3 requests\)", done.stderr), done.stderr
+    assert re.search(
+        r"batch 2 \[ds\] judge openai/gpt-4\.1-mini of openai/gpt-4o-mini effort=default \(\S+, 3 requests\)",
+        done.stderr,
+    ), done.stderr
     assert re.search(r"batch 1 \[ds\] openai/gpt-4o-mini effort=default \(\S+, 3 requests\)", done.stderr), done.stderr

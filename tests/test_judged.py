@@ -58,6 +58,12 @@ def test_labels_asked_blind_correct_a_biased_judge(make_suite, cli, monkeypatch,
     code, out, err = cli("label")
     assert code == 0, err
     assert "label: 30 labels added to evals/labels/labels.jsonl (30 in all)" in out
+    # before any label: what labels alone need, with the judge's spread standing in for theirs;
+    # 60 cases cannot give ±5 points whatever is labelled
+    assert (
+        "label: labels for ±5 points: [ds] fake/echo default out of reach (too few cases: more cases narrow it)"
+        in (shown[0])
+    )
     assert "the judge said 1: you disagree" in "".join(shown) + out  # a wrong answer the judge passed
     rows = [json.loads(line) for line in (project / "evals" / "labels" / "labels.jsonl").read_text().splitlines()]
     assert len(rows) == 30 and set(rows[0]) == {"dataset", "case", "case_hash", "answer_hash", "metric", "label"}
@@ -79,7 +85,7 @@ def test_labels_asked_blind_correct_a_biased_judge(make_suite, cli, monkeypatch,
     assert (
         "the judge agrees on" in line
         and "(sensitivity 100%, specificity" in line
-        and "(judged 83.3%, 30 labels)" in line
+        and re.search(r"\(judged 83\.3%, 30 labels; judge sensitivity 100%, specificity \d+%\)", line)
     )
     # an edited case drops its label, and says so
     (label,) = [r for r in rows if r["case"] == rows[0]["case"]]
@@ -87,7 +93,7 @@ def test_labels_asked_blind_correct_a_biased_judge(make_suite, cli, monkeypatch,
     expected.write_text(json.dumps({"v": 999}))
     code, out, err = cli("compare", "--local")
     assert "labels [ds] correct: 1 case edited since labelled: their labels left out" in out
-    assert ", 29 labels)" in out
+    assert ", 29 labels; judge sensitivity" in out
 
 
 def test_label_refuses_a_suite_with_no_judged_metric(make_suite, cli) -> None:
@@ -201,11 +207,11 @@ def test_labels_given_in_the_report_are_downloaded_and_compare_reads_them(make_s
     (project / "evals" / "labels").mkdir()
     shutil.move(saved, project / "evals" / "labels" / saved.name)
     code, out, _ = cli("compare", "--local", cwd=project)
-    assert code == 0 and ", 50 labels)" in out and "the judge agrees on " in out
+    assert code == 0 and ", 50 labels; judge " in out and "the judge agrees on " in out
     first = project / "evals" / "datasets" / "ds" / "cases" / rows[0]["case"] / "expected.json"
     first.write_text(json.dumps({"v": 999}))
     code, out, _ = cli("compare", "--local", cwd=project)
-    assert "labels [ds] correct: 1 case edited since labelled: their labels left out" in out and ", 49 labels)" in out
+    assert "labels [ds] correct: 1 case edited since labelled: their labels left out" in out and ", 49 labels; " in out
 
 
 def judge_suite(graded: bool = False, fakes: str = "") -> str:

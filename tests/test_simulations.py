@@ -89,6 +89,7 @@ from __future__ import annotations
 
 import random
 import re
+import statistics
 from collections.abc import Callable
 
 import pytest
@@ -740,3 +741,69 @@ def test_the_paired_correction_catches_a_regression_the_judge_hides_and_no_false
     assert sum(gate(rng, 0.70, 0.3, 0) for _ in range(150)) == 0
     assert sum(gate(rng, 0.70, 0.3, 100) for _ in range(150)) >= 0.55 * 150
     assert sum(gate(rng, 0.85, 0.8, 100) for _ in range(150)) <= 0.06 * 150
+
+
+def test_the_labels_label_says_bring_five_points_bring_them() -> None:
+    """``label``'s "labels for ±5 points", projected from the first 30 labels of 1,000 judged
+    answers, then that many labelled: the interval's half-width is 5 points on average
+    (measured 4.4-5.0 over p 0.5/0.85/0.95 × judges 0.95/0.95, 0.9/0.8, 0.7/0.7), and the
+    judge saves labels where it is good (p 0.5, a 0.95/0.95 judge: about 125 against 414)."""
+    rng = random.Random(62)
+    for p in (0.5, 0.85, 0.95):
+        for sens, spec in ((0.95, 0.95), (0.9, 0.8), (0.7, 0.7)):
+            halves, saved = [], []
+            for _ in range(30):
+                truth = bernoulli(rng, 1000, p)
+                verdicts = [float(rng.random() < sens) if t else float(rng.random() >= spec) for t in truth]
+                with_judge, alone = ae._labels_needed(verdicts, list(zip(verdicts[:30], truth[:30], strict=True)))
+                _, _, _, low, high = ae._ppi([], verdicts, list(zip(verdicts[:with_judge], truth, strict=False)))
+                halves.append((high - low) / 2)
+                saved.append(alone - with_judge)
+            assert 0.04 <= statistics.mean(halves) <= 0.055, (p, sens, spec, statistics.mean(halves))
+            assert statistics.mean(saved) >= 0
+            if (p, sens) == (0.5, 0.95):
+                assert statistics.mean(saved) > 200
+
+
+def test_a_judge_that_errs_on_one_contender_is_flagged_and_an_even_one_is_not() -> None:
+    """``_bias_test``: three contenders whose true rates differ (85%, 60%, 75%) judged by one
+    judge alike: flagged in at most 6% of 300 runs (measured 0-5.3% at 20-100 labels each);
+    one contender whose wrong answers the judge passes 70% of the time (specificity 0.3
+    against 0.8): flagged in over 85% of runs at 100 labels each (measured 96%)."""
+
+    def labelled(rng: random.Random, p: float, sens: float, spec: float) -> list[tuple[float, float]]:
+        truth = bernoulli(rng, 100, p)
+        return [(t, float(rng.random() < sens) if t else float(rng.random() >= spec)) for t in truth]
+
+    def flagged(found: list[float | None]) -> bool:
+        return min((p for p in found if p is not None), default=1.0) < ae.ALPHA
+
+    rng = random.Random(63)
+    even = [flagged(ae._bias_test([labelled(rng, p, 0.9, 0.8) for p in (0.85, 0.6, 0.75)])) for _ in range(300)]
+    gamed = [
+        flagged(
+            ae._bias_test([labelled(rng, 0.7, 0.9, 0.8), labelled(rng, 0.7, 0.9, 0.8), labelled(rng, 0.7, 0.9, 0.3)])
+        )
+        for _ in range(300)
+    ]
+    assert sum(even) <= 0.06 * 300 and sum(gamed) >= 0.85 * 300, (sum(even), sum(gamed))
+
+
+def test_compare_names_the_contender_a_judge_errs_on_and_its_rates() -> None:
+    """What compare prints: each contender's judge sensitivity and specificity beside its
+    corrected figure, and a line naming the contender whose wrong answers fool the judge."""
+    rng = random.Random(64)
+    fair = judged(rng, "acme/fair", bernoulli(rng, 300, 0.7), 0.9, 0.9, 150)
+    pleasing = judged(rng, "acme/pleasing", bernoulli(rng, 300, 0.7), 0.9, 0.2, 150)
+    lines, _ = ae._judged_lines([fair, pleasing], [JUDGED])
+    (said,) = [line for line in lines if line.startswith("judged [ds] acc:")]
+    assert re.search(
+        r"acme/pleasing effort=default [\d.]+% \[.*\] \(judged [\d.]+%, 150 labels; judge sensitivity \d+%, specificity [12]\d%\)",
+        said,
+    ), said
+    (bias,) = [line for line in lines if line.startswith("judge bias")]
+    assert bias.startswith(
+        "judge bias [ds] acc: the judge errs on acme/pleasing effort=default's answers unlike the others' (p "
+    )
+    even = judged(rng, "acme/even", bernoulli(rng, 300, 0.5), 0.9, 0.9, 150)
+    assert not [line for line in ae._judged_lines([fair, even], [JUDGED])[0] if line.startswith("judge bias")]

@@ -569,7 +569,8 @@ def test_a_judges_calls_are_evaluator_spans_under_their_case_apart_from_the_cont
     contender's cost), under the case."""
     monkeypatch.setenv("LOGFIRE_TOKEN", "pylf_v1_us_testtoken")
     helper = JUDGED_SUITE.replace("ae.configure(", PANEL + "\nae.configure(").replace(
-        "providers=[ae.FakeProvider(", "providers=[Panel({'judge': lambda s, u: '{\"verdict\": \"pass\"}'}), ae.FakeProvider("
+        "providers=[ae.FakeProvider(",
+        "providers=[Panel({'judge': lambda s, u: '{\"verdict\": \"pass\"}'}), ae.FakeProvider(",
     )
     project = make_suite(helper=helper, config=JUDGED_LINEUP.replace("fake/judge", judge))
     code, _, err = cli("compare", "--tracker", "memfire", cwd=project)
