@@ -8038,13 +8038,13 @@ class Logfire(Tracker):
         self.spent, self.errors = self.spent + usage, self.errors + (result.error is not None)
 
     def _genai(
-        self, experiment: Experiment, usage: Usage, finish: str | None = None, judge: Mapping[str, Any] | None = None
+        self, experiment: Experiment, usage: Usage, finish: str | None = None, judge: Mapping[str, object] | None = None
     ) -> dict[str, object]:
         """A model call in OpenTelemetry's GenAI terms and OpenInference's, cost included
         (``judge``: the judge model's call, at temperature 0, with its provider)."""
         c, provider = experiment.contender, experiment.provider.name
         if judge:
-            c, provider = Contender(judge["judge"], temperature=0.0), judge.get("provider") or provider
+            c, provider = Contender(str(judge["judge"]), temperature=0.0), str(judge.get("provider") or provider)
         attributes = {
             "gen_ai.operation.name": "chat",
             "gen_ai.system": provider,
@@ -8215,6 +8215,9 @@ LABELS = Path("labels") / "labels.jsonl"  # people's labels of judged answers, u
 # (the report's downloads, labels-*.jsonl, are read from the same folder)
 _LABEL_KEYS = ("dataset", "case", "case_hash", "answer_hash", "metric")
 _LABELLED = "labels"  # a logged row's labels by metric, put beside it when read (_label_rows), never logged
+# a label given outside the queue (the report's, where "label next" did not point): its key ends
+# with this, so it counts for the judge's agreement (_labelled) and never for the correction
+_CHOSEN = "chosen"
 
 
 def _read_labels(folder: Path) -> dict[tuple[str, ...], float]:
@@ -8246,7 +8249,7 @@ def _labels_in(path: Path, text: str) -> dict[tuple[str, ...], float]:
         except (ValueError, RecursionError, TypeError, KeyError, OverflowError):
             key, value = (), math.nan
         if key and all(isinstance(k, str) for k in key) and 0 <= value <= 1:
-            labels[key] = value
+            labels[(*key, _CHOSEN) if row.get("chosen") is True else key] = value
         elif line.strip():
             bad.append(number)
     if bad:
@@ -9575,7 +9578,7 @@ def _labelled(
         if value is None:
             continue
         keys.append(key := _label_key(r, metric))
-        if (label := labels.get(key)) is not None:
+        if (label := labels.get(key, labels.get((*key, _CHOSEN)))) is not None:  # a chosen label counts here
             pairs.append((label, float(value)))
     return pairs, keys
 
@@ -10688,6 +10691,7 @@ def _markdown(
     if unlike:
         lines += ["", _md(_leaderboard_head(unlike, primary))]
     lines += ["", *(f"- {_md(line)}" for _, group in groups for line in _best_value_lines(group, primary, "ascii"))]
+    lines += [f"- {_md(line)}" for line in _judge_summary(experiments, metrics)]
     if changes is not None:
         lines += ["", "### Against the baseline", "", *_summary_changes(changes, primary.name, problems)]
     if link := _run_link(os.environ):
@@ -10702,6 +10706,15 @@ def _markdown(
     if changes:
         lines += ["", "### Against the baseline, every line", "", _baseline_table(changes, primary.name)]
     return "\n".join([*lines, "", "</details>"]) + "\n"
+
+
+def _judge_summary(experiments: Sequence[Experiment], metrics: Sequence[Metric]) -> list[str]:
+    """The summary's and the HTML report's word on judged metrics: the judge's spend, apart
+    from the contenders', and each judged figure corrected beside the judged (``_judged_lines``)."""
+    lines = _judged_lines(experiments, metrics)[0] if any(m.judged for m in metrics) else []
+    if (spent := _judge_spend(experiments)) != Usage():
+        lines.insert(0, f"judge: {_fmt_cost(spent.cost_usd)}, apart from the contenders' cost")
+    return lines
 
 
 def _glance(ranked: Sequence[_Row], primary: Metric, placed: bool) -> list[str]:
@@ -10819,6 +10832,8 @@ tr.side td>div{position:sticky;left:.3rem;max-width:calc(100vw - 2.5rem)}
 .side h4{margin:.4rem 0 .1rem;font-size:12px}
 .lab{display:block;white-space:nowrap}.lab button{font-size:11px;margin:.1rem}.lab input{width:4rem}
 .lab button[aria-pressed=true]{outline:2px solid var(--accent);font-weight:700}
+.lab.done::after,.lab.chosen::after{content:"labelled";font-size:11px;color:var(--muted)}
+.lab.chosen::after{content:"labelled out of turn: asked again in its turn"}.lab.next{outline:2px dashed var(--accent)}
 """
 
 _HTML_SCRIPT = """
@@ -10885,30 +10900,70 @@ document.querySelectorAll("table.grid button.side").forEach(function (button) {
     button.setAttribute("aria-expanded", "true");
   });
 });
-// a judged cell's label, kept by its key and offered as one JSON line each in the download
-var labels = new Map(), link = document.getElementById("labels");
-document.querySelectorAll(".lab").forEach(function (box) {
-  function keep(value) {
-    var key = JSON.parse(box.getAttribute("data-key")), row = {};
-    ["dataset", "case", "case_hash", "answer_hash", "metric"].forEach(function (n, i) { row[n] = key[i]; });
-    row.label = value;
-    labels.set(box.getAttribute("data-key"), JSON.stringify(row));
-    if (link.href.indexOf("blob:") === 0) { URL.revokeObjectURL(link.href); }
-    var text = Array.from(labels.values()).join("\\n") + "\\n";
-    link.href = URL.createObjectURL(new Blob([text], {type: "application/x-ndjson"}));
-    link.textContent = "download labels (" + labels.size + ")";
-  }
+// a judged cell's label, kept by its key (in the browser's storage too, so a reload keeps it) and
+// offered as one JSON line each in the download; "label next" walks label's queue (data-next), and
+// a label given anywhere else is "chosen": it counts for the judge's agreement, never the correction
+var labels = new Map(), link = document.getElementById("labels"), next = document.getElementById("next");
+var boxes = Array.from(document.querySelectorAll(".lab")), store = link && "agent-evals " + link.download;
+function queued() {
+  return boxes.filter(function (b) { return b.hasAttribute("data-next") && !b.classList.contains("done"); })
+    .sort(function (a, b) { return a.getAttribute("data-next") - b.getAttribute("data-next"); });
+}
+function keep(box, value, chosen, saved) {
+  var key = box.getAttribute("data-key"), names = JSON.parse(key), row = {};
+  ["dataset", "case", "case_hash", "answer_hash", "metric"].forEach(function (n, i) { row[n] = names[i]; });
+  row.label = value;
+  if (chosen) { row.chosen = true; }
+  labels.set(key, saved || JSON.stringify(row));
+  boxes.forEach(function (b) {
+    if (b.getAttribute("data-key") !== key) { return; }
+    b.classList.remove("chosen", "next");
+    b.classList.add(chosen ? "chosen" : "done");  // a chosen one stays in the queue: asked again in its turn
+    var judged = parseFloat(b.getAttribute("data-judged")), grade = b.querySelector("input");
+    if (grade) { grade.value = value; }
+    b.querySelectorAll("button").forEach(function (button) {
+      button.setAttribute("aria-pressed", String((button.getAttribute("data-agree") === "1") === (judged === value)));
+    });
+  });
+  try { localStorage.setItem(store, JSON.stringify(Array.from(labels.values()))); } catch (e) { /* none kept */ }
+  if (link.href.indexOf("blob:") === 0) { URL.revokeObjectURL(link.href); }
+  var text = Array.from(labels.values()).join("\\n") + "\\n";
+  link.href = URL.createObjectURL(new Blob([text], {type: "application/x-ndjson"}));
+  link.textContent = "download labels (" + labels.size + ")";
+  var left = queued().length;
+  next.textContent = left ? "label next (" + left + " in the queue)" : "the queue is done";
+}
+boxes.forEach(function (box) {
+  function label(value) { keep(box, value, queued()[0] !== box); }
   box.querySelectorAll("button").forEach(function (button) {
     button.addEventListener("click", function () {
       var judged = parseFloat(box.getAttribute("data-judged"));
-      box.querySelectorAll("button").forEach(function (b) { b.setAttribute("aria-pressed", String(b === button)); });
-      keep(button.getAttribute("data-agree") === "1" ? judged : 1 - judged);
+      label(button.getAttribute("data-agree") === "1" ? judged : 1 - judged);
     });
   });
   var grade = box.querySelector("input");
   if (grade) { grade.addEventListener("change", function () { var v = parseFloat(grade.value);
-  if (v >= 0 && v <= 1) { keep(v); } }); }
+  if (v >= 0 && v <= 1) { label(v); } }); }
 });
+if (next) {
+  next.addEventListener("click", function (event) {
+    event.preventDefault();
+    boxes.forEach(function (b) { b.classList.remove("next"); });
+    var box = queued()[0];
+    if (!box) { return; }
+    box.classList.add("next");
+    for (var node = box; node; node = node.parentElement) { if (node.tagName === "DETAILS") { node.open = true; } }
+    box.scrollIntoView({block: "center"});
+    (box.querySelector("button, input") || box).focus();
+  });
+  try { JSON.parse(localStorage.getItem(store) || "[]").forEach(function (line) {
+    var row = JSON.parse(line);
+    var key = JSON.stringify([row.dataset, row.case, row.case_hash, row.answer_hash, row.metric]);
+    var box = boxes.find(function (b) { return JSON.stringify(JSON.parse(b.getAttribute("data-key"))) === key; });
+    if (box) { keep(box, row.label, row.chosen, line); }
+  }); } catch (e) { /* a page opened where storage is refused keeps its labels until it closes */ }
+  next.textContent = "label next (" + queued().length + " in the queue)";
+}
 function reveal() {
   var row = location.hash && document.getElementById(location.hash.slice(1));
   for (var node = row; node; node = node.parentElement) { if (node.tagName === "DETAILS") { node.open = true; } }
@@ -11107,7 +11162,9 @@ def _html_case_section(
     out = ["<section><h2>Cases</h2><div class=filters role=group aria-label=Show>"]
     if any(m.judged for m in metrics):  # labels given below are saved by downloading them: the page has no server
         stamp = time.strftime("%Y%m%d-%H%M%S")
+        out.append('<a id=next href="#">label next</a> ·')
         out.append(f'<a id=labels download="labels-{stamp}.jsonl" href="#">download labels (0)</a> to evals/labels/ ·')
+    ranks = _html_queue(experiments, metrics)
     out.append(
         '<button type=button data-filter="">all</button>'
         '<button type=button data-filter="only-errors">errors only</button>'
@@ -11120,7 +11177,7 @@ def _html_case_section(
             f"<details><summary>{_h(experiment.dataset)} · {_h(experiment.contender.label)} — "
             f"{len(experiment.results)} runs, {wrong} wrong, {errors} errors</summary>"
         )
-        out.append(_html_cases(experiment, metrics, places[id(experiment)]))
+        out.append(_html_cases(experiment, metrics, places[id(experiment)], ranks))
         out.append("</details>")
     return out
 
@@ -11166,6 +11223,8 @@ def _render_html(
     note = f"<p>{_h(_leaderboard_head(unlike, primary))}</p>" if unlike else ""
     board = _html_table(headers, cells, numeric, hidden=phone)
     out.append(f"<section><h2>Leaderboard, all datasets</h2>{note}{board}</section>")
+    if judged := _judge_summary(experiments, metrics):
+        out.append("<section><h2>Judged metrics</h2>" + "".join(f"<p>{_h(line)}</p>" for line in judged) + "</section>")
     out += _html_case_section(experiments, metrics, places)
     glossary = _html_glossary(metrics, any(r.errors for r in rows), _corrected_metrics(experiments, metrics))
     out.append(f"</section>{glossary}<script>{_HTML_SCRIPT}</script></body></html>")
@@ -11235,7 +11294,32 @@ def _html_grid(experiments: Sequence[Experiment], places: Mapping[int, int]) -> 
     return f"<details{opened}><summary>{summary}</summary>{filters}<div class=scroll>{table}</div></details>"
 
 
-def _html_cases(experiment: Experiment, metrics: Sequence[Metric], place: int = 0) -> str:
+def _html_queue(experiments: Sequence[Experiment], metrics: Sequence[Metric]) -> dict[tuple[str, ...], int]:
+    """The report's "label next": ``label``'s queue as the page walks it (each contender's
+    gaps in its dataset's one order, ``_order``, the contender whose labelled sample is
+    shortest next), as each answer's place in it."""
+    ranks: dict[tuple[str, ...], int] = {}
+    for metric in (m.name for m in metrics if m.judged):
+        queues = []
+        for e in experiments:
+            units: dict[str, list[tuple[str, ...]]] = {}
+            for r in e.results:
+                if r.reply is not None and r.score is not None and r.score.metrics.get(metric) is not None:
+                    unit = _unit(e.dataset, r.case.id, r.case.metadata.get(CLUSTER))
+                    units.setdefault(unit, []).append(_label_key(r, metric))
+            todo = [key for unit in sorted(units, key=_order) for key in units[unit]]
+            queues.append((todo, e.labels, [next((i for i, key in enumerate(todo) if key not in e.labels), len(todo))]))
+        while live := [q for q in queues if q[2][0] < len(q[0])]:
+            todo, labels, held = min(live, key=lambda q: q[2][0])  # held: the sample's size, the next one's place
+            if (key := todo[held[0]]) not in labels:
+                ranks.setdefault(key, len(ranks))
+            held[0] += 1
+    return ranks
+
+
+def _html_cases(
+    experiment: Experiment, metrics: Sequence[Metric], place: int, ranks: Mapping[tuple[str, ...], int]
+) -> str:
     head = "".join(
         f"<th scope=col>{_h(h)}</th>"
         for h in [
@@ -11255,7 +11339,7 @@ def _html_cases(experiment: Experiment, metrics: Sequence[Metric], place: int = 
         score = "-" if r.score is None else _fmt_pct(r.score.value)
         metric_cells = "".join(
             f"<td class=n>{_h('-' if r.score is None else _fmt_pct(r.score.metrics.get(m.name)))}"
-            f"{_html_label(r, m.name) if m.judged else ''}</td>"
+            f"{_html_label(r, m.name, ranks, experiment.labels) if m.judged else ''}</td>"
             for m in metrics
         )
         output = r.reply.output if r.reply is not None else None
@@ -11278,19 +11362,27 @@ def _html_cases(experiment: Experiment, metrics: Sequence[Metric], place: int = 
     return f"<div class=scroll><table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table></div>"
 
 
-def _html_label(result: RunResult, metric: str) -> str:
+def _html_label(
+    result: RunResult, metric: str, ranks: Mapping[tuple[str, ...], int], labels: Mapping[tuple[str, ...], float]
+) -> str:
     """A judged cell's controls: agree or disagree with the judge's verdict (a 0/1 one), or
-    a grade; the script keeps each label for the download (labels-*.jsonl)."""
+    a grade; the script keeps each label for the download (labels-*.jsonl). Its place in
+    the queue (``_html_queue``: "label next" walks it), or its label when it has one."""
     value = result.score.metrics.get(metric) if result.score is not None and result.reply is not None else None
     if value is None:
         return ""
-    key = _h(_json_dumps(_label_key(result, metric)))
+    key = _label_key(result, metric)
+    label = labels.get(key, labels.get((*key, _CHOSEN)))
+    mark = "" if label is None else " done" if key in labels else " chosen"  # a chosen one stays in the queue
+    attributes = f'class="lab{mark}" data-key="{_h(_json_dumps(key))}"'
+    attributes += f' data-next="{ranks[key]}"' if key in ranks else ""
+    attributes += f' data-label="{label:g}"' if label is not None else ""
     if value in (0, 1):
         return (
-            f'<span class=lab data-key="{key}" data-judged="{value:g}"><button type=button data-agree=1>agree</button>'
+            f'<span {attributes} data-judged="{value:g}"><button type=button data-agree=1>agree</button>'
             "<button type=button data-agree=0>disagree</button></span>"
         )
-    return f'<span class=lab data-key="{key}"><input type=number min=0 max=1 step=0.05 aria-label="your grade"></span>'
+    return f'<span {attributes}><input type=number min=0 max=1 step=0.05 aria-label="your grade"></span>'
 
 
 def _html_glossary(metrics: Sequence[Metric], ranked: bool = False, corrected: Collection[str] = ()) -> str:
@@ -13028,26 +13120,29 @@ def _cmd_runs(args: argparse.Namespace) -> int:
     for path in listing:
         if match := _STAMP.search(path.name):
             by_stamp.setdefault(match[1], []).append(path)
-    runs = [_run_line(stamp, files) for stamp, files in sorted(by_stamp.items(), reverse=True)]
-    headers = ["stamp", "command", "suite", "experiments", "cases", "errors", "cost", "best primary", "state"]
+    labels = _suite_labels()  # a judged primary metric's best is its corrected figure
+    runs = [_run_line(stamp, files, labels) for stamp, files in sorted(by_stamp.items(), reverse=True)]
+    headers = ["stamp", "command", "suite", "experiments", "cases", "errors", "cost", "judge", "best primary", "state"]
     if args.format == "json":
-        keys = [h.replace(" ", "_").replace("cost", "cost_usd") for h in headers]
+        keys = [h.replace(" ", "_").replace("cost", "cost_usd").replace("judge", "judge_usd") for h in headers]
         entries = [dict(zip(keys, run, strict=True)) for run in runs]
         print(_json_dumps({"schema": "agent-evals/runs", "version": 1, "runs": entries}, indent=2))
         return EXIT_OK
     if not runs:
         print(f"no runs in {_display(folder)}", file=sys.stderr)
         return EXIT_OK
+    if not any(run[7] for run in runs):  # no judge spent: no column for it
+        headers, runs = headers[:7] + headers[8:], [run[:7] + run[8:] for run in runs]
     rows = [[_fmt_cost(v) if isinstance(v, float) else "-" if v is None else str(v) for v in run] for run in runs]
-    right = [False, False, False, True, True, True, True, False, False]
+    right = [h in ("experiments", "cases", "errors", "cost", "judge") for h in headers]
     print(f"{len(rows)} run{'s' if len(rows) != 1 else ''} in {_display(folder)}, newest first")
     print(_table(headers, rows, right, _style_for(sys.stdout)))
     return EXIT_OK
 
 
-def _run_line(stamp: str, files: Sequence[Path]) -> list[object]:
+def _run_line(stamp: str, files: Sequence[Path], labels: Mapping[tuple[str, ...], float]) -> list[object]:
     """One run's line: from its logs' headers, or from its journals when it never finished
-    (None where a journal cannot tell)."""
+    (None where a journal cannot tell). The judge's spend apart from the contenders'."""
     logs = [p for p in files if p.suffix == ".json"]
     journals = [p for p in files if p.suffix == ".jsonl"]
     headers: list[dict[str, Any]] = []
@@ -13075,9 +13170,10 @@ def _run_line(stamp: str, files: Sequence[Path]) -> list[object]:
             with contextlib.suppress(OSError):
                 cases += max(path.read_bytes().count(b"\n") - 1, 0)  # the first line is its header
         state = "unreadable: " + "; ".join(unreadable) if unreadable else "stopped before its logs: --resume it"
-        return [stamp, None, None, len(journals), cases, None, None, None, state]
+        return [stamp, None, None, len(journals), cases, None, None, None, None, state]
     primary = next((m.get("name") for m in headers[0].get("metrics") or [] if m.get("primary")), None)
-    best = _best_experiment(headers, primary) if primary else None
+    best = _best_experiment(headers, primary, labels) if primary else None
+    judge = sum((Usage.coerce(r.get("judge_usage")) or Usage()).cost_usd for h in headers for r in h.get("rows") or ())
     cost = sum((Usage.coerce(h["summary"].get("usage")) or Usage()).cost_usd for h in headers)  # NaN, -1: unknown
     unasked = sum(len(h.get("not_run") or ()) for h in headers if h.get("decided"))  # --until-decided's, on purpose
     not_run = sum(len(h.get("not_run") or ()) for h in headers) - unasked
@@ -13095,25 +13191,31 @@ def _run_line(stamp: str, files: Sequence[Path]) -> list[object]:
         sum(int(h["summary"].get("cases") or 0) for h in headers),
         sum(int(h["summary"].get("errors") or 0) for h in headers),
         cost,
+        judge or None,
         None if best is None else f"{primary} {best}",
         state,
     ]
 
 
-def _best_experiment(headers: Sequence[Mapping[str, Any]], primary: str) -> str | None:
+def _best_experiment(
+    headers: Sequence[Mapping[str, Any]], primary: str, labels: Mapping[tuple[str, ...], float]
+) -> str | None:
     """A run's best single experiment, ranked as the tables rank (every error counted as
-    wrong, then fewer errors, then cheaper): its score, contender and dataset."""
+    wrong, then fewer errors, then cheaper): its score (a judged one corrected by the
+    suite's labels, said), contender and dataset."""
     ranked = []
     for header in headers:
+        _label_rows(str(header.get("dataset")), header.get("rows") or (), labels)
         if values := _row_values(header, primary, 0.0):
             spent = (Usage.coerce(header["summary"].get("usage")) or Usage()).cost_usd
             tie = (-int(header["summary"].get("errors") or 0), -spent if math.isfinite(spent) else -math.inf)
-            ranked.append((sum(values.values()) / len(values), *tie, header))
+            ranked.append((_point(values) or 0.0, *tie, _corrected(values) is not None, header))
     if not ranked:
         return None
-    mean, _, _, top = max(ranked, key=lambda r: r[:3])
-    contender = top.get("contender") or {}
-    return f"{_fmt_pct(mean)} {_shown_model(contender.get('model'), contender.get('provider'))} [{top.get('dataset')}]"
+    mean, _, _, corrected, top = max(ranked, key=lambda r: r[:3])
+    contender, how = top.get("contender") or {}, " corrected" if corrected else ""
+    model = _shown_model(contender.get("model"), contender.get("provider"))
+    return f"{_fmt_pct(mean)}{how} {model} [{top.get('dataset')}]"
 
 
 _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {

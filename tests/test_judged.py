@@ -169,10 +169,12 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 @pytest.mark.skipif(not (CHROMIUM and shutil.which("chromedriver")), reason="Debian's chromium and chromium-driver")
 def test_labels_given_in_the_report_are_downloaded_and_compare_reads_them(make_suite, cli, tmp_path) -> None:
-    """50 judged answers labelled in the HTML report in headless Chromium (agree or disagree
-    with the judge, as a person who knows the right answer would), the labels downloaded and
-    dropped in evals/labels/: compare corrects the judged figure with them, and a case
-    edited since drops its label with a line saying so."""
+    """The HTML report's labelling in headless Chromium, as a person who knows the right
+    answer: "label next" walks label's queue (the one random order) for 50 answers, one more
+    is labelled out of turn (recorded as chosen), a reload keeps all 51 clicks, and the
+    download dropped in evals/labels/ corrects compare's figure with the 50 (the chosen one
+    counts for the judge's agreement only; the next report marks labelled cells and keeps
+    the chosen one in the queue); a case edited since drops its label with a line saying so."""
     from selenium.webdriver.common.by import By
     from test_html import chrome
 
@@ -181,19 +183,37 @@ def test_labels_given_in_the_report_are_downloaded_and_compare_reads_them(make_s
     assert cli("compare", "--local", "--html", str(page), cwd=project)[0] == 0
     downloads = tmp_path / "downloads"
     downloads.mkdir()
+    order = [int(u.split("/")[-1]) for u in sorted((f"ds/a/{v:03d}" for v in range(1, 61)), key=ae._order)]
+
+    def case_of(box) -> int:
+        row = box.find_element(By.XPATH, "./ancestor::tr")
+        return int(row.find_element(By.TAG_NAME, "td").get_attribute("textContent").split("/")[1])
+
+    def answer(box) -> None:  # agree when the judge is right
+        judged, truth = float(box.get_attribute("data-judged")), float(case_of(box) % 3 != 0)
+        button = box.find_element(By.CSS_SELECTOR, f"button[data-agree='{int(judged == truth)}']")
+        driver.execute_script("arguments[0].click()", button)
+
     driver = chrome(tmp_path, 1280)
     try:
         driver.execute_cdp_cmd("Browser.setDownloadBehavior", {"behavior": "allow", "downloadPath": str(downloads)})
         driver.get(page.as_uri())
-        rows = driver.find_elements(By.CSS_SELECTOR, "tr.case")
-        for row in rows[:50]:
-            v = int(row.find_element(By.TAG_NAME, "td").get_attribute("textContent").split("/")[1])
-            box = row.find_element(By.CSS_SELECTOR, ".lab")
-            judged, truth = float(box.get_attribute("data-judged")), float(v % 3 != 0)
-            button = box.find_element(By.CSS_SELECTOR, f"button[data-agree='{int(judged == truth)}']")
-            driver.execute_script("arguments[0].click()", button)
-        link = driver.find_element(By.ID, "labels")
-        assert link.get_attribute("textContent") == "download labels (50)"
+        walked = []
+        for _ in range(50):
+            driver.execute_script("document.getElementById('next').click()")
+            box = driver.find_element(By.CSS_SELECTOR, ".lab.next")
+            walked.append(case_of(box))
+            answer(box)
+        assert walked == order[:50]  # the queue's order: the one random order
+        (last,) = [b for b in driver.find_elements(By.CSS_SELECTOR, ".lab") if case_of(b) == order[-1]]
+        answer(last)  # out of turn: chosen
+        driver.refresh()  # the clicks are kept across a reload
+        link, queue = driver.find_element(By.ID, "labels"), driver.find_element(By.ID, "next")
+        assert link.get_attribute("textContent") == "download labels (51)"
+        assert queue.get_attribute("textContent") == "label next (10 in the queue)"  # the chosen one still in it
+        assert len(driver.find_elements(By.CSS_SELECTOR, ".lab.done")) == 50
+        (chosen,) = driver.find_elements(By.CSS_SELECTOR, ".lab.chosen")
+        assert case_of(chosen) == order[-1] and chosen.find_element(By.CSS_SELECTOR, "[aria-pressed=true]")
         driver.execute_script("arguments[0].click()", link)
         deadline = time.monotonic() + 30
         while not (done := [p for p in downloads.glob("labels-*.jsonl") if p.stat().st_size]):
@@ -203,15 +223,23 @@ def test_labels_given_in_the_report_are_downloaded_and_compare_reads_them(make_s
         driver.quit()
     (saved,) = done
     rows = [json.loads(line) for line in saved.read_text().splitlines()]
-    assert len(rows) == 50 and all(r["label"] == float(int(r["case"][2:]) % 3 != 0) for r in rows)
+    assert len(rows) == 51 and all(r["label"] == float(int(r["case"][2:]) % 3 != 0) for r in rows)
+    assert [int(r["case"][2:]) for r in rows if r.get("chosen")] == [order[-1]]
     (project / "evals" / "labels").mkdir()
     shutil.move(saved, project / "evals" / "labels" / saved.name)
+    code, out, _ = cli("compare", "--local", "--format", "json", "--html", str(page), cwd=project)
+    (fixed,) = json.loads(out)["corrected"]
+    judge = {v: float(v % 3 != 0 or v % 6 == 0) for v in range(1, 61)}
+    mean = ae._ppi([], list(judge.values()), [(judge[v], float(v % 3 != 0)) for v in order[:50]])[0]
+    assert fixed["mean"] == pytest.approx(mean)  # the queue's 50 correct it; the chosen one does not
+    html = page.read_text()
+    assert html.count('class="lab done"') == 50 and html.count('class="lab chosen"') == 1
     code, out, _ = cli("compare", "--local", cwd=project)
-    assert code == 0 and ", 50 labels; judge " in out and "the judge agrees on " in out
+    assert code == 0 and "the judge agrees on " in out and " of 51 labels" in out  # agreement: all 51
     first = project / "evals" / "datasets" / "ds" / "cases" / rows[0]["case"] / "expected.json"
     first.write_text(json.dumps({"v": 999}))
     code, out, _ = cli("compare", "--local", cwd=project)
-    assert "labels [ds] correct: 1 case edited since labelled: their labels left out" in out and ", 49 labels; " in out
+    assert "labels [ds] correct: 1 case edited since labelled: their labels left out" in out and " of 50 labels" in out
 
 
 def judge_suite(graded: bool = False, fakes: str = "") -> str:
@@ -310,6 +338,18 @@ def test_the_judge_example_shows_a_lenient_judge_corrected_by_its_labels(tmp_pat
     assert "judged [capitals] correct: the judge agrees on 16 of 20 labels (sensitivity 100%, specificity 0%)" in table
     assert "best value [capitals] (fake/careful effort=default)" in table
     assert "correct  (primary) (judged, corrected by labels) " in table and "  corrected: a judged metric's" in table
+    # runs, the pull request's summary and the HTML report: the corrected figure, the judged beside
+    # it, the judge's spend
+    runs = run_agent_evals("runs", cwd=suite).stdout
+    assert re.search(r"│ \$0\.0320 │ \$0\.0320 │ correct 100\.0% corrected fake/careful \[capitals\] │", runs), runs
+    listed = json.loads(run_agent_evals("runs", "--format", "json", cwd=suite).stdout)["runs"]
+    assert [r["judge_usd"] for r in listed] == [pytest.approx(0.032)] * 2
+    summary = run_agent_evals("report", "--format", "markdown", listed[0]["stamp"], cwd=suite)
+    assert "- judge: $0.0320, apart from the contenders' cost" in summary.stdout, summary.stderr
+    assert "(judged 100.0%, 10 labels; judge sensitivity 100%, specificity 0%)" in summary.stdout
+    assert run_agent_evals("compare", "--local", "--html", "page.html", cwd=suite).returncode == 0
+    page = (suite / "page.html").read_text()
+    assert "<h2>Judged metrics</h2><p>judge: $0.0320, apart from the contenders&#x27; cost</p>" in page
 
 
 @pytest.mark.hostile
