@@ -5023,15 +5023,23 @@ class _Values(dict[str, float]):
     """Each unit's value of a metric, by ``dataset/id`` (``_case_values``). A judged metric's
     values are the judge's, and ``labels`` holds each judged unit's truth by people's labels
     (averaged as its value is), or None where the unit lies past its dataset's labelled
-    sample (``_units``); a unit not in ``labels`` is exact (an error counted as wrong)."""
+    sample (``_units``); a unit not in ``labels`` is exact (an error counted as wrong).
+    ``answers``: each judged unit's answers, by their hashes: two runs' same answers have the
+    same truth, so their difference is known without a label (``_alike``)."""
 
-    def __init__(self, values: Mapping[str, float] | None = None, labels: Mapping[str, float | None] = {}) -> None:
+    def __init__(
+        self,
+        values: Mapping[str, float] | None = None,
+        labels: Mapping[str, float | None] = {},
+        answers: Mapping[str, str] = {},
+    ) -> None:
         super().__init__(values or {})
-        self.labels = dict(labels)
+        self.labels, self.answers = dict(labels), dict(answers)
 
     def only(self, keys: Iterable[str]) -> _Values:
         kept = {k: self[k] for k in keys if k in self}
-        return _Values(kept, {k: v for k, v in self.labels.items() if k in kept})
+        answers = {k: v for k, v in self.answers.items() if k in kept}
+        return _Values(kept, {k: v for k, v in self.labels.items() if k in kept}, answers)
 
     def judged(self) -> _Values:
         """The judge's figure, its labels set aside."""
@@ -5212,17 +5220,24 @@ def _alike(
     keys = first.keys() & second.keys()
     a = first.only(keys) if isinstance(first, _Values) else _Values({k: first[k] for k in keys})
     b = second.only(keys) if isinstance(second, _Values) else _Values({k: second[k] for k in keys})
-    diff = {k: a[k] - b[k] for k in keys}
+    # the same answers on both sides: their difference is 0, known without a label (exact)
+    same = {k for k in keys if a.answers.get(k) is not None and a.answers.get(k) == b.answers.get(k)}
+    diff = {k: 0.0 if k in same else a[k] - b[k] for k in keys}
     truth = [side for side in (a, b) if any(v is not None for v in side.labels.values())]
     if not truth:
         return None, "", 0
     labels: dict[str, float | None] = {}
-    for k in keys:
+    for k in keys - same:
         if k in a.labels or k in b.labels:
             ya, yb = a.labels.get(k, a[k]), b.labels.get(k, b[k])
             labels[k] = None if ya is None or yb is None else ya - yb
     if len(truth) == 2:
         figure = _corrected(_Values(diff, labels))
+        if not labels:  # no judged difference left (the same answers on both sides): each one known
+            d = list(diff.values())
+            mean, var = sum(d) / len(d), _variance(d) / len(d)
+            half = _t_quantile(0.975, max(1, len(d) - 1)) * math.sqrt(var)
+            figure = (mean, var, max(1, len(d) - 1), mean - half, mean + half)
         return figure, "corrected" if figure else "too few labels shared", 0
     other = b if truth[0] is a else a
     lacking = sum(1 for k, y in truth[0].labels.items() if y is not None and other.labels.get(k, 0.0) is None)
@@ -5301,7 +5316,7 @@ def _paired(first: Mapping[str, float], second: Mapping[str, float]) -> _Paired 
     if figure is not None:
         delta, var, df, *_ = figure
         se, half = math.sqrt(var), _t_quantile(0.975, df) * math.sqrt(var)
-        p = 2 * (1 - _t_cdf(abs(delta) / se, df)) if se > 0 else None
+        p = 2 * (1 - _t_cdf(abs(delta) / se, df)) if se > 0 else 1.0 if delta == 0 else None
         low, high = max(-1.0, delta - half), min(1.0, delta + half)
         return _Paired(delta, p, n, "corrected t", low, high, sd=se * math.sqrt(n), how=how)
     return dataclasses.replace(
@@ -5518,15 +5533,16 @@ def _case_values(
         if value is None and r.error is not None:  # judging repeats (wrong, exclude), an error is a wrong one
             value = errors_as if errors_as is not None or flaky == "mean" else 0.0
         if value is not None:
-            label = labels.get(_label_key(r, metric)) if judged and labels else None
+            key = _label_key(r, metric) if judged else None
+            label = labels.get(key) if key and labels else None
             unit = _unit(r.case.dataset, r.case.id, r.case.metadata.get(CLUSTER))
-            entries.append(((unit, r.case.id), float(value), label, judged))
+            entries.append(((unit, r.case.id), float(value), label, key[3] if key else None))
     return _units(entries, flaky)
 
 
-def _units(entries: Iterable[tuple[tuple[str, str], float, float | None, bool]], flaky: str) -> _Values:
+def _units(entries: Iterable[tuple[tuple[str, str], float, float | None, str | None]], flaky: str) -> _Values:
     """Each unit's mean over its cases, each case's repeats taken as ``flaky`` says, from
-    ``entries``: (unit and case, value, label, whether a judge gave the value). A judged unit's
+    ``entries``: (unit and case, value, label, the answer's hash where a judge gave the value). A judged unit's
     truth (its labels in place of the judge's values) is kept for the units of its dataset's
     labelled sample: the longest run of units, in one random order of each dataset's units (the
     same for every contender and every run, ``_order``), whose judged answers all carry a label.
@@ -5534,13 +5550,15 @@ def _units(entries: Iterable[tuple[tuple[str, str], float, float | None, bool]],
     needs nothing less, and a label given out of that order waits until the gap before it is
     filled (it counts for the judge's agreement at once). A unit past the sample: None."""
     repeats: dict[tuple[str, str], list[float]] = {}
-    judged, gaps, entries = set[str](), set[str](), list(entries)
-    for (unit, case), value, label, by_judge in entries:
+    answers: dict[str, list[str]] = {}
+    gaps, entries = set[str](), list(entries)
+    for (unit, case), value, label, answer in entries:
         repeats.setdefault((unit, case), []).append(value)
-        if by_judge:
-            judged.add(unit)
+        if answer is not None:
+            answers.setdefault(unit, []).append(f"{case}\0{answer}")
             if label is None:
                 gaps.add(unit)
+    judged = set(answers)
     values = _means(repeats, flaky)
     labels = dict[str, float | None].fromkeys(judged & values.keys())
     if judged - gaps:  # some unit's answers all carry labels: its truth, the labels in place of the judge's
@@ -5554,7 +5572,7 @@ def _units(entries: Iterable[tuple[tuple[str, str], float, float | None, bool]],
                 ended.add(dataset)
             elif dataset not in ended:
                 labels[unit] = truth[unit]
-    return _Values(values, labels)
+    return _Values(values, labels, {unit: "\0".join(sorted(found)) for unit, found in answers.items()})
 
 
 def _order(unit: str) -> tuple[str, str]:
@@ -8599,7 +8617,9 @@ def _row_values(record: Mapping[str, Any], metric: str, errors_as: float | None 
             unit = _unit(record["dataset"], row["case"], row.get(CLUSTER))
             by_judge = (judged or _LABELLED in row) and not row.get("error")
             label = (row.get(_LABELLED) or {}).get(metric) if by_judge else None
-            entries.append(((unit, row["case"]), float(value), label, by_judge))
+            entries.append(
+                ((unit, row["case"]), float(value), label, _answer_hash(row.get("output")) if by_judge else None)
+            )
     return _units(entries, flaky)
 
 
@@ -9542,7 +9562,8 @@ def _overall(rows: Sequence[_Row], metrics: Sequence[Metric], primary: Metric) -
 def _merged(parts: Sequence[Mapping[str, float]]) -> _Values:
     """Datasets' values as one, with their labels (``_corrected`` weighs each dataset's part)."""
     labels = {k: v for part in parts if isinstance(part, _Values) for k, v in part.labels.items()}
-    return _Values({k: v for part in parts for k, v in part.items()}, labels)
+    answers = {k: v for part in parts if isinstance(part, _Values) for k, v in part.answers.items()}
+    return _Values({k: v for part in parts for k, v in part.items()}, labels, answers)
 
 
 def _unlike(rows: Sequence[_Row]) -> list[str]:
