@@ -1355,7 +1355,8 @@ class Provider:
     # --batch: a provider that sends many requests as one batch, at its batch price, says so
     # and implements submit and collect (OpenRouter's Batch API; OpenAI's or Anthropic's own could)
     batches: bool = False
-    batch_most, batch_bytes = 5000, 200 * 2**20  # the most requests and bytes one batch may hold
+    # the most requests and bytes one batch may hold: "200 MB" read as the stricter, 200,000,000 bytes
+    batch_most, batch_bytes = 5000, 200_000_000
 
     def submit(self, model: Model, requests: Sequence[tuple[str, Mapping[str, object]]]) -> str:
         """Send ``requests`` (each a custom id and ``complete``'s keyword arguments) to
@@ -3288,7 +3289,26 @@ def _catalog_problems(lineup: _Lineup) -> list[str]:
                     "those it has loaded: defaults.check_models: false asks it anyway)"
                 )
             problems.append(f"{model_id}: provider {provider.name} has no such model{_hint(model_id, catalog)}{why}")
+        listed = _catalog_id(provider, model_id, catalog) if catalog else None
+        if ends := getattr(provider, "expiring", {}).get(listed):
+            problems += _expiry(model_id, provider.name, ends)
     return problems
+
+
+def _expiry(model_id: str, provider: str, ends: str) -> list[str]:
+    """A lineup model the catalog says expires (``expiration_date``): refused once past it, a
+    warning within 30 days of it (the suite breaks that day)."""
+    import datetime
+
+    try:
+        days = (datetime.date.fromisoformat(ends) - datetime.date.today()).days
+    except ValueError:
+        return []
+    if days < 0:
+        return [f"{model_id}: {provider} retired it on {ends} (its expiration_date); take it out of the lineup"]
+    if days <= 30:
+        _warn(f"{model_id}: {provider} retires it on {ends}, in {_n(days, 'day')}: this suite breaks that day")
+    return []
 
 
 # OpenRouter's model variants: a suffix on any id (openai/gpt-4o:nitro) that the catalog
@@ -3386,6 +3406,13 @@ class _Retry(Exception):
         self.retry_after = hint[0] if hint else None
 
 
+# a case run that ends with one of these was not run (no row): --resume asks it
+_UNSENT = "not sent: the run had stopped"  # a call held back (by the pace) when the run stopped: --resume asks it
+_UNSURE = "batch not known to be sent"  # its submission got no answer: journaled so, and the run stops
+_REFUSED = "refused for the key's rate limit"  # says nothing of the model: the case is not run, --resume asks it
+_STUCK = "the server answers nothing"  # nor does this: timed out twice while no request was answered
+
+
 class _Tries:
     """One request's retry budget: at most ``retries`` more tries and ``retry_wait``
     seconds of waiting, each wait exponential with jitter or the server's Retry-After."""
@@ -3396,6 +3423,7 @@ class _Tries:
         self.provider, self.label, self.model = provider, label, model
         self.count, self.waited, self.failure, self.timeouts = 0, 0.0, "", 0
         self.refused, self.since = 0, 0.0  # rate-limit refusals of this request, and when the first came
+        self.began = time.monotonic()  # its first failure
 
     def wait_after(self, e: _Retry) -> float:
         """Seconds to wait before the next try; raises when the budget is spent. A second
@@ -3404,6 +3432,12 @@ class _Tries:
         if (delay := e.retry_after) is None:
             delay = _backoff(provider.retry_backoff, self.count)
         self.timeouts += e.timeout
+        if self.timeouts > 1 and getattr(provider, "answered", math.inf) < self.began:  # nothing answered meanwhile
+            raise ProviderError(
+                f"{_STUCK}: {self.label}: {e.failure} twice, and no request answered meanwhile: check the server "
+                "(or raise --timeout), then --resume",
+                stops_run=True,
+            )
         if self.count >= provider.retries or self.waited + delay > provider.retry_wait or self.timeouts > 1:
             tries = f"gave up after {self.count} retries" if provider.retries else "--retries 0: no retry"
             raise ProviderError(f"{self.label}: {e.failure} ({tries})")
@@ -3423,13 +3457,15 @@ class _Tries:
         if e.hint is not None and e.hint[0] > left and self.refused == 1:  # nothing waited yet: the hint's
             asked = f"{e.hint[0]:.4g} s" if e.hint[0] < 1e9 else "forever"
             raise ProviderError(
-                f"{self.label}: the server asks to wait {asked} ({e.hint[1]}) before the next request, more than "
+                f"{_REFUSED}: {self.label}: the server asks to wait {asked} ({e.hint[1]}) before the next request, "
+                "more than "
                 f"the {left:.0f} s a request may wait on a rate limit ({e.failure}); try again later",
                 stops_run=True,
             )
-        if (delay := self.refused_wait(e, self.refused, limiter.rate)) > left:
+        queued = limiter.held / limiter.rate if limiter.rate else 0.0  # the turns before its own: waited too
+        if (delay := self.refused_wait(e, self.refused, limiter.rate)) + queued > left:
             raise ProviderError(
-                f"{self.label}: still refused for the key's rate limit after {now - self.since:.0f} s of waiting "
+                f"{_REFUSED}: {self.label}: still refused after {now - self.since:.0f} s of waiting "
                 f"({e.failure}); try again later, or with a lower -p",
                 stops_run=True,
             )
@@ -3441,7 +3477,8 @@ class _Tries:
         return max(e.retry_after if e.retry_after is not None else _backoff(1.0, count - 1), 1 / rate if rate else 0.0)
 
     def stopped(self, stop: _Stop) -> ProviderError:
-        return ProviderError(f"{self.label}: {self.failure}; not retried: {stop.reason}")
+        """The run stopped while this request waited to go again: not run (--resume asks it)."""
+        return ProviderError(f"{_UNSENT}: {stop.reason}; its last try: {self.label}: {self.failure}")
 
 
 def _backoff(base: float, count: int) -> float:
@@ -4060,19 +4097,21 @@ class _Client:
         connect: float,
         read: float,
         limit: int = 1 << 62,
+        once: bool = False,
     ) -> tuple[int, dict[str, str], bytes]:
         """One request's (status, headers, body), the body decoded. An idle connection the
         server closed meanwhile (uvicorn after 5 s; a proxy after each answer) is seen before
         it is used, as urllib3 sees it, and left. One found dead on arrival all the same (reset
         at once, not a byte back) sends the request again at once, on a new connection, never
         another idle one: nothing was answered, so it is no retry. Reset later, the server may
-        have taken the request: that is the retry rule's, counted."""
+        have taken the request: that is the retry rule's, counted. ``once``: a request that must
+        never go twice (a batch's submission) goes on a new connection and is never sent again."""
         scheme, host, port, path = _origin(url)
         if (idle := self._idle.get(key := (scheme, host, port))) is None:
             idle = self._idle.setdefault(key, [])
         for attempt in (1, 2):
             conn = None
-            while attempt == 1 and conn is None:
+            while attempt == 1 and conn is None and not once:
                 try:  # list.pop and list.append are atomic: no lock
                     conn = idle.pop()
                 except IndexError:
@@ -4089,7 +4128,7 @@ class _Client:
             except BaseException as e:
                 conn.close()
                 stale = isinstance(e, ConnectionResetError | BrokenPipeError | ConnectionAbortedError)
-                if reused and stale and not conn.buffer and time.monotonic() - sent < _DEAD_ON_ARRIVAL:
+                if reused and stale and not conn.buffer and time.monotonic() - sent < _DEAD_ON_ARRIVAL and not once:
                     continue
                 raise
             if keep:
@@ -4172,11 +4211,13 @@ class OpenRouter(Provider):
         self._http = _Client()
         self._prices: dict[str, tuple[float | None, float | None, int | None]] | None = None
         self._catalog_loaded = False
+        self.expiring: dict[str, str] = {}  # the catalog's expiration_date of each model that has one
         self._lock = threading.Lock()
         self.unpriced: set[str] = set()
         self.notes: list[str] = []
         self._endpoints: tuple[object, str, dict[str, str], str] = (None, "", {}, "")
         self._reached = False  # a response came back from the server in this run
+        self.answered = 0.0  # when the last one did (a server that answers nothing for a while is stuck)
 
     @property
     def base_url(self) -> str:
@@ -4349,17 +4390,24 @@ class OpenRouter(Provider):
 
         def attempt() -> tuple[object, int, Mapping[str, str]]:
             sent = limiter.admit(model) if limiter is not None and model is not None else 0
+            if model is not None and model.stop.event.is_set():  # stopped, maybe while it waited its turn: never sent
+                if limiter is not None:
+                    limiter.landed(sent, False)
+                raise ProviderError(f"{_UNSENT}: {model.stop.reason}")
             refused = False
             try:
                 try:
                     status, fields, raw = self._http.request(
-                        method, url, body, headers, self.connect_timeout, wait, self._limit
+                        method, url, body, headers, self.connect_timeout, wait, self._limit, once=path == "/batches"
                     )
                 except (OSError, ValueError, _Unreadable) as e:
                     if not self._reached:
                         self._unreached(e, method, path, wait)
-                    raise _transport_failure(e, f"{self.name}: {model_id}") from None
-                self._reached = True
+                    failure = _transport_failure(e, f"{self.name}: {model_id}")
+                    if isinstance(failure, _Retry) and (method, path) == ("POST", "/batches"):
+                        raise self._unsure(model_id, failure.failure) from None  # never a second batch sent blind
+                    raise failure from None
+                self._reached, self.answered = True, time.monotonic()
                 data, status = self._answer(model_id, status, fields, raw)
                 error = data.get("error") if isinstance(data, dict) else None
                 code = error.get("code") if isinstance(error, dict) else None
@@ -4377,6 +4425,16 @@ class OpenRouter(Provider):
             return data, status, fields
 
         return _retrying(self, f"{self.name}: {model_id}", model, attempt, limiter)
+
+    def _unsure(self, model_id: str, failure: str) -> ProviderError:
+        """A batch's submission that got no answer: the server may have taken it, so it is
+        never sent again blind; the run stops saying what to check at the provider."""
+        return ProviderError(
+            f"{_UNSURE}: {self.name}: {model_id}: the batch's submission got no answer ({failure}); "
+            f"{_URL_PASSWORD.sub('', self.base_url)} may have taken it: look at its batches there, cancel one "
+            "if it is, then --resume --batch sends it again (it never sends it blind)",
+            stops_run=True,
+        )
 
     def _replays(self, model: Model) -> bool:
         """Whether OpenRouter's response cache may answer this model's request: when the
@@ -4523,6 +4581,25 @@ class OpenRouter(Provider):
             else None
         )
 
+    def _catalog_pages(self) -> Iterator[object]:
+        """GET /models a page at a time, as ``links.next`` names each next one (null on the
+        last): each page once, never off this server's /models, at most 100."""
+        import urllib.parse
+
+        base, path, seen = urllib.parse.urlsplit(self.base_url), "/models", set[str]()
+        while True:
+            data, *_ = self._request("catalog", "GET", path, None)
+            yield data
+            if not isinstance(link := _fields(_fields(data).get("links")).get("next"), str) or not link:
+                return
+            there = urllib.parse.urlsplit(urllib.parse.urljoin(self.base_url, link))
+            path = there.path.removeprefix(base.path.rstrip("/")) + (f"?{there.query}" if there.query else "")
+            if (there.scheme, there.netloc) != (base.scheme, base.netloc) or not path.startswith("/models"):
+                raise ProviderError(f"{self.name}: GET /models: its next page is elsewhere ({_shown(link)[:80]})")
+            if path in seen or len(seen) >= 100:
+                raise ProviderError(f"{self.name}: GET /models: its pages go round in circles ({_shown(link)[:80]})")
+            seen.add(path)
+
     def catalog_entries(self) -> list[tuple[str, float | None, float | None, int | None]] | None:
         models = self._load_catalog()
         return None if models is None else [(model_id, *entry) for model_id, entry in sorted(models.items())]
@@ -4541,7 +4618,8 @@ class OpenRouter(Provider):
             try:
                 cached = json.loads(path.read_text(encoding="utf-8"))
                 prices = {k: (v[0], v[1], v[2] if len(v) > 2 else None) for k, v in cached["models"].items()}
-            except (OSError, ValueError, KeyError, TypeError, IndexError):
+                self.expiring = {k: v for k, v in _fields(cached.get("expires")).items() if isinstance(v, str)}
+            except (OSError, ValueError, KeyError, TypeError, IndexError, AttributeError):
                 cached = None
         # through a proxy it is fetched every run: what the proxy refuses is then found before any case
         proxied = not self.offline and _proxy_for(*_origin(self.base_url)[:3]) is not None
@@ -4553,24 +4631,27 @@ class OpenRouter(Provider):
             self.notes.append(f"no cached {self.title} catalog yet; run, compare or models --refresh fetches it")
             return None
         try:
-            data, *_ = self._request("catalog", "GET", "/models", None)
+            pages = list(self._catalog_pages())
         except ProviderError as e:
             if e.stops_run and (cached is None or proxied):  # a refused key, a server not there: nothing to go on
                 raise
             fallback = "using the cached one" if cached else "no catalog to list or check model ids against"
             self.notes.append(f"{self.title} catalog not fetched ({e}); {fallback}")
             return prices if cached is not None else None
-        # OpenAI's shape, which OpenRouter extends with pricing and context_length; a local
-        # server's ids (llama3.2:1b) carry no vendor, so they get the provider's own prefix
+        # OpenAI's shape, which OpenRouter extends with pricing, context_length and expiration_date;
+        # a local server's ids (llama3.2:1b) carry no vendor, so they get the provider's own prefix
         fetched = {}
-        for m in (data.get("data") if isinstance(data, dict) else None) or []:
-            if isinstance(m, dict) and m.get("id"):
-                pricing: dict[str, object] = m["pricing"] if isinstance(m.get("pricing"), dict) else {}
-                context = _count(m.get("context_length")) or _count(m.get("max_input_tokens")) or None
-                entry = (_price(pricing.get("prompt")), _price(pricing.get("completion")), context)
-                fetched[f"{self.prefix or ''}{m['id']}"] = entry
+        listed = [m for page in pages if isinstance(d := _fields(page).get("data"), list) for m in d]
+        for m in (m for m in listed if isinstance(m, dict) and m.get("id")):
+            pricing: dict[str, object] = m["pricing"] if isinstance(m.get("pricing"), dict) else {}
+            context = _count(m.get("context_length")) or _count(m.get("max_input_tokens")) or None
+            entry = (_price(pricing.get("prompt")), _price(pricing.get("completion")), context)
+            fetched[model_id := f"{self.prefix or ''}{m['id']}"] = entry
+            if isinstance(ends := m.get("expiration_date"), str) and re.fullmatch(r"\d{4}-\d\d-\d\d.*", ends):
+                self.expiring[model_id] = ends[:10]
         if path:
             document = {"base_url": _redact(self.base_url), "fetched_at": time.time(), "models": fetched}
+            document["expires"] = self.expiring
             failed: list[str] = []
             if not _write_text(path, _json_dumps(document), failed):
                 self.notes.append(f"the catalog cache was not written: {failed[0]}")
@@ -6277,7 +6358,7 @@ class _Batch(_Step):
             for custom, *_ in calls
         }
         self.rounds += 1
-        sent: list[tuple[list[str], str | BatchState, Model]] = []
+        sent: list[tuple[list[str], str | BatchState | None, Model]] = []
         for part in self.pieces(asked):  # one model each, within its provider's limits, journaled before it goes
             requests, model = {custom: cases[custom] for custom in part}, asked[part[0]][0]
             # a judge's batch says so: --resume collects it from the judge's provider
@@ -6287,7 +6368,8 @@ class _Batch(_Step):
                 sent.append((part, model.provider.submit(model, [(c, asked[c][1]) for c in part]), model))
             except ProviderError as e:  # refused: said in the journal, so --resume knows nothing is running
                 _stop_if_fatal(e, run.run.stop)
-                sent.append((part, BatchState("failed", error=_redact(str(e))), model))
+                unsure = str(e).startswith(_UNSURE)  # maybe taken: its cases are not run, the run stops
+                sent.append((part, None if unsure else BatchState("failed", error=_redact(str(e))), model))
                 run.run.journal_write(run.journal, _json_dumps({"batch": head | {"failed": _redact(str(e))}}) + "\n")
                 continue
             record: dict[str, object] = {"id": sent[-1][1], **head}
@@ -6296,7 +6378,11 @@ class _Batch(_Step):
         stopped = False
         for part, batch, model in sent:  # the run stopped: the holds of every part are let go, the batches run on
             state = (
-                None if stopped else batch if isinstance(batch, BatchState) else self.wait(run, model, batch, len(part))
+                None
+                if stopped or batch is None
+                else batch
+                if isinstance(batch, BatchState)
+                else self.wait(run, model, batch, len(part))
             )
             self.settle(run, state, {custom: asked[custom] for custom in part})
             stopped = stopped or state is None
@@ -6318,9 +6404,8 @@ class _Batch(_Step):
             size, provider = 0, asked[group[0]][0].provider
             batches.append([])
             for custom in group:
-                weight = (
-                    len(_json_dumps(asked[custom][1])) + 256
-                )  # the body as sent, with its model, settings, custom id
+                # the body as sent, in UTF-8 bytes, with its model, settings and custom id
+                weight = len(_json_dumps(asked[custom][1]).encode("utf-8", "surrogatepass")) + 256
                 if batches[-1] and (len(batches[-1]) >= provider.batch_most or size + weight > provider.batch_bytes):
                     batches.append([])
                     size = 0
@@ -6598,7 +6683,10 @@ class _ExperimentRun:
         run = self.run
         # a case the budget stopped before it spent anything was not asked: never an error, never in a
         # ranking; it is left out (as not run) and --resume asks it
-        unasked = str(result.error).startswith(f"ProviderError: {_BUDGET}") and not result.usage.cost_usd
+        unasked = str(result.error).startswith(
+            tuple(f"ProviderError: {w}" for w in (_BUDGET, _UNSENT, _REFUSED, _STUCK))
+        )
+        unasked = unasked and not result.usage.cost_usd
         result, line = _log_line(result)  # outside the lock: other threads go on
         with run.lock:
             self.inflight.pop(i, None)
@@ -9987,7 +10075,8 @@ def _forecast(experiment: Experiment, log_dir: Path, cache: _Cache | None, turns
     with the full ``max_tokens`` out, which is what it can cost at most and no expectation (a
     model seldom writes all it may): always at the provider's prices, never $0 for none."""
     runs, repeat = len(experiment.cases) * experiment.repeat, experiment.repeat
-    history = _cost_history(log_dir, experiment.name)
+    ratios = _batch_ratios(experiment.provider, experiment.contender.model)
+    history = _cost_history(log_dir, experiment.name, share=max(ratios) if ratios and max(ratios) > 0 else 0.5)
     if history:
         every = [cost for costs in history.values() for cost in costs]
         mean, top = sum(every) / len(every), max(every)
@@ -10029,23 +10118,29 @@ def _file_size(path: str) -> int:
         return 0
 
 
-def _cost_history(log_dir: Path, name: str, spent: str = "usage") -> dict[str, list[float]]:
-    """Each case's cost (a cached answer's first price) in the newest three logs of experiment
-    ``name`` (a safe name: no glob characters); error rows, which spent part of one, and rows
-    whose cost nobody knows (no price, or not a number from 0 up: never $0, never below it) left out.
-    ``spent``: ``judge_usage`` for what the judge's calls cost."""
+def _cost_history(log_dir: Path, name: str, spent: str = "usage", share: float = 0.5) -> dict[str, list[float]]:
+    """Each case's cost at list price (a cached answer's first price; one a --batch run's
+    batch answered, at ``share`` of the list price, brought back to it) in the newest three
+    logs of experiment ``name`` (a safe name: no glob characters); error rows, which spent
+    part of one, and rows whose cost nobody knows (no price, or not a number from 0 up: never
+    $0, never below it) left out. ``spent``: ``judge_usage`` for what the judge's calls cost."""
     costs: dict[str, list[float]] = {}
     for path in sorted(log_dir.glob(f"{name}.*.json"), reverse=True)[:3]:
         try:
-            rows = json.loads(path.read_bytes()).get("rows") or []
-        except (OSError, ValueError, AttributeError, RecursionError):
+            data = json.loads(path.read_bytes())
+            rows, batches = data.get("rows") or [], data.get("batches") or []
+            judged = [
+                _fields(b).get("requests") for b in batches if bool(_fields(b).get("judge")) == (spent != "usage")
+            ]
+            batched = {str(case).partition("#")[0] for requests in judged for case in _fields(requests).values()}
+        except (OSError, ValueError, AttributeError, RecursionError, TypeError):
             continue
         for row in rows if isinstance(rows, list) else ():
             with contextlib.suppress(AttributeError, TypeError, ValueError, KeyError):
                 if row.get("error"):
                     continue
                 saved = float(row.get("saved_usd") or 0) if spent == "usage" else 0.0
-                cost = float(row[spent].get("cost_usd") or 0) + saved
+                cost = float(row[spent].get("cost_usd") or 0) / (share if str(row["case"]) in batched else 1) + saved
                 if 0 <= cost < math.inf and not row[spent].get("no_price"):
                     costs.setdefault(str(row["case"]), []).append(cost)
     return costs
@@ -10090,11 +10185,19 @@ def _render_forecast(forecasts: Sequence[_Forecast], style: str, decided: bool =
     )
 
 
-def _check_credit(forecasts: Sequence[_Forecast], budget: float | None) -> None:
+def _check_credit(
+    forecasts: Sequence[_Forecast],
+    budget: float | None,
+    previous: Mapping[tuple[str, str], Mapping[tuple[str, int], RunResult]] = {},
+) -> None:
     """Refuse, before any call, a run its key cannot pay for: the least it costs (its inputs
-    alone), or its worst case (or --budget, when less), past what the key has left."""
+    alone), or its worst case (or --budget, when less), past what the key has left. A key
+    the run will send nothing to (--resume of a finished run) is not asked."""
     spend: dict[OpenRouter, tuple[float, float | None]] = {}
     for f in forecasts:
+        e = f.experiment
+        if len(previous.get((_contender_key(e.contender), e.dataset), {})) >= len(e.cases) * e.repeat:
+            continue  # every case run finished: nothing is sent
         if isinstance(provider := f.experiment.provider, OpenRouter):
             least, most = spend.get(provider, (0.0, 0.0))
             spend[provider] = (least + (f.least or 0.0), None if most is None or f.worst is None else most + f.worst)
@@ -10152,18 +10255,25 @@ def _batch_forecast(forecasts: Sequence[_Forecast]) -> str:
     for f in forecasts:
         if not f.counted:
             continue
-        c, provider = f.experiment.contender, f.experiment.provider
-        price, batch = _price_of(provider, c.model), _price_of(provider, f"{c.model}:batch")
-        if price is None or batch is None:
+        c = f.experiment.contender
+        if (ratios := _batch_ratios(f.experiment.provider, c.model)) is None:
             unlisted.append(c.label)
             total += f.likely / 2
             continue
-        ratios = [b / p if p else 1.0 for p, b in zip(price[:2], batch[:2], strict=True)]
         total += f.likely * (ratios[0] if f.expected is None else max(ratios))
     if not total and not unlisted:
         return ""
     half = f"; {', '.join(unlisted)} at half its price, its batch price not listed" if unlisted else ""
     return f"as a batch: about {_fmt_cost(total)} of that, at each model's batch price{half}"
+
+
+def _batch_ratios(provider: Provider, model_id: str) -> list[float] | None:
+    """A model's batch prices as shares of its list prices (input, output), from its
+    catalog's ``:batch`` variant; None where the catalog lists none."""
+    price, batch = _price_of(provider, model_id), _price_of(provider, f"{model_id}:batch")
+    if price is None or batch is None:
+        return None
+    return [b / p if p else 1.0 for p, b in zip(price[:2], batch[:2], strict=True)]
 
 
 def _first_round(forecasts: Iterable[_Forecast]) -> float:
@@ -12390,7 +12500,7 @@ def _prepare_run(args: argparse.Namespace, plan: _Plan) -> None:
         plan.forecasts = [_resumed(f, plan.previous) for f in plan.forecasts]
     budget = _chosen(args.budget, suite.config.defaults.budget)
     _apply_budget(plan, budget)
-    _check_credit(plan.forecasts, budget)
+    _check_credit(plan.forecasts, budget, plan.previous or {})
     plan.baseline = _read_run(args.baseline, log_dir, "--baseline") if args.baseline else None
     labels = next((e.labels for e in plan.experiments), {})  # read with the plan
     for record in (plan.baseline or {}).values():
@@ -12702,6 +12812,8 @@ def _print_failures(
         failures.append(ending.stopped)
         if not session.unwritten:
             print(f"error: {_redact(ending.stopped)}", file=err)
+            if ending.finished < ending.total and not str(session.stop.reason).startswith(_BUDGET):
+                print(f"finish with: {_resume_command(args)}", file=err)  # the budget's line says its own way on
     return failures + [e.failure for e in experiments if e.failure]
 
 

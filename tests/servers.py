@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -26,6 +27,7 @@ class Answer:
     body: Any = None  # dict/list -> JSON; bytes/str as they are
     headers: dict[str, str] = field(default_factory=dict)
     delay: float = 0.0
+    drop: bool = False  # after the delay, the connection closes with no answer (the request was taken)
 
 
 def chat_answer(
@@ -130,6 +132,11 @@ class OpenAICompatible:
                     answer = server.respond(received)
                 if answer.delay:
                     threading.Event().wait(answer.delay)
+                if answer.drop:  # taken, and never answered: the connection closes
+                    self.close_connection = True
+                    with contextlib.suppress(OSError):
+                        self.connection.shutdown(socket.SHUT_RDWR)
+                    return
                 payload = (
                     answer.body
                     if isinstance(answer.body, bytes)
@@ -518,3 +525,29 @@ class ProxyPy:
             self.process.wait(10)
         except Exception:
             self.process.kill()
+
+
+class HeadersThenStall(_Loopback):
+    """A TCP server on 127.0.0.1 that lists ``catalog`` at GET .../models and answers every
+    other request with a status line and headers at once, then nothing more (a stuck upstream
+    behind a proxy that already committed to 200), until closed. ``asked`` counts those."""
+
+    def __init__(self, catalog: list[dict]) -> None:
+        super().__init__()
+        self.catalog, self.asked = json.dumps({"data": catalog}).encode(), 0
+        self.closed = threading.Event()
+
+    def _handle(self, conn: Any) -> None:
+        with conn, contextlib.suppress(OSError):
+            while (request := conn.recv(65536)) and not self.closed.is_set():
+                if request.split(b" ", 2)[1].split(b"?")[0].endswith(b"/models"):
+                    conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(self.catalog), self.catalog))
+                    continue
+                self.asked += 1
+                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 500\r\n\r\n{")
+                self.closed.wait(120)
+                return
+
+    def __exit__(self, *exc: Any) -> None:
+        self.closed.set()
+        super().__exit__(*exc)

@@ -806,3 +806,85 @@ def test_a_judge_under_batch_is_held_to_the_contenders_rules(make_suite, monkeyp
         done.stderr,
     ), done.stderr
     assert re.search(r"batch 1 \[ds\] openai/gpt-4o-mini effort=default \(\S+, 3 requests\)", done.stderr), done.stderr
+
+
+class TakenUnanswered(BatchAPI):
+    """A Batch API that takes the first submission and closes the connection without an
+    answer (at once, or after ``delay`` seconds); later ones are answered."""
+
+    delay = 0.0
+
+    def _submit(self, received) -> Answer:
+        answer = super()._submit(received)
+        if len(self.submitted) == 1:
+            return Answer(drop=True, delay=self.delay)
+        return answer
+
+
+@pytest.mark.hostile
+@pytest.mark.parametrize("delay", [0.0, 2.0])
+def test_a_batch_submission_that_gets_no_answer_is_never_sent_again_blind(toy: Path, delay: float) -> None:
+    """POST /batches taken by the server, and the connection closed with no answer: one batch
+    at the provider, never a second; the run stops with one line saying what to check there,
+    its cases are not run (no error rows, no cost), and --resume --batch sends them again
+    once the user has looked."""
+    api = TakenUnanswered(toy_answer)
+    api.delay = delay
+    with OpenAICompatible(api) as server:
+        env = {"OPENROUTER_BASE_URL": server.url + "/api/v1", "OPENROUTER_API_KEY": "sk-or-batch", **POLL}
+        argv = ["run", "--batch", "--local", "-m", "openai/gpt-4o-mini", "-d", "animals"]
+        stopped = run_agent_evals(*argv, cwd=toy, env=env)
+        assert len(api.submitted) == 1 and api.sync == 0, stopped.stderr
+        (line,) = [x for x in stopped.stderr.splitlines() if x.startswith("error:")]
+        assert "the batch's submission got no answer" in line and "look at its batches there" in line
+        assert "--resume --batch sends it again (it never sends it blind)" in line
+        assert (
+            "finish with: agent-evals run --batch --local -m openai/gpt-4o-mini -d animals --resume" in stopped.stderr
+        )
+        assert stopped.returncode == 1
+        rows = [row for log in read_logs(toy) for row in log["rows"]]
+        assert not rows, rows  # not run: never an error row
+        resumed = run_agent_evals(*argv, "--resume", cwd=toy, env=env)
+    assert resumed.returncode == 0, resumed.stderr
+    assert len(api.submitted) == 2
+
+
+def test_a_round_splits_under_200_000_000_bytes_counted_in_utf8() -> None:
+    """OpenRouter's documented "200 MB" read as the stricter (200,000,000 bytes, not MiB), and
+    a request's size counted in the bytes it goes as: 210 requests of 1 MB of 'é' (500,000
+    characters each) go as two batches, each under the limit as sent."""
+    model = ae.Model("openai/gpt-4o-mini", ae.OpenRouter())
+    text = "é" * 500_000
+    asked = {f"c{i:03d}": (model, {"user": text}, None) for i in range(210)}
+    pieces = ae._Batch.pieces(asked)
+    assert len(pieces) == 2 and sum(map(len, pieces)) == 210
+    for piece in pieces:
+        sent = sum(len(json.dumps(asked[c][1], ensure_ascii=False).encode()) for c in piece)
+        assert sent < 200_000_000
+
+
+def test_forecasts_after_a_batch_run_are_what_the_next_run_spends(toy: Path) -> None:
+    """Costs a --batch run paid at the batch price are taken back to list price for later
+    forecasts: the next --batch run and the next sync run are each forecast within 10% of
+    what they spend (they were 5x low)."""
+    half = [
+        {"id": "openai/gpt-4o-mini", "pricing": {"prompt": "0.00000015", "completion": "0.0000006"}},
+        {"id": "openai/gpt-4o-mini:batch", "pricing": {"prompt": "0.000000075", "completion": "0.0000003"}},
+    ]
+    api = BatchAPI(toy_answer)
+    argv = ["run", "--local", "-m", "openai/gpt-4o-mini", "--format", "json"]
+
+    def spent(done) -> float:
+        return sum(r["cost_usd"] for d in json.loads(done.stdout)["datasets"] for r in d["leaderboard"])
+
+    with OpenAICompatible(api, catalog=half) as server:
+        env = {"OPENROUTER_BASE_URL": server.url + "/api/v1", "OPENROUTER_API_KEY": "sk-or-batch", **POLL}
+        first = run_agent_evals(*argv, "--batch", cwd=toy, env=env)
+        batch = run_agent_evals(*argv, "--batch", cwd=toy, env=env)
+        sync = run_agent_evals(*argv, cwd=toy, env=env)
+    assert first.returncode == batch.returncode == sync.returncode == 0, (batch.stderr, sync.stderr)
+    as_batch = float(re.search(r"as a batch: about \$([\d.]+) of that", batch.stderr)[1])
+    assert as_batch == pytest.approx(spent(batch), rel=0.1), batch.stderr
+    expected = float(re.search(r"forecast: \$([\d.]+) expected", sync.stderr)[1])
+    assert expected == pytest.approx(spent(sync), rel=0.1), sync.stderr
+    assert spent(sync) == pytest.approx(2 * spent(batch))

@@ -243,7 +243,10 @@ def test_interrupt_during_a_backoff_wait_stops_promptly(ask, env) -> None:
     m.stop.set("interrupted (Ctrl-C)")
     worker.join(10)  # far less than the 30 s the server asked for
     assert not worker.is_alive()
-    assert errors == ["openrouter: openai/gpt-4.1-mini: HTTP 429: later; not retried: interrupted (Ctrl-C)"]
+    assert errors == [
+        "not sent: the run had stopped: interrupted (Ctrl-C); its last try: openrouter: openai/gpt-4.1-mini: HTTP 429: "
+        "later"
+    ]
 
 
 def test_keep_alive_one_connection_per_worker_thread(env, make_suite, cli) -> None:
@@ -337,7 +340,8 @@ def test_401_stops_the_whole_run_with_one_message(env, make_suite, cli) -> None:
     project = make_suite(helper=ROUTED, config=ONE_MODEL, cases=cases)
     code, out, err = cli("compare", "--local", "-p", "1", cwd=project)
     assert code == 1 and "│ ds (1 of 12) │ openai/gpt-4.1-mini │" in out  # the tables of what finished still print
-    assert err.splitlines()[-1] == (
+    assert err.splitlines()[-1] == "finish with: agent-evals compare --local -p 1 --resume"
+    assert err.splitlines()[-2] == (
         "error: the run stopped after 1 of 12 cases: openrouter: HTTP 401: User not found. "
         "(the key was refused; check OPENROUTER_API_KEY and the account)"
     )
@@ -529,9 +533,7 @@ def test_ctrl_c_during_a_backoff_ends_the_real_cli_promptly(env, make_suite, hel
     assert time.monotonic() - interrupted < 15.0  # never the 30 s each case was asked to wait
     assert "interrupted" in err and "Traceback" not in err
     (log,) = read_logs(project)
-    assert {row["error"] for row in log["rows"]} == {
-        "ProviderError: openrouter: openai/gpt-4.1-mini: HTTP 429: later; not retried: interrupted (Ctrl-C)"
-    }
+    assert log["rows"] == [] and len(log["not_run"]) == 4  # refused, then stopped: not run, and --resume asks them
 
 
 def test_a_server_that_stops_reading_times_out_the_send(ask, monkeypatch) -> None:
@@ -631,3 +633,105 @@ def test_sync_and_async_adapters_run_on_the_worker_threads(env, make_suite, cli,
     assert [row["score"] for row in log["rows"]] == [1.0] * 4
     assert all(row["diagnostics"]["thread"] == "case" for row in log["rows"])
     assert len({json.dumps(c.body, sort_keys=True) for c in env.chats()}) == 4 and env.connections <= 2 + 1
+
+
+def paged_catalog(lineup: dict[str, str | None], per_page: int = 500, total: int = 1100):
+    """OpenRouter's paginated GET /models: ``per_page`` models a page, ``links.next`` naming the
+    next (null on the last), ``total_count``; the lineup's models (with their expiration_date)
+    and openai/gpt-4o-mini:batch on the last page."""
+    models = [
+        {"id": f"filler/m{i:04d}", "pricing": {"prompt": "0.000001", "completion": "0.000002"}} for i in range(total)
+    ]
+    for model_id, ends in lineup.items():
+        models.append(
+            {"id": model_id, "pricing": {"prompt": "0.0000004", "completion": "0.0000016"}, "expiration_date": ends}
+        )
+    models.append({"id": "openai/gpt-4o-mini:batch", "pricing": {"prompt": "0.0000001", "completion": "0.0000004"}})
+    pages: list[str] = []
+
+    def respond(request):
+        path, _, query = request.path.partition("?")
+        if request.method == "GET" and path.endswith("/models"):
+            pages.append(request.path)
+            offset = int(dict(p.split("=") for p in query.split("&") if p).get("offset", 0))
+            following = offset + per_page < len(models)
+            link = f"/api/v1/models?offset={offset + per_page}&limit={per_page}" if following else None
+            body = {"data": models[offset : offset + per_page], "links": {"next": link}, "total_count": len(models)}
+            return Answer(200, body)
+        return chat_answer(request.body["messages"][-1]["content"])
+
+    return respond, pages
+
+
+def test_a_paginated_catalog_is_read_page_by_page_and_an_expiring_model_is_said(env, make_suite, cli) -> None:
+    """A catalog of three pages (1,100 models and more, the lineup's on the third): each page is
+    read once, cached as one catalog (a second run asks none), the model priced and its :batch
+    variant found; a lineup model expiring within 30 days is warned of before the run."""
+    import datetime
+
+    soon = (datetime.date.today() + datetime.timedelta(days=9)).isoformat()
+    env.catalog = None
+    env.respond, pages = paged_catalog({"openai/gpt-4.1-mini": soon, "openai/gpt-4o-mini": None})
+    project = make_suite(helper=ROUTED, config=ONE_MODEL)
+    code, _, err = cli("compare", "--local", cwd=project)
+    assert code == 0, err
+    assert pages == ["/api/v1/models", "/api/v1/models?offset=500&limit=500", "/api/v1/models?offset=1000&limit=500"]
+    assert (
+        f"warning: openai/gpt-4.1-mini: openrouter retires it on {soon}, in 9 days: this suite breaks that day" in err
+    )
+    code, _, err = cli("compare", "--local", "-n", cwd=project)
+    assert code == 0 and len(pages) == 3, err  # the cached catalog: read as one
+    catalog = ae.OpenRouter()
+    assert catalog.price("openai/gpt-4.1-mini") == pytest.approx((0.0000004, 0.0000016, 0.0))
+    assert "openai/gpt-4o-mini:batch" in (catalog.catalog() or [])
+
+
+@pytest.mark.parametrize("link", ["https://elsewhere.example/api/v1/models?offset=500", "/api/v1/models"])
+def test_a_catalog_page_that_leads_elsewhere_or_in_circles_is_read_no_further(env, make_suite, cli, link) -> None:
+    env.catalog = None
+    env.respond = lambda r: (
+        Answer(200, {"data": [{"id": "openai/gpt-4.1-mini"}], "links": {"next": link}})
+        if r.method == "GET"
+        else chat_answer(r.body["messages"][-1]["content"])
+    )
+    project = make_suite(helper=ROUTED, config=ONE_MODEL)
+    code, _, err = cli("compare", "--local", "-v", cwd=project)
+    asked = [r.path for r in env.requests if r.path.startswith("/api/v1/models")]
+    assert code == 0 and len(asked) <= 2, err  # the lineup goes unchecked rather than against part of a catalog
+    why = "its next page is elsewhere" if link.startswith("https") else "its pages go round in circles"
+    assert f"note: OpenRouter catalog not fetched (openrouter: GET /models: {why} (" in err, err
+
+
+def test_a_lineup_model_past_its_expiration_date_is_refused_before_anything(env, make_suite, cli) -> None:
+    env.catalog = None
+    env.respond, _ = paged_catalog({"openai/gpt-4.1-mini": "2026-01-31"}, total=10)
+    project = make_suite(helper=ROUTED, config=ONE_MODEL)
+    code, _, err = cli("compare", "--local", cwd=project)
+    assert code == 2 and env.chats() == []
+    assert err.strip().splitlines()[-1] == (
+        "error: openai/gpt-4.1-mini: openrouter retired it on 2026-01-31 (its expiration_date); take it out of "
+        "the lineup"
+    )
+
+
+@pytest.mark.hostile
+def test_a_server_that_sends_headers_then_stalls_ends_the_run_with_one_line(make_suite) -> None:
+    """Headers, then nothing: each request times out twice at most (--timeout 0.5), then the
+    run stops with one line (no request answered meanwhile: the server is stuck), its cases
+    not run (never error rows, so --resume asks them), and a way on."""
+    from servers import CATALOG, HeadersThenStall
+
+    from conftest import run_agent_evals
+
+    project = make_suite(helper=ROUTED, config=ONE_MODEL)
+    with HeadersThenStall(CATALOG) as server:
+        env = {"OPENROUTER_BASE_URL": server.url + "/api/v1", "OPENROUTER_API_KEY": KEY}
+        done = run_agent_evals("compare", "--local", "--timeout", "0.5", "-p", "2", cwd=project, env=env, limit=60)
+        asked = server.asked
+    assert done.returncode == 1, done.stderr
+    (line,) = [x for x in done.stderr.splitlines() if x.startswith("error:")]
+    assert "the server answers nothing: openrouter: openai/gpt-4.1-mini: TimeoutError" in line, line
+    assert "twice, and no request answered meanwhile" in line
+    assert "finish with: agent-evals compare --local --timeout 0.5 -p 2 --resume" in done.stderr
+    assert asked <= 2 * 2 + 2, asked  # two in flight, each asked twice at most
+    assert all(not row["error"] for log in read_logs(project) for row in log["rows"])

@@ -96,7 +96,14 @@ def test_a_key_that_never_recovers_ends_the_run_with_one_line(make_suite, cli, m
     closed = Bucket(rate=0, burst=0, headers={"Retry-After": "0.1"})
     code, _, err = run(make_suite, cli, monkeypatch, closed, "-p", "2", "-j", "1")
     assert code == 1, err
-    assert "still refused for the key's rate limit after 0 s of waiting (HTTP 429: Rate limit exceeded)" in err
+    # one cause, one line, and the way on: the refused cases are not run (a refusal of the key
+    # says nothing of the model), so a plain --resume asks them
+    (line,) = [x for x in err.splitlines() if x.startswith("error:")]
+    assert "refused for the key's rate limit: openrouter: openai/gpt-4.1-mini: still refused after 0 s of waiting" in (
+        line
+    )
+    assert "finish with: agent-evals compare --local -p 2 -j 1 --resume" in err
+    assert "errors [" not in err and "got no answer at all" not in err
 
 
 @pytest.mark.parametrize(
@@ -135,7 +142,7 @@ def test_a_wait_of_nothing_is_a_refusal_with_no_hint_and_never_floods_the_server
     monkeypatch.setattr(ae._Tries, "BOUND", 3.0)
     closed = Bucket(rate=0, burst=0, headers={"Retry-After": value})
     code, _, err = run(make_suite, cli, monkeypatch, closed, "-p", "8", "-j", "1", cases=8)
-    assert code == 1 and "still refused for the key's rate limit" in err, err
+    assert code == 1 and "refused for the key's rate limit: " in err and "still refused after" in err, err
     assert "OverflowError" not in err
     # 8 in flight, then each one's backoff (0.5-1 s, then 1-2 s) at the floor's pace: far from thousands
     assert closed.refused <= 8 * 4, closed.refused
@@ -218,6 +225,20 @@ def test_a_key_endpoint_that_fails_is_asked_once_and_named(make_suite, cli, monk
     assert line.startswith(f"warning: openrouter: GET /key: {failure}") and line.endswith(
         "; the run goes on without knowing what the key has left"
     )
+
+
+def test_a_run_that_sends_nothing_never_asks_what_the_key_has_left(make_suite, cli, monkeypatch) -> None:
+    """--resume of a finished run sends nothing: no GET /key (it could cost 5 s of waiting)."""
+    config = "request_types: [prompt]\nvendors:\n  openai:\n    - model: gpt-4.1-mini\n"
+    with OpenAICompatible(key={"limit_remaining": 10.0}) as server:
+        monkeypatch.setenv("OPENROUTER_BASE_URL", server.url + "/api/v1")
+        monkeypatch.setenv("OPENROUTER_API_KEY", "sk-or-known")
+        project = make_suite(helper=EXACT_HELPER, config=config, cases=many(2))
+        assert cli("compare", "--local", cwd=project)[0] == 0
+        asked = [r.path for r in server.requests].count("/api/v1/key")
+        code, _, err = cli("compare", "--local", "--resume", cwd=project)
+        again = [r.path for r in server.requests].count("/api/v1/key")
+    assert code == 0 and asked == 1 and again == 1 and len(server.chats()) == 2, err
 
 
 def test_the_time_held_back_counts_waits_side_by_side_once() -> None:
@@ -327,3 +348,79 @@ def test_an_html_refusal_is_quoted_by_its_title_never_its_markup() -> None:
     )
     assert ae._error_text(None, nginx) == "429 Too Many Requests"
     assert ae._error_text(None, b"<p>Rate   limited <b>now</b></p>") == "Rate limited now"
+
+
+class Timed(Bucket):
+    """A Bucket that notes when each request arrived."""
+
+    def __init__(self, rate: float, burst: float) -> None:
+        super().__init__(rate, burst)
+        self.arrived: list[float] = []
+
+    def __call__(self, request) -> Answer:
+        self.arrived.append(time.monotonic())
+        return super().__call__(request)
+
+
+@pytest.mark.parametrize("sent", ["SIGINT", "SIGTERM"])
+def test_a_paced_run_stopped_sends_nothing_it_held_back_and_resume_asks_it(make_suite, sent) -> None:
+    """A key limited to 2 requests a second, four contenders at -p 4: the run is paced, then
+    stopped (Ctrl-C, or a scheduler's SIGTERM). The requests the pace held back are never sent
+    (at most those in flight arrive after the signal: they went before it), the held cases are
+    not run (never error rows), and --resume asks them."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from conftest import ROOT, run_agent_evals
+
+    bucket = Timed(2.0, 2.0)
+    project = make_suite(helper=EXACT_HELPER, config=FOUR, cases=many(10))
+    with OpenAICompatible(bucket) as server:
+        env = {"OPENROUTER_BASE_URL": server.url + "/api/v1", "OPENROUTER_API_KEY": "sk-or-shared", "NO_COLOR": "1"}
+        environ = {k: v for k, v in os.environ.items() if not k.startswith(("OPENROUTER", "AGENT_EVALS"))}
+        child = subprocess.Popen(
+            [sys.executable, str(ROOT / "agent_evals.py"), "compare", "--local", "-p", "4"],
+            cwd=project,
+            env={**environ, **env},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        deadline = time.monotonic() + 60
+        while not (bucket.refused >= 10 and bucket.served >= 6) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        time.sleep(1.0)  # paced: requests wait their turn
+        at = time.monotonic()
+        child.send_signal(getattr(signal, sent))
+        _, err = child.communicate(timeout=60)
+        late = [t for t in bucket.arrived if t > at]
+        served = bucket.served
+        resumed = run_agent_evals("compare", "--local", "--resume", "--format", "json", cwd=project, env=env, limit=120)
+    assert child.returncode == 128 + getattr(signal, sent), err
+    assert len(late) <= 16, (len(late), err)  # four contenders' -p 4 in flight at most: never the held-back queue
+    logs = read_logs(project)
+    rows = [row for log in logs for row in log["rows"]]
+    assert served < 40 and not [r for r in rows if r["error"] and "not sent" in r["error"]], err
+    assert resumed.returncode == 0, resumed.stderr
+    document = __import__("json").loads(resumed.stdout)
+    assert sum(r["runs"] for r in document["datasets"][0]["leaderboard"]) == 40
+    errors = [row["error"] for log in read_logs(project) for row in log["rows"] if row["error"]]
+    assert all(r["errors"] == 0 for r in document["datasets"][0]["leaderboard"]), errors
+
+
+def test_the_bound_on_waiting_for_a_rate_limit_counts_the_queue_behind_the_pace() -> None:
+    """A request refused 570 s into its 600 s of waiting, 50 turns queued before its own at 1
+    a second: its next try would go past the bound, so the run stops now (it went up to 43%
+    over when only the wait after a refusal was counted); with 5 turns queued it waits on."""
+    tries = ae._Tries(ae.OpenRouter(), "openrouter: m", None)
+    tries.since, tries.refused = time.monotonic() - 570, 1
+    limiter = ae._Limiter(rate=1.0)
+    limiter.held = 50
+    refusal = ae._Retry("HTTP 429", (1.0, "retry-after: 1"), limited=True)
+    with pytest.raises(ae.ProviderError, match="still refused after 570 s of waiting") as stopped:
+        tries.wait_limited(refusal, limiter)
+    assert stopped.value.stops_run
+    limiter.held = 5
+    assert tries.wait_limited(refusal, limiter) == pytest.approx(1.0)

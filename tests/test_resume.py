@@ -287,7 +287,10 @@ def test_a_stopped_run_leaves_later_experiments_not_run(make_suite, cli) -> None
     project = make_suite(fakes=fakes, config=config, cases=many(3))
     code, out, err = cli("compare", "--local", "-p", "1", "-j", "1", cwd=project)
     assert code == 1 and "│ ds (1 of 3) │ fake/refused │" in out and "fake/echo" not in out
-    assert err.strip().endswith("error: the run stopped after 1 of 6 cases: key refused")
+    assert err.strip().endswith(
+        "error: the run stopped after 1 of 6 cases: key refused\n"
+        "finish with: agent-evals compare --local -p 1 -j 1 --resume"
+    )
     (log,) = read_logs(project)
     assert log["not_run"] == ["a/002", "a/003"]
     # runs counts what was not asked, the experiment that never started included
