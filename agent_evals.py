@@ -5386,8 +5386,8 @@ def _paired(first: Mapping[str, float], second: Mapping[str, float]) -> _Paired 
     >>> right = {k: 1.0 for k in same}
     >>> _paired(worse, right).significant
     True
-    >>> _paired({"a": 0.5, "b": 0.7}, {"a": 0.4, "b": 0.6}).p is None  # all differ by the same amount
-    True
+    >>> _paired({"a": 0.5, "b": 0.7}, {"a": 0.4, "b": 0.6}).p  # all differ alike: the exact sign-flip test
+    0.5
     """
     keys = sorted(first.keys() & second.keys())
     n = len(keys)
@@ -5397,7 +5397,7 @@ def _paired(first: Mapping[str, float], second: Mapping[str, float]) -> _Paired 
     if figure is not None:
         delta, var, df, *_ = figure
         se, half = math.sqrt(var), _t_quantile(0.975, df) * math.sqrt(var)
-        p = 2 * (1 - _t_cdf(abs(delta) / se, df)) if se > 0 else 1.0 if delta == 0 else None
+        p = 2 * (1 - _t_cdf(abs(delta) / se, df)) if se > 0 else 1.0 if delta == 0 else 2.0 ** (1 - n)
         low, high = max(-1.0, delta - half), min(1.0, delta + half)
         return _Paired(delta, p, n, "corrected t", low, high, sd=se * math.sqrt(n), how=how)
     return dataclasses.replace(
@@ -5420,10 +5420,24 @@ def _paired_test(a: Sequence[float], b: Sequence[float]) -> _Paired:
         only_first = sum(1 for d in diffs if d > 0)
         m = only_first + sum(1 for d in diffs if d < 0)
         return _Paired(delta, _mcnemar_mid_p(only_first, m), n, "McNemar mid-p", low, high, sd=sd)
-    if sd <= 1e-12 or n < 2:  # one pair, or every pair differs alike: no variance to judge the difference by
+    if n < 2:  # one pair: no test can judge it
         return _Paired(delta, None, n, "paired t", low, high, sd=sd)
+    # the exact sign-flip test's least p, 2^(1-n) (every pair one way): no test of n pairs can say
+    # more, so n pairs that all differ alike (no variance for t) get it, and near-alike ones no less
+    least = 2.0 ** (1 - n) if abs(delta) > 1e-12 else 1.0
+    if sd <= 1e-12:
+        return _Paired(delta, least, n, "sign-flip", low, high, sd=sd)
     t = delta / (sd / math.sqrt(n))
-    return _Paired(delta, 2 * (1 - _t_cdf(abs(t), n - 1)), n, "paired t", low, high, sd=sd)
+    return _Paired(delta, max(least, 2 * (1 - _t_cdf(abs(t), n - 1))), n, "paired t", low, high, sd=sd)
+
+
+def _fmt_p(p: float) -> str:
+    """A p-value as shown: never ``0`` where a t test underflowed.
+
+    >>> _fmt_p(0.0123), _fmt_p(0.0)
+    ('0.012', '< 1e-16')
+    """
+    return "< 1e-16" if p < 1e-16 else f"{p:.2g}"
 
 
 def _mcnemar_mid_p(only_first: int, discordant: int) -> float:
@@ -9445,7 +9459,7 @@ def _best_value_lines(rows: Sequence[_Row], primary: Metric, style: str = "box")
                     if paired.p is None
                     else ("significant" if paired.significant else "not significant")
                 )
-                p_value = "" if paired.p is None else f", p={paired.p:.2g}"
+                p_value = "" if paired.p is None else f", p={_fmt_p(paired.p)}"
                 line += (
                     f"; {paired.delta * 100:+.1f} points vs the top ({_short_label(top, group)}): {verdict} "
                     f"({paired.method}{p_value}, {paired.n} cases)"
@@ -10508,9 +10522,9 @@ def _change_row(c: _Change, style: str) -> list[str]:
     else:
         delta = f"{p.delta * 100:+.1f}"
         delta += "" if p.low is None or p.high is None else _fmt_interval(p.low, p.high, style, signed=True)
-    p_text = "-" if p is None or p.p is None else f"{p.p:.2g}"
+    p_text = "-" if p is None or p.p is None else _fmt_p(p.p)
     if p is not None and p.adjusted is not None:  # raw, then corrected: each says which it is
-        p_text += f" (Holm {p.adjusted:.2g})"
+        p_text += f" (Holm {_fmt_p(p.adjusted)})"
     model = _shown_model(c.contender.get("model", "?"), c.contender.get("provider"))
     settings = [c.contender.get("effort") or "default", _fmt_temp(c.contender.get("temperature"))]
     n = "-" if p is None else str(p.n)
@@ -10727,7 +10741,11 @@ def _change_text(c: _Change) -> str:
         )
     p = c.paired
     moved = "fell" if p is not None and p.delta < 0 else "rose"
-    test = "" if p is None or p.p is None else f" ({p.method}, p={p.p:.2g}, Holm {p.adjusted or p.p:.2g}, {p.n} cases)"
+    test = (
+        ""
+        if p is None or p.p is None
+        else f" ({p.method}, p={_fmt_p(p.p)}, Holm {_fmt_p(p.adjusted or p.p)}, {p.n} cases)"
+    )
     return f"[{c.dataset}] {who} {c.metric} {moved} {_fmt_pct(c.old)} -> {_fmt_pct(c.new)}{test}"
 
 
@@ -10881,13 +10899,22 @@ def _summary_changes(changes: Sequence[_Change], primary: str, problems: Sequenc
     lines in one run only). Every line, moved or not, is in the folded table."""
     compared = [c for c in changes if c.old is not None and c.new is not None]
     moved = [c for c in compared if c.verdict in ("regressed", "improved")]
+    silent = [c for c in compared if c.verdict in ("not enough data", "nothing to judge")]
     said = " ".join(problems)
     lines = [f"- {c.verdict}: {_md(_change_text(c))}" for c in moved if _change_text(c) not in said]
     new_only, old_only = (sum(c.verdict == f"only in {run}" for c in changes) for run in ("new", "old"))
     lines += [""] * bool(lines)
+    rest = [c for c in compared if c not in moved and c not in silent and c.paired is not None]
+    largest = max(rest, key=lambda c: abs((c.new or 0) - (c.old or 0)), default=None)
     lines.append(
-        f"{len(compared) - len(moved)} of {_n(len(compared), 'line')} compared unchanged (paired tests over the cases "
+        f"{len(rest)} of {_n(len(compared), 'line')} compared: no significant change (paired tests over the cases "
         f"both runs answered; p < {ALPHA} after Holm's correction)"
+        + (
+            f"; the largest move: {_md(_change_text(largest))}"
+            if largest is not None and largest.new != largest.old
+            else ""
+        )
+        + (f"; {len(silent)} with too little to judge (no verdict)" if silent else "")
         + (f"; {new_only} only in the new run" if new_only else "")
         + (f"; {old_only} only in the old run" if old_only else "")
     )

@@ -242,7 +242,9 @@ ae.configure(suite="t", adapter=Adapter(), scorer=Scorer(), providers=[ae.FakePr
 """
 
 
-def test_diff_shows_new_errors_not_enough_data_and_the_cases_a_difference_needs(make_suite, cli, monkeypatch) -> None:
+def test_diff_shows_new_errors_a_shift_on_every_case_and_the_cases_a_difference_needs(
+    make_suite, cli, monkeypatch
+) -> None:
     from conftest import case_files
 
     cases = {}
@@ -260,7 +262,8 @@ def test_diff_shows_new_errors_not_enough_data_and_the_cases_a_difference_needs(
     assert code == 1
     lines = out.splitlines()
     graded = next(line for line in lines if "│ graded │" in line)
-    assert "│ not enough data │" in graded  # every case moved by exactly 10 points: no test can judge
+    # every case of 8 moved by exactly 10 points: the exact sign-flip test, p = 2^(1-8)
+    assert "│ 0.0078 (Holm 0.0078) │ improved" in graded, graded
     errors = next(line for line in lines if "│ errors │" in line)
     assert "8 now raise, 0 no longer" in errors and errors.rstrip(" │").endswith("regressed")
     assert "gate failed: --fail-on-regression: [ds] fake/echo effort=default: 8 cases raise now that answered" in err

@@ -86,9 +86,9 @@ def test_best_value_is_the_cheapest_within_two_points() -> None:
     ]
     assert ae._best_value(rows[:3], primary).contender.model == "mid"
     assert ae._best_value_lines(rows, primary) == [
-        # every case differs by the same 1.5 points: no test can judge that, so no verdict
+        # every case differs by the same 1.5 points: the exact sign-flip test's p, 2^(1-4), no verdict
         "best value [ds] (mid effort=default): 88.5% at $0.1000; -1.5 points vs the top (big effort=default): "
-        "not enough data (paired t, 4 cases)",
+        "not significant (sign-flip, p=0.12, 4 cases)",
         "best value [other]: none (acc was not scored)",
     ]
     exactly_two = [row("ds", "top", 0.90, 1.0), row("ds", "edge", 0.88, 0.5)]

@@ -60,8 +60,8 @@ def test_paired_tests_sanity() -> None:
     assert not few.significant  # two discordant cases prove nothing
     graded = {k: 0.5 + 0.1 * (i % 5) / 5 for i, k in enumerate(keys)}
     shifted = {k: v - 0.05 for k, v in graded.items()}
-    t_test = ae._paired(shifted, graded)  # every case moved by exactly the same amount: no variance to judge by
-    assert t_test.method == "paired t" and t_test.p is None and not t_test.significant
+    t_test = ae._paired(shifted, graded)  # every case moved by exactly the same amount: the exact sign-flip test
+    assert t_test.method == "sign-flip" and t_test.p == 2.0 ** (1 - len(keys)) and t_test.significant
     assert t_test.delta == pytest.approx(-0.05)
     noisy = {k: v + (0.01 if i % 2 else -0.01) for i, (k, v) in enumerate(graded.items())}
     assert not ae._paired(noisy, graded).significant
@@ -254,7 +254,7 @@ def test_the_pull_requests_summary_in_markdown(make_suite, tmp_path) -> None:
     assert all(len(row) == 5 for row in cells) and max(len(c) for row in cells for c in row) <= 40
     assert "| 1 | fake/echo | default | - | 50.0% \\[37.7-62.3\\] | 0 |" in out and "│" not in out
     # the regression a failed gate names is not said again; the baseline's table is folded with the rest
-    assert "### Against the baseline\n\n0 of 1 line compared unchanged (paired tests over the cases both runs" in out
+    assert "### Against the baseline\n\n0 of 1 line compared: no significant change (paired tests over the cases" in out
     assert out.count("exact fell 100.0% -> 50.0%") == 1
     assert "| ds | fake/echo | default | - | exact | 60 | 100.0% | 50.0% | -50.0 \\[-63.0, -37.0\\] |" in out
     assert out.index("<details>") < out.index("### Against the baseline, every line") < out.index("</details>")
@@ -650,5 +650,39 @@ def test_the_summary_counts_what_it_compared_and_shows_every_primary_delta(make_
     summary = out[out.index("### Against the baseline") :]
     assert "| fell | fake/echo | default | - | exact | 60 | 100.0% | 50.0% | -50.0" in summary
     assert "| dipped | fake/echo | default | - | exact | 60 | 100.0% | 96.7% | -3.3" in summary  # shown, not moved
-    assert "1 of 2 lines compared unchanged" in summary and "; 1 only in the new run" in summary
+    # said as found: no significant change, with the largest move and its p (never "unchanged")
+    assert "1 of 2 lines compared: no significant change" in summary and "; 1 only in the new run" in summary
+    assert "; the largest move: \\[dipped\\] fake/echo effort=default exact fell 100.0% -> 96.7% (McNemar" in summary
     assert f"{dipped['p']:.2g} (Holm {dipped['p_holm']:.2g})" in summary, summary  # each p says which it is
+
+
+FLAT = """
+import os
+import agent_evals as ae
+
+class S(ae.Scorer):
+    def metrics(self):
+        return [ae.Metric("graded", "as GRADE says", primary=True)]
+
+    def call(self, case, reply, context):
+        return ae.Score(value=float(os.environ["GRADE"]), metrics={"graded": float(os.environ["GRADE"])})
+
+ae.configure(adapter=ae.EchoAdapter(), scorer=S(), providers=[ae.FakeProvider()])
+"""
+
+
+@pytest.mark.parametrize(("cases", "fails"), [(40, True), (6, True), (2, False)])
+def test_a_fall_on_every_case_fails_the_gate_by_the_exact_sign_flip_test(make_suite, cli, monkeypatch, cases, fails):
+    """A graded metric at 0.80, then 0.20, on every case: the paired t has no variance, the
+    exact sign-flip test gives p = 2^(1-n): the gate fails from 6 cases (it said "not enough
+    data" and passed a 60-point drop), and 2 cases give no verdict."""
+    from conftest import many
+
+    project = make_suite(helper=FLAT, cases=many(cases))
+    monkeypatch.setenv("GRADE", "0.8")
+    assert cli("compare", "--local", cwd=project)[0] == 0
+    monkeypatch.setenv("GRADE", "0.2")
+    code, out, err = cli("compare", "--local", "--baseline", "--fail-on-regression", "--format", "json")
+    (line,) = [c for c in json.loads(out)["baseline"] if c["metric"] == "graded"]
+    assert line["p"] == pytest.approx(2.0 ** (1 - cases))
+    assert (code, line["verdict"]) == ((1, "regressed") if fails else (0, "no significant change")), err
