@@ -9353,16 +9353,24 @@ def _fit(
         if rest != keep and excess(cells, keep) > 0 and apart(cells, rest) == apart(cells, keep):
             keep, dropped = rest, [*dropped, name]
     for column in sorted((i for i in keep if not right[i]), key=lambda i: -max(len(r[i]) for r in [headers, *cells])):
+        if excess(cells, keep) <= 0:
+            break
+        values = [r[column] for r in cells]
+        low, high = min(values), max(values)  # what all share, the least and the most share
+        common = low[: next((k for k, (a, b) in enumerate(zip(low, high, strict=False)) if a != b), len(low))]
+        shared = re.match(r".*[/:_-]", common) if low != high else None
+        if shared and len(shared[0]) > 2:  # what rows share goes first (acme/thrifty, acme/sloppy: …thrifty, …sloppy)
+            cells = [[f"…{v[len(shared[0]) :]}" if i == column else v for i, v in enumerate(r)] for r in cells]
         longest = max(len(r[column]) for r in [headers, *cells])
-        for most in range(max(4, longest - excess(cells, keep)), longest):
+        for most in range(max(8, longest - excess(cells, keep)), longest):  # 8: a name still read
             cut = [[_middle(v, most) if i == column else v for i, v in enumerate(r)] for r in [headers, *cells]]
-            if apart(cut[1:], keep) == apart(cells, keep):
+            if len({r[column] for r in cut[1:]}) == len({r[column] for r in cells}):  # its values still read apart
                 headers, *cells = cut
                 break
-    excess(cells, keep)  # drawn as it ends
+    wider = [f"(wider than {width} columns: its rows would read alike cut any further; | less -S scrolls it)"]
     above = ["every row: " + " · ".join(f"{headers[i]}\u00a0{cells[0][i]}" for i in same)] if same else []
     under = [f"(hidden to fit {width} columns: {', '.join(dropped)}; | cat shows all)"] if dropped else []
-    return "\n".join([*_wrap(above, width), table, *_wrap(under, width)])
+    return "\n".join([*_wrap(above, width), table, *_wrap(under + wider * (excess(cells, keep) > 0), width)])
 
 
 def _middle(text: str, most: int) -> str:

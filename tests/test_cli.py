@@ -167,7 +167,11 @@ def test_every_line_fits_the_window_and_no_two_rows_read_the_same(toy: Path, col
             argv = ["diff", *map(str, sorted(logs.glob("*.json"))[:2])]
         screen = at_terminal(columns, *argv, "--local" if argv[0] in ("compare", "run") else "-q", cwd=toy)
         lines = screen.splitlines()
-        assert max(map(len, lines)) <= columns, (argv, [line for line in lines if len(line) > columns])
+        wide = [line for line in lines if len(line) > columns]
+        # a table whose rows would read alike cut any further is printed whole, and says so once
+        assert not wide or (
+            all(line[0] in "┌├│└" for line in wide) and screen.count(f"(wider than {columns} columns") >= 1
+        ), (argv, wide)
         tables = "\n".join(lines).split("┌")[1:]
         for table in tables:
             rows = [line for line in table.split("├", 1)[-1].splitlines() if line.startswith("│")]
@@ -552,3 +556,55 @@ def test_every_listing_prints_json_for_scripts(make_suite, cli) -> None:
     assert run["state"] == "complete" and run["stamp"] == read_logs(project)[0]["stamp"]
     code, out, err = cli("verify", "--format", "json")  # a command with no table to turn into JSON refuses it
     assert code == 2 and "unknown to agent-evals verify: --format json" in err
+
+
+ACME = """
+import agent_evals as ae
+
+class Acme(ae.FakeProvider):
+    name, prefix = "acme", "acme/"
+
+    def __init__(self):
+        pad = lambda n: '{"ok": 0, "pad": "' + "x" * n + '"}'
+        super().__init__({
+            "thrifty": lambda s, u: '{"ok": 1}',
+            "sloppy": lambda s, u: pad(20),
+            "flaky": lambda s, u: '{"ok": 1}' if "1" in u or "2" in u else pad(40),
+        })
+
+    def catalog(self):
+        return ["acme/thrifty", "acme/sloppy", "acme/flaky"]
+
+class S(ae.Scorer):
+    def metrics(self):
+        return [ae.Metric("exact", "1 when right", primary=True)]
+
+    def call(self, case, reply, context):
+        v = float((reply.output or {}).get("ok", 0))
+        return ae.Score(value=v, metrics={"exact": v})
+
+ae.configure(adapter=ae.EchoAdapter(), scorer=S(), providers=[Acme()])
+"""
+
+
+def test_at_40_columns_names_that_share_a_prefix_read_apart(make_suite) -> None:
+    """Three acme/... contenders (and settings) at 40 columns: what the rows share (acme/) goes
+    first, so each row's model reads in full (…thrifty, …sloppy, …flaky), never ac…y; a table
+    that cannot fit then is printed whole, saying so once. compare, report and diff alike."""
+    config = (
+        "request_types: [prompt]\nvendors:\n  acme:\n    - model: thrifty\n      effort: [default, low]\n"
+        "    - model: sloppy\n    - model: flaky\n      temperature: [0.0, 0.7]\n"
+    )
+    cases = {f"evals/datasets/ds/cases/a/00{i}/input.txt": f"v {i}" for i in range(1, 7)}
+    cases |= {f"evals/datasets/ds/cases/a/00{i}/expected.json": "{}" for i in range(1, 7)}
+    project = make_suite(helper=ACME, config=config, cases=cases)
+    assert agent_evals("compare", "--local", cwd=project).returncode == 0
+    logs = sorted((project / "log" / "agent-evals").glob("*.json"))
+    folder = str(project / "log" / "agent-evals")
+    for argv in (["compare", "--local"], ["report", "-q", folder], ["diff", "-q", str(logs[0]), str(logs[0])]):
+        screen = at_terminal(40, *argv, cwd=project)
+        rows = [line for line in screen.splitlines() if line.startswith("│ ")]
+        named = [name for name in ("thrifty", "sloppy", "flaky") if any(name in row for row in rows)]
+        assert named == ["thrifty", "sloppy", "flaky"] or (argv[0] == "diff" and named), (argv, screen)
+        tables = screen.count("┌")
+        assert "ac…" not in screen and screen.count("(wider than 40 columns") <= tables, screen  # once a table
