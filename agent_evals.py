@@ -2702,6 +2702,17 @@ def _load_suite(helper_flag: str | None, config_flag: str | None) -> _Suite:
     if conf.adapter is None or conf.scorer is None:
         missing = " and ".join(k for k in ("adapter", "scorer") if getattr(conf, k) is None)
         source = _display(helper) if helper else f"evals/{HELPER_NAME}"
+        copies = [  # a helper that imported another file of this module configured that one
+            (name, getattr(m, "__file__", "?"))
+            for name, m in list(sys.modules.items())
+            if getattr(getattr(m, "_configuration", None), "adapter", None) is not None and m.__dict__ is not globals()
+        ]
+        if copies:
+            raise ConfigError(
+                f"no suite is configured in this agent_evals ({_display(Path(__file__))}): {source} configured a "
+                f"second copy of it, {_display(Path(copies[0][1]))} (imported as {copies[0][0]}); import the same "
+                "file, or run that copy"
+            )
         raise ConfigError(
             f"no suite is configured: no {missing}; register them in {source} with "
             f"configure(adapter=..., scorer=...) or name them with adapter: and scorer: in {where}"
@@ -7463,10 +7474,10 @@ class _Progress:
 
 
 def _width_of(stream: Any) -> int:
-    """The terminal's width when ``stream`` is one (tables fit it), else 0: a file or a
-    pipe gets every column."""
+    """The terminal's width when ``stream`` is one (tables fit it; never under 20, where
+    nothing can be folded), else 0: a file or a pipe gets every column."""
     try:
-        return _terminal_width(stream) if stream.isatty() else 0
+        return max(20, _terminal_width(stream)) if stream.isatty() else 0
     except (AttributeError, ValueError):
         return 0
 
@@ -8451,11 +8462,10 @@ def _resume_files(
             raise ConfigError(f"{named}: that is not a run of shard {shard}; give one of its own, or the folder")
     elif path.is_dir() or arg is True:  # the default folder: absent before the first run
         if not (stamps := stamps_in(path)):
-            why = (
-                f"nothing to resume{f' for shard {shard}' * bool(mine)}"
-                if flag == "--resume"
-                else "no earlier run to compare with; run once without --baseline first, or name a log"
-            )
+            why = {
+                "--resume": f"nothing to resume{f' for shard {shard}' * bool(mine)}",
+                "label": "no run's answers to label; run agent-evals compare first",
+            }.get(flag, "no earlier run to compare with; run once without --baseline first, or name a log")
             raise ConfigError(f"{named}: no logs or journals in {_display(path)}; {why}")
         stamp, folder = stamps[-1], path
     else:
@@ -11722,6 +11732,8 @@ def _flag_type(setting: _Setting) -> Callable[[str], object]:
 
     def parse(text: str) -> object:
         items = _split([text]) if listed else [text]
+        if not items:  # '' or ',': a flag given nothing is refused, never read as not given
+            raise argparse.ArgumentTypeError("empty: give a value, or leave the flag out")
         values = [item if setting.choices else _flag_number(item) for item in items]
         for item, value in zip(items, values, strict=True):
             try:
@@ -11761,7 +11773,11 @@ def _epilog(providers: Sequence[Provider] | None = None) -> str:
     lines += [f"  {name.ljust(width)}  {text}" for name, text in types.items()]
     lines += ["", "exit codes:"]
     lines += [f"  {code:<3}  {text}" for code, text in _EXIT_CODES]
-    lines += ["", "The suite: evals/eval_helper.py or evals/.agent-eval.config.yml, searched upward from here."]
+    lines += [
+        "",
+        "The suite: evals/eval_helper.py, or evals/.agent-eval.config.json (no package needed) or .yml (PyYAML),",
+        "searched upward from here.",
+    ]
     return "\n".join(lines)
 
 
@@ -12452,6 +12468,8 @@ def _plan_run(args: argparse.Namespace) -> _Plan:
     twice = [(key, problem) for key, problem in twice if key in keys]
     log_dir = suite.project_root / LOG_DIR
     plan = _Plan(suite, lineup, experiments, by_dataset, twice, gates, notes, log_dir, decided=bool(args.until_decided))
+    if args.judge is not None and not args.judge.strip():
+        raise ConfigError("--judge: empty: name the judge model (openai/gpt-4.1-mini), or leave the flag out")
     plan.judge = _judge_of(suite, args.judge or suite.config.judge)
     if args.batch and (note := _batch_judge(plan.judge)):
         _warn(note)
@@ -12895,7 +12913,7 @@ def _load_env(suite: _Suite, lineup: _Lineup) -> list[str]:
                 f"{_display(path)}: env file is not a file (a folder?); name a KEY=value file in env_files"
             )
         if path.exists():
-            notes.append(f"env: {_display(path)} set {_load_env_file(path)} variables")
+            notes.append(f"env: {_display(path)} set {_n(_load_env_file(path), 'variable')}")
     missing: dict[str, list[str]] = {}
     for contender, provider in lineup.contenders:
         for key in provider.missing_keys(contender.model):

@@ -608,3 +608,46 @@ def test_at_40_columns_names_that_share_a_prefix_read_apart(make_suite) -> None:
         assert named == ["thrifty", "sloppy", "flaky"] or (argv[0] == "diff" and named), (argv, screen)
         tables = screen.count("┌")
         assert "ac…" not in screen and screen.count("(wider than 40 columns") <= tables, screen  # once a table
+
+
+@pytest.mark.parametrize(
+    ("flag", "said"),
+    [
+        (["--service-tier", ""], "error: argument --service-tier: empty: give a value, or leave the flag out"),
+        (["-t", ","], "error: argument -t/--temperature: empty: give a value, or leave the flag out"),
+        (["--judge", " "], "error: --judge: empty: name the judge model (openai/gpt-4.1-mini), or leave the flag out"),
+    ],
+)
+def test_a_flag_given_nothing_is_refused_never_read_as_left_out(toy: Path, flag: list[str], said: str) -> None:
+    done = agent_evals("compare", "--local", *flag, cwd=toy)
+    assert done.returncode == 2 and done.stderr.strip().splitlines()[-1].startswith(said), done.stderr
+
+
+def test_a_one_column_window_folds_as_twenty_and_help_names_the_json_config(toy: Path) -> None:
+    screen = at_terminal(1, "compare", "--local", cwd=toy)
+    assert "Traceback" not in screen and "animals" in screen
+    assert "evals/.agent-eval.config.json (no package needed)" in agent_evals("--help", cwd=toy).stdout
+
+
+def test_a_helper_that_configures_a_second_copy_of_the_module_is_told_which(tmp_path: Path) -> None:
+    suite = tmp_path / "evals"
+    shutil.copytree(ROOT / "examples" / "toy_suite" / "evals" / "datasets", suite / "datasets")
+    (tmp_path / "other").mkdir()
+    shutil.copy(ROOT / "agent_evals.py", tmp_path / "other" / "agent_evals.py")
+    (suite / ".agent-eval.config.json").write_text(
+        '{"request_types": ["prompt"], "vendors": {"fake": [{"model": "echo"}]}}'
+    )
+    (suite / "eval_helper.py").write_text(
+        "import importlib.util, sys\nfrom pathlib import Path\n"
+        "copy = Path(__file__).parent.parent / 'other' / 'agent_evals.py'\n"
+        "spec = importlib.util.spec_from_file_location('second_copy', copy)\n"
+        "ae = importlib.util.module_from_spec(spec)\nsys.modules['second_copy'] = ae\nspec.loader.exec_module(ae)\n"
+        "class S(ae.Scorer):\n    def metrics(self):\n        return [ae.Metric('x', 'x', primary=True)]\n"
+        "    def call(self, case, reply, context):\n        return ae.Score(value=1.0, metrics={'x': 1.0})\n"
+        "ae.configure(adapter=ae.EchoAdapter(), scorer=S())\n"
+    )
+    done = agent_evals("compare", "--local", cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert "configured a second copy of it, other/agent_evals.py (imported as second_copy); import the same" in (
+        done.stderr
+    )

@@ -103,6 +103,12 @@ def test_label_refuses_a_suite_with_no_judged_metric(make_suite, cli) -> None:
     assert code == 2 and "label: correct is not one of the scorer's metrics; none is (Metric(..., judged=True))" in err
 
 
+def test_label_before_any_run_says_to_run_one_never_baseline(make_suite, cli) -> None:
+    project = make_suite(helper=JUDGED, config=LINEUP, cases=cases(4))
+    code, _, err = cli("label", cwd=project)
+    assert code == 2 and "no run's answers to label; run agent-evals compare first" in err and "--baseline" not in err
+
+
 def test_a_labels_file_that_is_not_one_names_its_lines(tmp_path, capsys) -> None:
     path = tmp_path / "labels.jsonl"
     good = {"dataset": "ds", "case": "a/001", "case_hash": "h", "answer_hash": "a", "metric": "m", "label": 1}

@@ -107,7 +107,7 @@ import builtins; builtins._agent_evals_test_events = EVENTS
     events = builtins._agent_evals_test_events
     assert events[0] == ("before_run", "from file", "exported")
     assert events[1:] == [("prepare", "one", True), ("call", "one"), ("prepare", "two", True), ("call", "two")]
-    assert "note: env: .env set 1 variables" in err
+    assert "note: env: .env set 1 variable" in err and "1 variables" not in err
     del builtins._agent_evals_test_events
 
 
