@@ -38,10 +38,10 @@ request type the suite does not declare is refused by name, never scored.
 Standard library only; PyYAML reads the config file. Public names: ``__all__``.
 
 The file reads top to bottom, each section using only what stands above it:
-errors · small helpers · values · what a suite writes · discovery and the config file ·
-cases · the lineup · HTTP/1.1 transport · built-in providers · statistics · the runner ·
-trackers · logs and journals · the response cache · rendering · spend · baselines and gates ·
-the HTML report · terminal I/O · the command line.
+errors · small helpers used everywhere · values · what a suite writes · discovery and the
+config file · cases · the lineup · HTTP/1.1 transport · built-in providers · statistics ·
+the response cache · spend · the runner · trackers · logs and journals · rendering · the
+forecast · baselines, gates and JUnit · the HTML report · terminal I/O · the command line.
 
 Three names are used before their section (``tests/test_api.py`` keeps the count):
 discovery lists the built-in providers and trackers (``_builtin_providers``,

@@ -331,3 +331,17 @@ def test_each_section_uses_only_what_stands_above_it_but_the_three_stated() -> N
         "Terminal I/O",
         "The command line",
     ]
+
+
+def test_the_docstrings_map_of_sections_is_the_files_own_order() -> None:
+    """The module docstring's map (which the README points to) names every section banner, in
+    the file's order: a section moved or added is a map to redraw."""
+    lines = SOURCE.splitlines()
+    banners = [
+        lines[i + 1].removeprefix("# ").split(":")[0].lower()
+        for i in range(len(lines) - 2)
+        if lines[i].startswith("# ═══") and lines[i + 2].startswith("# ═══") and not lines[i + 1].startswith("# ═══")
+    ]
+    doc = ae.__doc__ or ""
+    listed = doc.split("each section using only what stands above it:\n", 1)[1].split(".\n", 1)[0]
+    assert [name.strip().lower() for name in " ".join(listed.split()).split(" · ")] == banners
