@@ -809,3 +809,52 @@ def test_compare_names_the_contender_a_judge_errs_on_and_its_rates() -> None:
     )
     even = judged(rng, "acme/even", bernoulli(rng, 300, 0.5), 0.9, 0.9, 150)
     assert not [line for line in ae._judged_lines([fair, even], [JUDGED])[0] if line.startswith("judge bias")]
+
+
+def test_an_unchanged_model_whose_answers_mostly_repeat_passes_and_label_restores_the_correction() -> None:
+    """CI as it runs: the baseline labelled (its first 100 of 200 units), the new run giving
+    the same answer on 80% of cases (the same verdict too: the judge's cache) and a fresh one
+    on the rest. The same answers' difference is known (0), the changed ones are judged on
+    both sides: a harsh judge fails the gate at most 5% of 200 runs (measured 1.5%); once
+    ``label`` has asked the new run's changed answers inside its sample, the line is corrected
+    on both sides (false fails measured 3 of 100)."""
+
+    def runs(rng: random.Random, relabel: bool) -> tuple[bool, str]:
+        xs = {r: ae.Experiment(Contender("m"), Provider(), "ds", [], 1) for r in ("old", "new")}
+        order = set(sorted(range(200), key=lambda i: ae._order(f"ds/c{i:04d}"))[:100])
+        labels: dict[tuple[str, ...], float] = {}
+        for i in range(200):
+            right = float(rng.random() < 0.8)
+            verdict = float(rng.random() < 0.75) if right else float(rng.random() >= 0.95)
+            for run, x in xs.items():
+                if run == "new" and rng.random() < 0.2:  # a fresh answer: its truth and verdict drawn again
+                    right = float(rng.random() < 0.8)
+                    verdict = float(rng.random() < 0.75) if right else float(rng.random() >= 0.95)
+                    output = f"fresh {i}"
+                else:
+                    output = f"same {i} {right}"
+                result = RunResult(
+                    x, Case(f"c{i:04d}", "ds"), ae.Reply(output=output), Score(verdict, {"acc": verdict})
+                )
+                x.results.append(result)
+                if i in order and (run == "old" or relabel or output.startswith("same")):
+                    labels[ae._label_key(result, "acc")] = right
+        for x in xs.values():
+            x.labels = labels
+        key = (ae._contender_key(xs["old"].contender), "ds")
+        changes = ae._compare_runs({key: logged(xs["old"])}, {key: logged(xs["new"])}, ["acc"])
+        (line,) = [c for c in changes if c.metric == "acc"]
+        return bool(ae._regressions(changes, "acc")), line.paired.how if line.paired else ""
+
+    rng = random.Random(65)
+    judged = [runs(rng, relabel=False) for _ in range(200)]
+    assert sum(failed for failed, _ in judged) <= 10, sum(failed for failed, _ in judged)
+    # the new run's sample ends at its first fresh answer (before any, when the first in order is one)
+    assert {how for _, how in judged} <= {
+        "too few labels shared",
+        "labels in the first only",
+        "labels in the second only",
+    }
+    corrected = [runs(rng, relabel=True) for _ in range(100)]
+    assert {how for _, how in corrected} == {"corrected"}
+    assert sum(failed for failed, _ in corrected) <= 6
