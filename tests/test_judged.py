@@ -509,3 +509,60 @@ def test_a_judged_run_under_budget_never_spends_past_it_against_a_server_billing
     assert done.returncode == 1 and "--budget" in done.stderr, done.stderr
     assert judged and all(c.body["max_completion_tokens"] == ae.JUDGE_MAX_TOKENS for c in judged)
     assert 0.04 < sum(billed) <= 0.10, (sum(billed), done.stderr)  # it spent, and never past the budget
+
+
+def test_label_at_a_real_terminal_counts_names_refuses_a_grade_and_keeps_labels_on_ctrl_c(make_suite, cli) -> None:
+    """label on a pseudo-terminal, as a person types: each answer shown as [k of N]; 0.5 at a
+    y/n prompt refused; the contender named after each answer; Ctrl-C (the terminal's own
+    interrupt) ends it with how many labels were kept and where, and they are on disk."""
+    import os
+    import pty
+    import select
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    project = make_suite(helper=JUDGED, config=LINEUP, cases=cases(8))
+    assert cli("compare", "--local", cwd=project)[0] == 0
+    main, child = pty.openpty()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENROUTER", "AGENT_EVALS"))}
+    proc = subprocess.Popen(
+        [sys.executable, str(ROOT / "agent_evals.py"), "label"],
+        cwd=project,
+        env={**env, "NO_COLOR": "1"},
+        stdin=child,
+        stdout=child,
+        stderr=child,
+        start_new_session=True,
+    )
+    os.close(child)
+    screen = b""
+
+    def until(text: bytes) -> None:
+        nonlocal screen
+        while text not in screen:
+            ready, _, _ = select.select([main], [], [], 30)
+            assert ready, screen.decode()[-2000:]
+            screen += os.read(main, 65536)
+
+    until(b"right? y/n")
+    os.write(main, b"0.5\n")
+    until(b"y, n, s or q")
+    os.write(main, b"y\n")
+    until(b"[2 of 8]")
+    until(b"right? y/n")
+    os.write(main, b"n\n")
+    until(b"[3 of 8]")
+    until(b"right? y/n")
+    import signal
+
+    os.killpg(proc.pid, signal.SIGINT)  # the terminal's Ctrl-C goes to the whole foreground group
+    until(b"labels kept in")
+    assert proc.wait(timeout=30) == 130
+    os.close(main)
+    text = screen.decode().replace("\r\n", "\n")
+    assert "[1 of 8] ds a/" in text and text.count("  [ds] fake/echo default") == 2  # the contender after each
+    assert "label: interrupted; 2 labels kept in evals/labels/labels.jsonl" in text
+    rows = (project / "evals" / "labels" / "labels.jsonl").read_text().splitlines()
+    assert [json.loads(r)["label"] for r in rows] == [1.0, 0.0]
