@@ -10508,7 +10508,8 @@ def _render_changes(
     on a real drop that was missed and for thousands to chase noise on unchanged runs."""
     rows = [_change_row(c, style) for c in changes]
     regressed = sum(c.verdict == "regressed" for c in changes)
-    table = _fit(_CHANGE_HEADERS, rows, _CHANGE_NUMBERS, style, width, ("p", "n", "temp", "effort", "old"))
+    # p explains a verdict: the last to go, and then the line under the table says it went
+    table = _fit(_CHANGE_HEADERS, rows, _CHANGE_NUMBERS, style, width, ("n", "temp", "effort", "old", "p"))
     lines = [
         f"{regressed} regression{'s' if regressed != 1 else ''}: old and new are means over the n cases both runs "
         f"answered; paired tests (McNemar mid-p for 0/1 scores, t otherwise), p (Holm-adjusted over the experiments "
@@ -10517,7 +10518,11 @@ def _render_changes(
         "metrics, an unchanged run shows a 'regressed' row somewhere more often than 5% (12.5% with five); "
         "--fail-on-regression judges the primary metric and errors as one family and stays under 5%",
     ]
-    lines += [line for c in changes if c.metric == (primary or c.metric) and (line := _power_line(c, effect))]
+    power = [line for c in changes if c.metric == (primary or c.metric) and (line := _power_line(c, effect))]
+    lines += [
+        *power,
+        *["power: --effect PTS says the cases a change of PTS points needs"] * (bool(power) and not effect),
+    ]
     lines += [line for c in changes if (line := _alike_line(c))]
     edited: dict[str, set[str]] = {}
     for c in changes:
@@ -10546,7 +10551,8 @@ def _change_row(c: _Change, style: str) -> list[str]:
     model = _shown_model(c.contender.get("model", "?"), c.contender.get("provider"))
     settings = [c.contender.get("effort") or "default", _fmt_temp(c.contender.get("temperature"))]
     n = "-" if p is None else str(p.n)
-    return [c.dataset, model, *settings, c.metric, n, _fmt_pct(c.old), _fmt_pct(c.new), delta, p_text, c.verdict]
+    verdict = c.verdict or ("not significant" if p is not None else "")
+    return [c.dataset, model, *settings, c.metric, n, _fmt_pct(c.old), _fmt_pct(c.new), delta, p_text, verdict]
 
 
 def _alike_line(c: _Change) -> str | None:
@@ -10583,10 +10589,7 @@ def _power_line(c: _Change, effect: float | None) -> str | None:
     if not p.sd:
         return None
     seen = (_Z95 + _Z80) * p.sd / math.sqrt(p.n)
-    return (
-        f"{where}: with {p.n} cases, a change under {seen * 100:.1f} points is likely to go unseen "
-        "(80% power); --effect PTS says the cases a change of PTS points needs"
-    )
+    return f"{where}: with {p.n} cases, a change under {seen * 100:.1f} points is likely to go unseen (80% power)"
 
 
 @dataclass(eq=False)  # internal records are never compared: no __eq__ to build at import
@@ -10684,9 +10687,9 @@ def _check_exclude(flaky: str, records: Mapping[tuple[str, str], Mapping[str, An
             value = (row.get("metrics") or {}).get(metric)
             if isinstance(value, int | float) and value not in (0, 1):
                 raise ConfigError(
-                    f"--flaky exclude: {metric} is graded in the run {flag} reads ({_shown(value)}), and a graded "
-                    "case's repeats nearly always differ: exclude would leave no case to judge; use --flaky mean or "
-                    "wrong"
+                    f"--flaky exclude: {metric} is graded in the run {flag} reads (a case scored {value:.3g}), and "
+                    "a graded case's repeats nearly always differ: exclude would leave no case to judge; use --flaky "
+                    "mean or wrong"
                 )
 
 

@@ -356,3 +356,21 @@ def test_a_passing_fail_under_gate_says_what_errors_hide(make_suite, cli) -> Non
         "warning: --fail-under exact=90% passed for [ds] fake/echo effort=default on the cases it answered; "
         "with its 2 errors counted as wrong it scores 50.0% (--max-errors gates errors)" in err
     )
+
+
+def test_diff_says_its_verdicts_and_the_effect_hint_once(make_suite, cli, monkeypatch) -> None:
+    """diff: a line with no significant change says so (never an empty verdict, never an
+    'every row: ... verdict' with nothing after it), and the --effect hint under the power
+    lines is said once, not at the end of each."""
+    from conftest import case_files
+
+    cases = {}
+    for n in range(1, 17):
+        cases |= case_files("ds", f"a/{n:03d}", {"v": n})
+    project = make_suite(helper=GRADED, cases=cases)
+    assert cli("compare", "--local", cwd=project)[0] == 0
+    assert cli("compare", "--local")[0] == 0
+    old, new = sorted((project / "log" / "agent-evals").glob("*.json"))[:2]
+    code, out, _ = cli("diff", str(old), str(new))
+    assert code == 0 and "not significant" in out and "· verdict \n" not in out + "\n"
+    assert out.count("--effect PTS says the cases a change of PTS points needs") <= 1
