@@ -322,7 +322,8 @@ def test_a_hung_tracker_costs_at_most_its_deadline_and_no_experiment_time(make_s
     )
     assert re.search(switched_off, err), err
     assert all(len(log["rows"]) == 4 for log in read_logs(project))  # the local log is complete first
-    assert max(experiment_times(project).values()) < 1  # the tracker's wait is no experiment's time
+    # the tracker's wait (1.5 s at least) is no experiment's time: never a bound a loaded machine can miss
+    assert max(experiment_times(project).values()) < took - 1.4
 
 
 @needs_braintrust
