@@ -189,11 +189,10 @@ def test_with_retries_off_the_error_says_so(ask, env) -> None:
 def test_total_wait_bounds_the_retries(ask, env) -> None:
     env.respond = lambda r: Answer(502, {"error": {"message": "later"}}, {"Retry-After": "5"})
     m = model(retries=10, retry_wait=2.0)
-    started = time.monotonic()
     with pytest.raises(ae.ProviderError, match=r"gave up after 0 retries"):
         ask(m, user="x")
-    # it gave up at once rather than wait the 5 s the server asked for (a loose bound: a busy CI machine)
-    assert time.monotonic() - started < 4.0 and len(env.chats()) == 1
+    # it gave up at once rather than wait the 5 s the server asked for: no wait counted, one request
+    assert m.ledger.retries == 0 and len(env.chats()) == 1
 
 
 def test_a_hang_past_the_read_timeout_is_retried_then_an_error(ask, env) -> None:

@@ -332,15 +332,17 @@ def test_a_slow_tracker_is_off_the_experiments_clocks(make_suite, cli, monkeypat
     project = make_suite(helper=PLAIN, config=ONE + "    - model: echo\n      effort: low\n")
     code, _, err = cli("compare", "--local", cwd=project)
     off = experiment_times(project)
-    with FakeBraintrust(delay=0.4) as server:  # every login, flush and summary takes 0.4 s
+    with FakeBraintrust(delay=1.0) as server:  # every login, flush and summary takes 1 s
         monkeypatch.setenv("BRAINTRUST_APP_URL", server.url)
         code, _, err = cli("compare", "--tracker", "braintrust", "--project", "p")
     assert code == 0, err
     on = {name: t for name, t in experiment_times(project).items()}
     stamp = max(log["stamp"] for log in read_logs(project))
-    assert len(server.rows(stamp=stamp)) == 8 and max(on.values()) < 0.3 and max(off.values()) < 0.3
     sent = re.search(r"braintrust: sent in (\d+\.\d) s, off the experiments' clocks", err)
-    assert sent and float(sent[1]) >= 0.8
+    assert sent and float(sent[1]) >= 2.0 and len(server.rows(stamp=stamp)) == 8
+    # the tracker's seconds are on no experiment's clock: each is shorter than the sending alone (on a
+    # quiet machine 0.1 s against 2 s; never a fixed bound a loaded machine can miss)
+    assert max(on.values()) < float(sent[1]) and max(off.values()) < float(sent[1])
 
 
 @needs_braintrust
