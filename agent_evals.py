@@ -3469,8 +3469,7 @@ class _Tries:
             asked = f"{e.hint[0]:.4g} s" if e.hint[0] < 1e9 else "forever"
             raise ProviderError(
                 f"{_REFUSED}: {self.label}: the server asks to wait {asked} ({e.hint[1]}) before the next request, "
-                "more than "
-                f"the {left:.0f} s a request may wait on a rate limit ({e.failure}); try again later",
+                f"more than the {left:.0f} s a request may wait on a rate limit ({e.failure}); try again later",
                 stops_run=True,
             )
         queued = limiter.held / limiter.rate if limiter.rate else 0.0  # the turns before its own: waited too
