@@ -4226,8 +4226,7 @@ class OpenRouter(Provider):
         self.unpriced: set[str] = set()
         self.notes: list[str] = []
         self._endpoints: tuple[object, str, dict[str, str], str] = (None, "", {}, "")
-        self._reached = False  # a response came back from the server in this run
-        self.answered = 0.0  # when the last one did (a server that answers nothing for a while is stuck)
+        self.answered = 0.0  # when a response last came back in this run (0: none yet; none for long: stuck)
 
     @property
     def base_url(self) -> str:
@@ -4411,13 +4410,13 @@ class OpenRouter(Provider):
                         method, url, body, headers, self.connect_timeout, wait, self._limit, once=path == "/batches"
                     )
                 except (OSError, ValueError, _Unreadable) as e:
-                    if not self._reached:
+                    if not self.answered:
                         self._unreached(e, method, path, wait)
                     failure = _transport_failure(e, f"{self.name}: {model_id}")
                     if isinstance(failure, _Retry) and (method, path) == ("POST", "/batches"):
                         raise self._unsure(model_id, failure.failure) from None  # never a second batch sent blind
                     raise failure from None
-                self._reached, self.answered = True, time.monotonic()
+                self.answered = time.monotonic()
                 data, status = self._answer(model_id, status, fields, raw)
                 error = data.get("error") if isinstance(data, dict) else None
                 code = error.get("code") if isinstance(error, dict) else None
@@ -5088,7 +5087,8 @@ def _wilson(mean: float, n: int) -> tuple[float, float]:
 
 
 def _estimate(values: Sequence[float]) -> _Estimate | None:
-    """
+    """The mean of ``values`` with its 95% interval: Wilson's for 0/1 values, Student's t otherwise.
+
     >>> e = _estimate([1.0, 1.0, 0.0, 1.0])
     >>> (e.mean, e.method, round(e.low, 3), round(e.high, 3))
     (0.75, 'wilson', 0.301, 0.954)
@@ -5323,8 +5323,9 @@ def _alike(
             ya, yb = a.labels.get(k, a[k]), b.labels.get(k, b[k])
             labels[k] = None if ya is None or yb is None else ya - yb
     if len(truth) == 2:
-        figure = _corrected(_Values(diff, labels))
-        if not labels:  # no judged difference left (the same answers on both sides): each one known
+        if labels:
+            figure = _corrected(_Values(diff, labels))
+        else:  # no judged difference left (the same answers on both sides): each one known
             d = list(diff.values())
             mean, var = sum(d) / len(d), _variance(d) / len(d)
             half = _t_quantile(0.975, max(1, len(d) - 1)) * math.sqrt(var)
@@ -5689,6 +5690,13 @@ def _order(unit: str) -> tuple[str, str]:
     return dataset, hashlib.sha256(f"agent-evals order\0{unit}".encode("utf-8", "surrogatepass")).hexdigest()
 
 
+def _in_order(units: Mapping[str, Sequence[_T]], labelled: Callable[[_T], bool]) -> tuple[list[_T], int]:
+    """A contender's judged answers, by unit, in their dataset's one order (``_order``), and
+    how many its labelled sample holds: the longest start of them all labelled (``_units``)."""
+    todo = [item for unit in sorted(units, key=_order) for item in units[unit]]
+    return todo, next((i for i, item in enumerate(todo) if not labelled(item)), len(todo))
+
+
 def _means(repeats: Mapping[tuple[str, str], list[float]], flaky: str) -> dict[str, float]:
     sums: dict[str, list[float]] = {}
     for (unit, _), values in repeats.items():
@@ -5908,6 +5916,8 @@ def _worst_call(model: Model, request: Mapping[str, object], seen: tuple[float, 
 
 
 _BUDGET = "budget reached"  # a case the budget stopped before its call: --resume asks it again
+# the errors of a case run that asked nothing it paid for: not run (no row), and --resume asks it
+_NOT_RUN = tuple(f"ProviderError: {why}" for why in (_BUDGET, _UNSENT, _REFUSED, _STUCK))
 
 
 class _Hold:
@@ -6707,10 +6717,7 @@ class _ExperimentRun:
         run = self.run
         # a case the budget stopped before it spent anything was not asked: never an error, never in a
         # ranking; it is left out (as not run) and --resume asks it
-        unasked = str(result.error).startswith(
-            tuple(f"ProviderError: {w}" for w in (_BUDGET, _UNSENT, _REFUSED, _STUCK))
-        )
-        unasked = unasked and not result.usage.cost_usd
+        unasked = str(result.error).startswith(_NOT_RUN) and not result.usage.cost_usd
         result, line = _log_line(result)  # outside the lock: other threads go on
         with run.lock:
             self.inflight.pop(i, None)
@@ -9365,9 +9372,8 @@ def _fit(
         if excess(cells, keep) <= 0:
             break
         values = [r[column] for r in cells]
-        low, high = min(values), max(values)  # what all share, the least and the most share
-        common = low[: next((k for k, (a, b) in enumerate(zip(low, high, strict=False)) if a != b), len(low))]
-        shared = re.match(r".*[/:_-]", common) if low != high else None
+        common = os.path.commonprefix(values)  # noqa: RUF071 (names, not paths: the characters all share)
+        shared = re.match(r".*[/:_-]", common) if len(set(values)) > 1 else None
         if shared and len(shared[0]) > 2:  # what rows share goes first (acme/thrifty, acme/sloppy: …thrifty, …sloppy)
             cells = [[f"…{v[len(shared[0]) :]}" if i == column else v for i, v in enumerate(r)] for r in cells]
         longest = max(len(r[column]) for r in [headers, *cells])
@@ -10160,10 +10166,9 @@ def _cost_history(log_dir: Path, name: str, spent: str = "usage", share: float =
         try:
             data = json.loads(path.read_bytes())
             rows, batches = data.get("rows") or [], data.get("batches") or []
-            judged = [
-                _fields(b).get("requests") for b in batches if bool(_fields(b).get("judge")) == (spent != "usage")
-            ]
-            batched = {str(case).partition("#")[0] for requests in judged for case in _fields(requests).values()}
+            # the batches of the calls counted here (the contender's, or the judge's for judge_usage)
+            mine = [_fields(b).get("requests") for b in batches if bool(_fields(b).get("judge")) == (spent != "usage")]
+            batched = {str(case).partition("#")[0] for requests in mine for case in _fields(requests).values()}
         except (OSError, ValueError, AttributeError, RecursionError, TypeError):
             continue
         for row in rows if isinstance(rows, list) else ():
@@ -11083,18 +11088,14 @@ document.querySelectorAll("table.grid button.side").forEach(function (button) {
 // a label given anywhere else is "chosen": it counts for the judge's agreement, never the correction
 var labels = new Map(), link = document.getElementById("labels"), next = document.getElementById("next");
 var boxes = Array.from(document.querySelectorAll(".lab")), store = link && "agent-evals " + link.download;
-function queued() {
-  return boxes.filter(function (b) { return b.hasAttribute("data-next") && !b.classList.contains("done"); })
-    .sort(function (a, b) { return a.getAttribute("data-next") - b.getAttribute("data-next"); });
-}
-function keep(box, value, chosen, saved) {
-  var key = box.getAttribute("data-key"), names = JSON.parse(key), row = {};
-  ["dataset", "case", "case_hash", "answer_hash", "metric"].forEach(function (n, i) { row[n] = names[i]; });
-  row.label = value;
-  if (chosen) { row.chosen = true; }
-  labels.set(key, saved || JSON.stringify(row));
-  boxes.forEach(function (b) {
-    if (b.getAttribute("data-key") !== key) { return; }
+var byKey = new Map();  // an answer's cells (the same answer of several contenders shares its label)
+boxes.forEach(function (b) { var k = b.getAttribute("data-key"); byKey.set(k, (byKey.get(k) || []).concat([b])); });
+var queue = boxes.filter(function (b) { return b.hasAttribute("data-next"); })
+  .sort(function (a, b) { return a.getAttribute("data-next") - b.getAttribute("data-next"); });
+function queued() { return queue.filter(function (b) { return !b.classList.contains("done"); }); }
+function mark(key, value, chosen, line) {
+  labels.set(key, line);
+  byKey.get(key).forEach(function (b) {
     b.classList.remove("chosen", "next");
     b.classList.add(chosen ? "chosen" : "done");  // a chosen one stays in the queue: asked again in its turn
     var judged = parseFloat(b.getAttribute("data-judged")), grade = b.querySelector("input");
@@ -11103,7 +11104,9 @@ function keep(box, value, chosen, saved) {
       button.setAttribute("aria-pressed", String((button.getAttribute("data-agree") === "1") === (judged === value)));
     });
   });
-  try { localStorage.setItem(store, JSON.stringify(Array.from(labels.values()))); } catch (e) { /* none kept */ }
+}
+function refresh() {
+  try { localStorage.setItem(store, JSON.stringify(Object.fromEntries(labels))); } catch (e) { /* none kept */ }
   if (link.href.indexOf("blob:") === 0) { URL.revokeObjectURL(link.href); }
   var text = Array.from(labels.values()).join("\\n") + "\\n";
   link.href = URL.createObjectURL(new Blob([text], {type: "application/x-ndjson"}));
@@ -11112,7 +11115,14 @@ function keep(box, value, chosen, saved) {
   next.textContent = left ? "label next (" + left + " in the queue)" : "the queue is done";
 }
 boxes.forEach(function (box) {
-  function label(value) { keep(box, value, queued()[0] !== box); }
+  function label(value) {
+    var key = box.getAttribute("data-key"), names = JSON.parse(key), row = {}, chosen = queued()[0] !== box;
+    ["dataset", "case", "case_hash", "answer_hash", "metric"].forEach(function (n, i) { row[n] = names[i]; });
+    row.label = value;
+    if (chosen) { row.chosen = true; }
+    mark(key, value, chosen, JSON.stringify(row));
+    refresh();
+  }
   box.querySelectorAll("button").forEach(function (button) {
     button.addEventListener("click", function () {
       var judged = parseFloat(box.getAttribute("data-judged"));
@@ -11134,13 +11144,14 @@ if (next) {
     box.scrollIntoView({block: "center"});
     (box.querySelector("button, input") || box).focus();
   });
-  try { JSON.parse(localStorage.getItem(store) || "[]").forEach(function (line) {
-    var row = JSON.parse(line);
-    var key = JSON.stringify([row.dataset, row.case, row.case_hash, row.answer_hash, row.metric]);
-    var box = boxes.find(function (b) { return JSON.stringify(JSON.parse(b.getAttribute("data-key"))) === key; });
-    if (box) { keep(box, row.label, row.chosen, line); }
-  }); } catch (e) { /* a page opened where storage is refused keeps its labels until it closes */ }
-  next.textContent = "label next (" + queued().length + " in the queue)";
+  try {  // the labels this page kept before a reload, by their cells' keys
+    var kept = JSON.parse(localStorage.getItem(store) || "{}");
+    Object.keys(kept).forEach(function (key) {
+      var row = JSON.parse(kept[key]);
+      if (byKey.has(key)) { mark(key, row.label, row.chosen, kept[key]); }
+    });
+  } catch (e) { /* a page opened where storage is refused keeps its labels until it closes */ }
+  if (labels.size) { refresh(); } else { next.textContent = "label next (" + queued().length + " in the queue)"; }
 }
 function reveal() {
   var row = location.hash && document.getElementById(location.hash.slice(1));
@@ -11485,8 +11496,8 @@ def _html_queue(experiments: Sequence[Experiment], metrics: Sequence[Metric]) ->
                 if r.reply is not None and r.score is not None and r.score.metrics.get(metric) is not None:
                     unit = _unit(e.dataset, r.case.id, r.case.metadata.get(CLUSTER))
                     units.setdefault(unit, []).append(_label_key(r, metric))
-            todo = [key for unit in sorted(units, key=_order) for key in units[unit]]
-            queues.append((todo, e.labels, [next((i for i, key in enumerate(todo) if key not in e.labels), len(todo))]))
+            todo, start = _in_order(units, e.labels.__contains__)
+            queues.append((todo, e.labels, [start]))
         while live := [q for q in queues if q[2][0] < len(q[0])]:
             todo, labels, held = min(live, key=lambda q: q[2][0])  # held: the sample's size, the next one's place
             if (key := todo[held[0]]) not in labels:
@@ -13102,8 +13113,7 @@ def _label_queues(
             key = _label_key(_result_from_row(row, case), metric)
             unit = _unit(case.dataset, case.id, row.get(CLUSTER))
             units.setdefault(unit, []).append((key, case, row.get("output"), float(verdict)))
-        todo = [item for unit in sorted(units, key=_order) for item in units[unit]]
-        held = next((i for i, item in enumerate(todo) if item[0] not in labels), len(todo))
+        todo, held = _in_order(units, lambda item: item[0] in labels)
         who = record.get("contender") or {}
         name = " ".join(str(who[k]) for k in ("model", "effort", "temperature") if who.get(k) is not None)
         pairs = [(verdict, labels[key]) for key, _, _, verdict in todo[:held]]
@@ -13394,14 +13404,14 @@ def _best_experiment(
     ranked = []
     for header in headers:
         _label_rows(str(header.get("dataset")), header.get("rows") or (), labels)
-        if values := _row_values(header, primary, 0.0):
+        if estimate := _estimate_of(_row_values(header, primary, 0.0)):
             spent = (Usage.coerce(header["summary"].get("usage")) or Usage()).cost_usd
             tie = (-int(header["summary"].get("errors") or 0), -spent if math.isfinite(spent) else -math.inf)
-            ranked.append((_point(values) or 0.0, *tie, _corrected(values) is not None, header))
+            ranked.append((estimate.mean, *tie, estimate.method, header))
     if not ranked:
         return None
-    mean, _, _, corrected, top = max(ranked, key=lambda r: r[:3])
-    contender, how = top.get("contender") or {}, " corrected" if corrected else ""
+    mean, _, _, method, top = max(ranked, key=lambda r: r[:3])
+    contender, how = top.get("contender") or {}, " corrected" if method == "corrected" else ""
     model = _shown_model(contender.get("model"), contender.get("provider"))
     return f"{_fmt_pct(mean)}{how} {model} [{top.get('dataset')}]"
 
