@@ -2244,6 +2244,7 @@ def _load_helper(path: Path) -> None:
     spec = importlib.util.spec_from_file_location("_agent_evals_helper", path)
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # as import does: its dataclasses resolve, and a reload's classes replace the last
     try:
         spec.loader.exec_module(module)
     except EvalError:
@@ -3240,6 +3241,8 @@ def _refuse_fall_through(model_id: str, providers: Sequence[Provider], where: st
         cls = stack.pop()
         stack += cls.__subclasses__()
         prefix = cls.__dict__.get("prefix")
+        if getattr(sys.modules.get(cls.__module__), cls.__name__, None) is not cls:
+            continue  # a class no loaded module holds (an earlier helper's, in a long-lived process)
         if isinstance(prefix, str) and prefix and model_id.startswith(prefix) and cls not in registered:
             raise ConfigError(
                 f"{where}: {model_id} is served by {cls.__name__} ({prefix}...), which this suite does not "

@@ -473,3 +473,19 @@ def test_models_shows_the_prices_typesafe_ships_and_fails_fast_offline(make_suit
     assert "│ typesafe/jev-latest │ typesafe │  $0.40 │   $1.60 │       - │" in out
     assert "note: openrouter: no catalog (ProviderError: openrouter: cannot reach http://127.0.0.1:9/api/v1" in err
     assert "models --refresh needs the network" in err and "ids not checked" not in err
+
+
+def test_an_earlier_helpers_provider_classes_do_not_outlive_it(make_suite, cli, monkeypatch) -> None:
+    # one process, two suites (a notebook, a test session): the first defines Greedy for acme/,
+    # the second sends acme/ to OpenRouter and must not be refused for the first one's class
+    config = "request_types: [prompt]\nvendors:\n  acme:\n    - model: m1\n"
+    project = make_suite(helper=CUSTOM, config=config)
+    assert cli("compare", "--local", cwd=project)[0] == 0
+    monkeypatch.setenv("OPENROUTER_API_KEY", "sk-test")
+    make_suite(helper=HELPER, config=config)
+    code, out, err = cli("compare", "-n", cwd=project)
+    assert code == 0, err
+    assert "│ acme/m1 │ openrouter │" in out
+    make_suite(helper=CUSTOM.replace("providers=[Greedy(), Embed(), Upper()]", "providers=[Embed()]"), config=config)
+    code, _, err = cli("compare", "-n", cwd=project)
+    assert code == 2 and "acme/m1 is served by Greedy (acme/...)" in err  # this helper's own classes still count
