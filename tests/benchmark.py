@@ -183,6 +183,7 @@ import json
 import math
 import os
 import random
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -512,7 +513,13 @@ def baseline(cases: int, concurrency: int, latency: float, busy_us: float, adapt
 
 
 def scenario(
-    cases: int, concurrency: int, latency: float, rate_429: float = 0.0, rate_500: float = 0.0, adapter: str = "echo"
+    cases: int,
+    concurrency: int,
+    latency: float,
+    rate_429: float = 0.0,
+    rate_500: float = 0.0,
+    adapter: str = "echo",
+    module: Path = ROOT,
 ) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
@@ -527,7 +534,7 @@ def scenario(
             }
             # -m, as an installed command runs it: from cached bytecode, not recompiled as a script
             env.pop("PYTHONDONTWRITEBYTECODE", None)
-            env["PYTHONPATH"] = str(ROOT)
+            env["PYTHONPATH"] = str(module)
             command = [
                 sys.executable,
                 "-m",
@@ -569,6 +576,7 @@ def scenario(
     ideal = math.ceil(cases / concurrency) * latency  # C slots, each case a latency: the waves are whole
     return {
         "adapter": adapter,
+        "module": str(module),
         "cases": cases,
         "concurrency": concurrency,
         "latency_ms": latency * 1000,
@@ -688,7 +696,14 @@ def main() -> None:
         metavar="US",
         help="instead: a bare threaded client (no harness) with US microseconds of Python work per case",
     )
+    parser.add_argument(
+        "--against",
+        metavar="COMMIT",
+        help="each run made twice, alternating: this tree's module, then COMMIT's; the medians of each side by side",
+    )
     args = parser.parse_args()
+    if args.against:
+        return against(args)
     if args.limiter:
         import limiter_rigs
 
@@ -719,6 +734,28 @@ def main() -> None:
             values = sorted(r[key] for r in results)
             figures[key] = {"best": values[0], "median": values[len(values) // 2]}
         print(json.dumps({"scenario": f"N={run[0]} C={run[1]} {args.adapter}", **figures}), flush=True)
+
+
+def against(args: argparse.Namespace) -> None:
+    """The same scenario run alternately by this tree's module and ``args.against``'s, so a
+    busy hour weighs on both alike: each run's figures, then each side's median."""
+    with tempfile.TemporaryDirectory() as tmp:
+        old = Path(tmp)
+        source = subprocess.run(
+            ["git", "show", f"{args.against}:agent_evals.py"], cwd=ROOT, capture_output=True, check=True
+        ).stdout
+        (old / "agent_evals.py").write_bytes(source)
+        run = (args.cases or 2000, args.concurrency, args.latency, args.rate_429, args.rate_500, args.adapter)
+        sides: dict[str, list[dict]] = {"this tree": [], args.against: []}
+        for _ in range(args.runs):
+            for name, module in (("this tree", ROOT), (args.against, old)):
+                sides[name].append(scenario(*run, module=module))
+                print(json.dumps({"side": name, **sides[name][-1]}), flush=True)
+        for name, results in sides.items():
+            medians = {}
+            for key in ("wall_s", "ratio", "vs_bare", "cpu_ms_per_case"):
+                medians[key] = statistics.median(r[key] for r in results)
+            print(json.dumps({"side": name, "runs": len(results), "median": medians}), flush=True)
 
 
 if __name__ == "__main__":

@@ -10,7 +10,10 @@ runs them small. The servers:
 
 - ``Bucket(rate)``: a token bucket of ``rate`` requests a second (a function of time: a drop,
   or None for no limit), bursts of 10, as OpenRouter and nginx's ``limit_req`` count.
-- ``Window(per_minute)``: a fixed one-minute window, as LiteLLM's ``rpm`` counts.
+- ``Window(per_minute)``: a fixed one-minute window, as LiteLLM's ``rpm`` counts. LiteLLM's
+  proxy (1.8x, ``rpm: 600``, 1-s answers at -p 64) sends no Retry-After and refuses as slowly
+  as it answers (0.35-1.7 s, measured): ``LITELLM`` is that, where the rigs' other refusals
+  come back in 20 ms.
 - ``Random(share)``: an upstream that refuses a share of requests at random, whatever the pace.
 """
 
@@ -73,6 +76,7 @@ class Both:
 
 
 REAL = {"latency": 1.0, "refusal_latency": 0.02, "step": 0.005}
+LITELLM = {"latency": 1.0, "refusal_latency": 0.8, "retry_after": None, "step": 0.005}
 
 
 class Random:
@@ -214,6 +218,9 @@ def rigs(scale: float = 1.0) -> dict[str, dict[str, float]]:
     drop = drive(Bucket(lambda now: 100.0 if now < 5 else 10.0), n(2000), 128, after=5.0, **REAL)
     ideal = 5 + (n(2000) - 500) / 10
     out["at 1 s: 100/s then 10/s at 5 s"] = {"x_ideal": drop.wall / ideal, "refused_after_drop": drop.share_after}
+    for p in (32, 64):
+        proxy = drive(Window(600), n(800), p, **LITELLM)
+        out[f"at 1 s: LiteLLM's rpm 600, -p {p}"] = {"refused": proxy.share, "x_ideal": proxy.wall / (n(800) / 10)}
     noisy = drive(Both(Bucket(lambda now: 40.0), Random(0.05)), n(1500), 128, **REAL)
     out["at 1 s: 40/s and 5% refused at random"] = {
         "x_ideal": noisy.wall / (n(1500) / 40 / 0.95),

@@ -198,7 +198,8 @@ class OpenAICompatible:
 
 
 class BatchAPI:
-    """OpenRouter's Batch API as its guide and API reference describe it, in front of a chat
+    """OpenRouter's Batch API as its guide and API reference describe it (the reference's
+    BatchSubmitBody, BatchObject and BatchResultsPageResponse, read in December 2026), in front of a chat
     answerer (``answer(received) -> Answer``, as ``OpenAICompatible`` takes):
 
     - ``POST /batches``: ``{endpoint, model, requests: [{custom_id, body}]}``, endpoint and
@@ -259,6 +260,16 @@ class BatchAPI:
         keys = list(body) if isinstance(body, dict) else []
         if keys[:2] != ["endpoint", "model"] or "requests" not in keys:
             return Answer(400, {"error": {"message": "endpoint and model must come before requests"}})
+        # the reference's BatchSubmitBody, field by field: what else is sent is refused here
+        provider = body.get("provider") or {}
+        if (
+            not set(keys) <= {"completion_window", "endpoint", "model", "provider", "requests"}
+            or body["endpoint"] not in ("/v1/chat/completions", "/v1/responses", "/v1/messages", "/v1/embeddings")
+            or body.get("completion_window", "24h") != "24h"
+            or not set(provider) <= {"only", "allow_fallbacks"}
+            or any(set(r) != {"custom_id", "body"} or not isinstance(r["body"], dict) for r in body["requests"])
+        ):
+            return Answer(400, {"error": {"message": "not a BatchSubmitBody of the API reference"}})
         ids = [r["custom_id"] for r in body["requests"]]
         if len(set(ids)) != len(ids) or any(
             r["body"].get("model", body["model"]) != body["model"] for r in body["requests"]
@@ -341,6 +352,8 @@ class BatchAPI:
     def _results(self, batch_id: str, query: str) -> Answer:
         fields = dict(part.split("=", 1) for part in query.split("&") if "=" in part)
         start = int(fields.get("cursor", "0"))
+        if not 1 <= int(fields.get("limit", "1000")) <= 1000:  # the reference: from 1 through 1000
+            return Answer(400, {"error": {"message": "limit must be from 1 through 1000"}})
         limit = min(int(fields.get("limit", "1000")), self.page)
         results = self._all_results(batch_id)
         if self.misbehave == "twice":

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from servers import Answer, BatchAPI, OpenAICompatible, chat_answer
+from servers import Answer, BatchAPI, OpenAICompatible, Received, chat_answer
 
 import agent_evals as ae
 from conftest import EXACT_HELPER, ROOT, many, read_logs, run_agent_evals
@@ -889,3 +889,17 @@ def test_forecasts_after_a_batch_run_are_what_the_next_run_spends(toy: Path) -> 
     expected = float(re.search(r"forecast: \$([\d.]+) expected", sync.stderr)[1])
     assert expected == pytest.approx(spent(sync), rel=0.1), sync.stderr
     assert spent(sync) == pytest.approx(2 * spent(batch))
+
+
+@pytest.mark.parametrize(
+    "change",
+    [{"metadata": {"run": "x"}}, {"endpoint": "/v1/completions"}, {"provider": {"order": ["a"]}}, {"extra": 1}],
+)
+def test_the_stand_in_refuses_what_the_api_reference_does_not_define(change) -> None:
+    """The contract the batch tests hold the tool to: a body the reference's BatchSubmitBody does
+    not describe is refused, so a tool that sent one would fail every --batch test."""
+    base = {"endpoint": "/v1/chat/completions", "model": "m", "requests": [{"custom_id": "a", "body": {}}]}
+    api = BatchAPI()
+    assert api(Received("POST", "/api/v1/batches", {}, base)).status == 202
+    assert api(Received("POST", "/api/v1/batches", {}, {**base, **change})).status == 400
+    assert api(Received("GET", "/api/v1/batches/batch_1/results?limit=1001", {}, None)).status == 400
