@@ -4230,6 +4230,7 @@ class OpenRouter(Provider):
         self.notes: list[str] = []
         self._endpoints: tuple[object, str, dict[str, str], str] = (None, "", {}, "")
         self.answered = 0.0  # when a response last came back in this run (0: none yet; none for long: stuck)
+        self.credit: tuple[float, float | None] | None = None  # --cache: least and most, asked at the first send
 
     @property
     def base_url(self) -> str:
@@ -4305,6 +4306,19 @@ class OpenRouter(Provider):
         left = key.get("limit_remaining") if isinstance(key, dict) else None
         return float(left) if isinstance(left, int | float) and not isinstance(left, bool) and left >= 0 else None
 
+    def _first_send(self, model: Model) -> None:
+        """--cache: what the key has left is asked before the first request the cache did not
+        answer (a run the cache answers whole asks nothing); one it cannot pay for stops there."""
+        if self.credit is None:
+            return
+        with self._lock:
+            if self.credit is not None:
+                refusal, self.credit = _credit_refusal(self, *self.credit), None
+                if refusal:
+                    model.stop.set(refusal)
+        if model.stop.event.is_set():
+            raise ProviderError(f"{_UNSENT}: {model.stop.reason}")
+
     # -- --batch: OpenRouter's Batch API (POST /batches, GET /batches/{id} and its results) --
 
     @property
@@ -4321,6 +4335,7 @@ class OpenRouter(Provider):
         if only:  # a batch runs on one upstream: OpenRouter takes provider.only alone for it
             head["provider"] = {"only": only}
         body = f'{_json_dumps(head)[:-1]},"requests":[{lines}]}}'.encode()
+        self._first_send(model)
         data, _, _ = self._request(model.id, "POST", "/batches", body)
         batch_id = data.get("id") if isinstance(data, dict) else None
         if not isinstance(batch_id, str) or not _BATCH_ID.fullmatch(batch_id):
@@ -4392,6 +4407,8 @@ class OpenRouter(Provider):
         """The JSON answer to one request, its status and header fields, retrying what is
         worth retrying within the bounds: an in-band error whose code is 429 or 5xx too."""
         url, headers, base = self._endpoint(path)
+        if model is not None:
+            self._first_send(model)
         if model is not None and self._replays(model):  # asked for: the first repeat alone, so repeats stay independent
             headers = {**headers, "X-OpenRouter-Cache": "true"}
         wait = self.timeout if model is not None else min(self.timeout, _LIST_TIMEOUT)
@@ -6405,7 +6422,7 @@ class _Batch(_Step):
                 sent.append((part, model.provider.submit(model, [(c, asked[c][1]) for c in part]), model))
             except ProviderError as e:  # refused: said in the journal, so --resume knows nothing is running
                 _stop_if_fatal(e, run.run.stop)
-                unsure = str(e).startswith(_UNSURE)  # maybe taken: its cases are not run, the run stops
+                unsure = str(e).startswith((_UNSURE, _UNSENT))  # maybe taken, or not sent: its cases are not run
                 sent.append((part, None if unsure else BatchState("failed", error=_redact(str(e))), model))
                 run.run.journal_write(run.journal, _json_dumps({"batch": head | {"failed": _redact(str(e))}}) + "\n")
                 continue
@@ -10228,37 +10245,48 @@ def _check_credit(
     forecasts: Sequence[_Forecast],
     budget: float | None,
     previous: Mapping[tuple[str, str], Mapping[tuple[str, int], RunResult]] = {},
+    cached: bool = False,
 ) -> None:
     """Refuse, before any call, a run its key cannot pay for: the least it costs (its inputs
     alone), or its worst case (or --budget, when less), past what the key has left. A key
-    the run will send nothing to (--resume of a finished run) is not asked."""
+    the run will send nothing to (--resume of a finished run) is not asked; with the response
+    cache (``cached``) it is asked at the first request the cache does not answer."""
     spend: dict[OpenRouter, tuple[float, float | None]] = {}
     for f in forecasts:
         e = f.experiment
-        if len(previous.get((_contender_key(e.contender), e.dataset), {})) >= len(e.cases) * e.repeat:
-            continue  # every case run finished: nothing is sent
         if isinstance(provider := f.experiment.provider, OpenRouter):
+            provider.credit = None  # an earlier run's check, in a long-lived process, is not this run's
+            if len(previous.get((_contender_key(e.contender), e.dataset), {})) >= len(e.cases) * e.repeat:
+                continue  # every case run finished: nothing is sent
             least, most = spend.get(provider, (0.0, 0.0))
             spend[provider] = (least + (f.least or 0.0), None if most is None or f.worst is None else most + f.worst)
     for provider, (least, most) in spend.items():
-        try:
-            left = provider.credit_left()
-        except ProviderError as e:
-            if e.stops_run:
-                raise
-            _warn(f"{e}; the run goes on without knowing what the key has left")
-            continue
         most = most if budget is None or most is None else min(most, budget)
-        if left is not None and most is not None and most > left:
-            cost = f"can cost {_fmt_cost(most, up=True)} at most"
-        elif left is not None and least > left:
-            cost = f"costs at least {_fmt_cost(least, up=True)} (its inputs alone)"
-        else:
-            continue
-        raise ConfigError(
-            f"{provider.name}: the key has {_fmt_cost(left)} left (limit_remaining); this run {cost}: add credit or "
-            "raise the key's limit, ask fewer cases or contenders (-d, -c, -m), or give --budget what it has left"
-        )
+        if cached:
+            provider.credit = (least, most)
+        elif refusal := _credit_refusal(provider, least, most):
+            raise ConfigError(refusal)
+
+
+def _credit_refusal(provider: OpenRouter, least: float, most: float | None) -> str | None:
+    """Why the key cannot pay for the run (``least`` and ``most`` it can cost), or None."""
+    try:
+        left = provider.credit_left()
+    except ProviderError as e:
+        if e.stops_run:
+            return str(e)
+        _warn(f"{e}; the run goes on without knowing what the key has left")
+        return None
+    if left is not None and most is not None and most > left:
+        cost = f"can cost {_fmt_cost(most, up=True)} at most"
+    elif left is not None and least > left:
+        cost = f"costs at least {_fmt_cost(least, up=True)} (its inputs alone)"
+    else:
+        return None
+    return (
+        f"{provider.name}: the key has {_fmt_cost(left)} left (limit_remaining); this run {cost}: add credit or "
+        "raise the key's limit, ask fewer cases or contenders (-d, -c, -m), or give --budget what it has left"
+    )
 
 
 def _forecast_line(forecasts: Sequence[_Forecast], decided: bool = False) -> str:
@@ -12569,7 +12597,7 @@ def _prepare_run(args: argparse.Namespace, plan: _Plan) -> None:
         plan.forecasts = [_resumed(f, plan.previous) for f in plan.forecasts]
     budget = _chosen(args.budget, suite.config.defaults.budget)
     _apply_budget(plan, budget)
-    _check_credit(plan.forecasts, budget, plan.previous or {})
+    _check_credit(plan.forecasts, budget, plan.previous or {}, bool(args.cache or suite.config.cache))
     plan.baseline = _read_run(args.baseline, log_dir, "--baseline") if args.baseline else None
     labels = next((e.labels for e in plan.experiments), {})  # read with the plan
     for record in (plan.baseline or {}).values():

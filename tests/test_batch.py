@@ -903,3 +903,23 @@ def test_the_stand_in_refuses_what_the_api_reference_does_not_define(change) -> 
     assert api(Received("POST", "/api/v1/batches", {}, base)).status == 202
     assert api(Received("POST", "/api/v1/batches", {}, {**base, **change})).status == 400
     assert api(Received("GET", "/api/v1/batches/batch_1/results?limit=1001", {}, None)).status == 400
+
+
+def test_a_cached_batch_run_asks_the_key_before_its_first_batch_and_stops_there(make_suite, cli, monkeypatch) -> None:
+    """--cache --batch on a key that cannot pay: the round is never submitted, its cases not run."""
+    config = "request_types: [prompt]\ncache: true\ndefaults:\n  max_tokens: 16\n"
+    config += "vendors:\n  openai:\n    - model: gpt-4o-mini\n"
+    api = BatchAPI()
+    key = {"limit_remaining": 0.000001}
+    with OpenAICompatible(api, key=key) as server:
+        monkeypatch.setenv("OPENROUTER_BASE_URL", server.url + "/api/v1")
+        monkeypatch.setenv("OPENROUTER_API_KEY", "sk-or-batch")
+        monkeypatch.setenv("AGENT_EVALS_BATCH_POLL", "0.02")
+        project = make_suite(helper=EXACT_HELPER, config=config, cases=many(3))
+        code, _, err = cli("run", "--batch", "--local", cwd=project)
+        assert code == 1 and api.submitted == [] and api.sync == 0, err
+        assert "left (limit_remaining); this run can cost" in err and "finish with:" in err, err
+        key["limit_remaining"] = 10.0
+        code, out, err = cli("run", "--batch", "--local", "--resume", cwd=project)
+        assert code == 0 and [len(b["requests"]) for b in api.submitted] == [3] and "100.0%" in out, err
+        assert [r.path for r in server.requests].count("/api/v1/key") == 2

@@ -241,6 +241,37 @@ def test_a_run_that_sends_nothing_never_asks_what_the_key_has_left(make_suite, c
     assert code == 0 and asked == 1 and again == 1 and len(server.chats()) == 2, err
 
 
+def test_with_the_cache_the_key_is_asked_at_the_first_request_the_cache_does_not_answer(
+    make_suite, cli, monkeypatch
+) -> None:
+    """A run the cache answers whole asks nothing; one that must send, on a key that cannot pay
+    for it, stops before that request goes: nothing sent, one error line, its way on."""
+    config = (
+        "request_types: [prompt]\ncache: true\nvendors:\n  openai:\n    - model: gpt-4.1-mini\n      max_tokens: 100\n"
+    )
+    key = {"limit_remaining": 10.0}
+    with OpenAICompatible(key=key) as server:
+        monkeypatch.setenv("OPENROUTER_BASE_URL", server.url + "/api/v1")
+        monkeypatch.setenv("OPENROUTER_API_KEY", "sk-or-cached")
+        project = make_suite(helper=EXACT_HELPER, config=config, cases=many(3))
+        assert cli("compare", "--local", cwd=project)[0] == 0
+        keys = lambda: [r.path for r in server.requests].count("/api/v1/key")  # noqa: E731
+        assert keys() == 1 and len(server.chats()) == 3
+        code, out, err = cli("compare", "--local")  # all from the cache
+        assert code == 0 and "100.0%" in out and keys() == 1 and len(server.chats()) == 3, err
+        key["limit_remaining"] = 0.0001  # a new case must be sent: the key cannot pay for the run
+        make_suite(helper=EXACT_HELPER, config=config, cases=many(4))
+        code, out, err = cli("compare", "--local")
+        assert code == 1 and keys() == 2 and len(server.chats()) == 3, err
+        lines = err.splitlines()
+        (stop,) = [line for line in lines if line.startswith("error:")]
+        assert "the key has $0.0001 left (limit_remaining); this run can cost $0." in stop
+        assert any(line.startswith("finish with: agent-evals compare --local --resume") for line in lines)
+        key["limit_remaining"] = 10.0
+        code, out, err = cli("compare", "--local", "--resume")
+        assert code == 0 and len(server.chats()) == 4 and "100.0%" in out and "of 4)" not in out, err
+
+
 def test_the_time_held_back_counts_waits_side_by_side_once() -> None:
     waits = [(0.0, 2.0), (1.0, 3.0), (1.5, 2.5), (10.0, 10.5), (10.5, 11.0), (9.0, 9.0)]
     assert ae._held_back(waits) == (4.0, 6.0)  # 0-3 and 10-11 of the run; 2+2+1+0.5+0.5 summed
