@@ -3654,25 +3654,25 @@ def _wait_of(fields: Mapping[str, str]) -> tuple[float, str] | None:
     return None
 
 
-class _Pace(dict[tuple[str, str], _Limiter]):
+class _Pace:
     """A run's limiters, one per server and key: a pace belongs to the run that learned it."""
 
     FREE = 20 / 60  # OpenRouter's :free models: 20 requests a minute for the whole account
 
     def __init__(self, start: float = 8.0) -> None:
-        super().__init__()
         self.start, self.made = max(8.0, start), threading.Lock()
+        self.limiters: dict[tuple[str, str], _Limiter] = {}
 
     def of(self, server: str, key: str, free: bool = False) -> _Limiter:
         name = (server, key + ":free" * free)
-        if (known := self.get(name)) is not None:  # a request's path: no lock
+        if (known := self.limiters.get(name)) is not None:  # a request's path: no lock
             return known
         with self.made:  # :free models are paced from the first request, at the account's documented rate
-            return self.setdefault(name, _Limiter(self.start, self.FREE if free else None))
+            return self.limiters.setdefault(name, _Limiter(self.start, self.FREE if free else None))
 
     @property
     def held(self) -> int:
-        return sum(limiter.held for limiter in list(self.values()))
+        return sum(limiter.held for limiter in list(self.limiters.values()))
 
 
 def _socket_gaierror() -> type[OSError]:
@@ -4306,6 +4306,26 @@ class OpenRouter(Provider):
         left = key.get("limit_remaining") if isinstance(key, dict) else None
         return float(left) if isinstance(left, int | float) and not isinstance(left, bool) and left >= 0 else None
 
+    def credit_refusal(self, least: float, most: float | None) -> str | None:
+        """Why the key cannot pay for the run (``least`` and ``most`` it can cost), or None."""
+        try:
+            left = self.credit_left()
+        except ProviderError as e:
+            if e.stops_run:
+                return str(e)
+            _warn(f"{e}; the run goes on without knowing what the key has left")
+            return None
+        if left is not None and most is not None and most > left:
+            cost = f"can cost {_fmt_cost(most, up=True)} at most"
+        elif left is not None and least > left:
+            cost = f"costs at least {_fmt_cost(least, up=True)} (its inputs alone)"
+        else:
+            return None
+        return (
+            f"{self.name}: the key has {_fmt_cost(left)} left (limit_remaining); this run {cost}: add credit or "
+            "raise the key's limit, ask fewer cases or contenders (-d, -c, -m), or give --budget what it has left"
+        )
+
     def _first_send(self, model: Model) -> None:
         """--cache: what the key has left is asked before the first request the cache did not
         answer (a run the cache answers whole asks nothing); one it cannot pay for stops there."""
@@ -4313,7 +4333,7 @@ class OpenRouter(Provider):
             return
         with self._lock:
             if self.credit is not None:
-                refusal, self.credit = _credit_refusal(self, *self.credit), None
+                refusal, self.credit = self.credit_refusal(*self.credit), None
                 if refusal:
                     model.stop.set(refusal)
         if model.stop.event.is_set():
@@ -7123,7 +7143,7 @@ class _Session:
         tracker_timeout: float = 0.0,
         previous: Mapping[tuple[str, str], Mapping[tuple[str, int], RunResult]] | None = None,
         pace: _Pace | None = None,
-        labels: Mapping[str, object] | None = None,
+        tags: Mapping[str, object] | None = None,
         until_decided: str | None = None,
         batch: str | None = None,
         earlier_batches: Mapping[tuple[str, str], Sequence[Mapping[str, object]]] | None = None,
@@ -7148,7 +7168,7 @@ class _Session:
         self.unwritten_lock = threading.Lock()
         self.stop = _Stop(pace)  # this run's: Ctrl-C, a refused key or a full disk set it
         self.tracker_timeout = tracker_timeout
-        self.labels = labels or {}  # a shard's "shard" and "run_id", in each journal's header
+        self.tags = tags or {}  # a shard's "shard" and "run_id", in each journal's header
         self.until_decided = until_decided  # --until-decided: the primary metric each dataset's _Decider tests
         self.decisions: list[str] = []  # what --until-decided settled, in order
         self.batch = batch  # --batch: what asks again what a batch left unanswered ("batch", "sync")
@@ -7171,7 +7191,7 @@ class _Session:
         except OSError as e:
             self.cannot_write(path, e)
             return None
-        header = {"journal": 1, "experiment": experiment.name, "dataset": experiment.dataset, **self.labels}
+        header = {"journal": 1, "experiment": experiment.name, "dataset": experiment.dataset, **self.tags}
         self.journal_write(journal, _json_dumps({**header, "contender": experiment.contender.to_json()}) + "\n")
         return journal
 
@@ -10264,29 +10284,8 @@ def _check_credit(
         most = most if budget is None or most is None else min(most, budget)
         if cached:
             provider.credit = (least, most)
-        elif refusal := _credit_refusal(provider, least, most):
+        elif refusal := provider.credit_refusal(least, most):
             raise ConfigError(refusal)
-
-
-def _credit_refusal(provider: OpenRouter, least: float, most: float | None) -> str | None:
-    """Why the key cannot pay for the run (``least`` and ``most`` it can cost), or None."""
-    try:
-        left = provider.credit_left()
-    except ProviderError as e:
-        if e.stops_run:
-            return str(e)
-        _warn(f"{e}; the run goes on without knowing what the key has left")
-        return None
-    if left is not None and most is not None and most > left:
-        cost = f"can cost {_fmt_cost(most, up=True)} at most"
-    elif left is not None and least > left:
-        cost = f"costs at least {_fmt_cost(least, up=True)} (its inputs alone)"
-    else:
-        return None
-    return (
-        f"{provider.name}: the key has {_fmt_cost(left)} left (limit_remaining); this run {cost}: add credit or "
-        "raise the key's limit, ask fewer cases or contenders (-d, -c, -m), or give --budget what it has left"
-    )
 
 
 def _forecast_line(forecasts: Sequence[_Forecast], decided: bool = False) -> str:
@@ -12690,7 +12689,7 @@ def _session(args: argparse.Namespace, plan: _Plan, stamp: str) -> _Session:
         tracker_timeout=_chosen(args.tracker_timeout, suite.config.defaults.tracker_timeout),
         previous=plan.previous,
         pace=pace,
-        labels={k: context[k] for k in ("shard", "run_id") if context[k]},
+        tags={k: context[k] for k in ("shard", "run_id") if context[k]},
         until_decided=_primary(suite.metrics).name if args.until_decided else None,
         batch=args.batch_fallback if args.batch else None,
         earlier_batches=plan.batches,
