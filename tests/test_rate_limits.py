@@ -435,6 +435,7 @@ def test_a_paced_run_stopped_sends_nothing_it_held_back_and_resume_asks_it(make_
         _, err = child.communicate(timeout=60)
         late = [t for t in bucket.arrived if t > at]
         served = bucket.served
+        bucket.rate = bucket.burst = 100.0  # what the resume asks needs no second wait at 2 a second
         resumed = run_agent_evals("compare", "--local", "--resume", "--format", "json", cwd=project, env=env, limit=120)
     assert child.returncode == 128 + getattr(signal, sent), err
     assert len(late) <= 16, (len(late), err)  # four contenders' -p 4 in flight at most: never the held-back queue
