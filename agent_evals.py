@@ -4327,15 +4327,15 @@ class OpenRouter(Provider):
         )
 
     def _first_send(self, model: Model) -> None:
-        """--cache: what the key has left is asked before the first request the cache did not
-        answer (a run the cache answers whole asks nothing); one it cannot pay for stops there."""
-        if self.credit is None:
-            return
-        with self._lock:
-            if self.credit is not None:
-                refusal, self.credit = self.credit_refusal(*self.credit), None
-                if refusal:
-                    model.stop.set(refusal)
+        """Nothing is sent once the run stopped. --cache: what the key has left is asked before
+        the first request the cache did not answer (a run the cache answers whole asks nothing);
+        one it cannot pay for stops there."""
+        if self.credit is not None:
+            with self._lock:
+                if self.credit is not None:
+                    refusal, self.credit = self.credit_refusal(*self.credit), None
+                    if refusal:
+                        model.stop.set(refusal)
         if model.stop.event.is_set():
             raise ProviderError(f"{_UNSENT}: {model.stop.reason}")
 
