@@ -6,6 +6,7 @@
     python tests/benchmark.py --baseline 100       # the machine's floor: a bare client, 100 µs of work a case
     python tests/benchmark.py --rate-limit 40 --concurrency 32   # 800 case runs on a key limited to 40/s
     python tests/benchmark.py --limiter            # the limiter's rigs (#49), on a virtual clock
+    python tests/benchmark.py --against 2bb5272    # each run made by this tree, then by that commit's module
 
 A stand-in OpenAI-compatible server runs in its own process (asyncio protocols,
 keep-alive, each answer sent a fixed latency after its request arrived, optional
