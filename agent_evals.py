@@ -8756,8 +8756,9 @@ def _check_record(record: Any) -> None:
                 check(row.get(key), kinds, f"rows[{n}].{key}")
         for name, value in (row.get("metrics") or {}).items():
             check(value, (*_NUMBER, type(None)), f"rows[{n}].metrics.{name}")
-        for name, value in (row.get("usage") or {}).items():
-            check(value, _NUMBER, f"rows[{n}].usage.{name}")
+        for spent in ("usage", "judge_usage"):  # the contender's spend, and its judge's
+            for name, value in (row.get(spent) or {}).items():
+                check(value, _NUMBER, f"rows[{n}].{spent}.{name}")
 
 
 def _row_values(record: Mapping[str, Any], metric: str, errors_as: float | None = None, flaky: str = "mean") -> _Values:

@@ -113,6 +113,11 @@ def test_runs_outside_a_suite_reads_log_here_and_says_when_there_is_none(cli, tm
         (folder / "odd.20270101-000000-000.json").write_text(json.dumps({**header, "summary": summary}))
         code, out, err = cli("runs")
         assert code == 0 and "unreadable: odd.20270101-000000-000.json" in out, err
+    # so is a row whose judge's spend is not a number (runs sums it in its judge column)
+    row = {"case": "a/001", "judge_usage": {"cost_usd": "x"}}
+    (folder / "odd.20270101-000000-000.json").write_text(json.dumps({**header, "rows": [row]}))
+    code, out, err = cli("runs")
+    assert code == 0 and "unreadable: odd.20270101-000000-000.json" in out and "judge_usage" in out, err
 
 
 def test_a_stamp_names_a_run_wherever_a_run_is_named(make_suite, cli) -> None:
