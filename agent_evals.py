@@ -4326,10 +4326,10 @@ class OpenRouter(Provider):
             "raise the key's limit, ask fewer cases or contenders (-d, -c, -m), or give --budget what it has left"
         )
 
-    def _first_send(self, model: Model) -> None:
-        """Nothing is sent once the run stopped. --cache: what the key has left is asked before
-        the first request the cache did not answer (a run the cache answers whole asks nothing);
-        one it cannot pay for stops there."""
+    def _may_send(self, model: Model) -> None:
+        """Whether a model request or a batch may go: nothing is sent once the run stopped.
+        --cache: what the key has left is asked before the first request the cache did not
+        answer (a run the cache answers whole asks nothing); one it cannot pay for stops there."""
         if self.credit is not None:
             with self._lock:
                 if self.credit is not None:
@@ -4355,7 +4355,7 @@ class OpenRouter(Provider):
         if only:  # a batch runs on one upstream: OpenRouter takes provider.only alone for it
             head["provider"] = {"only": only}
         body = f'{_json_dumps(head)[:-1]},"requests":[{lines}]}}'.encode()
-        self._first_send(model)
+        self._may_send(model)
         data, _, _ = self._request(model.id, "POST", "/batches", body)
         batch_id = data.get("id") if isinstance(data, dict) else None
         if not isinstance(batch_id, str) or not _BATCH_ID.fullmatch(batch_id):
@@ -4428,7 +4428,7 @@ class OpenRouter(Provider):
         worth retrying within the bounds: an in-band error whose code is 429 or 5xx too."""
         url, headers, base = self._endpoint(path)
         if model is not None:
-            self._first_send(model)
+            self._may_send(model)
         if model is not None and self._replays(model):  # asked for: the first repeat alone, so repeats stay independent
             headers = {**headers, "X-OpenRouter-Cache": "true"}
         wait = self.timeout if model is not None else min(self.timeout, _LIST_TIMEOUT)
