@@ -1392,7 +1392,15 @@ class _Ledger:
     model's calls fill it, and the runner reads it into the case's row. ``notes`` keeps a
     step's own record of the case run (``--batch``'s custom ids)."""
 
-    def __init__(self, case: str = "", repeat: int = 0, exchanges: bool = False) -> None:
+    def __init__(
+        self,
+        case: str = "",
+        repeat: int = 0,
+        exchanges: bool = False,
+        *,
+        judge: bool = False,
+        notes: dict[object, object] | None = None,
+    ) -> None:
         self.case, self.repeat = case, repeat  # the case run: its id and which independent run (--repeat)
         self.usage = Usage()
         self.calls = self.retries = self.hits = 0  # hits: calls the response cache answered
@@ -1404,8 +1412,8 @@ class _Ledger:
         self.exchanges: list[dict[str, object]] | None = [] if exchanges else None  # each call, for a tracker
         self.served: list[dict[str, str]] = []  # who answered: each distinct upstream, model and tier
         self.replayed = [0, 0]  # answers OpenRouter's response cache gave: all, and those not asked of it
-        self.notes: dict[object, Any] = {}
-        self.judge = False  # the judge's, for a scorer's Judge: its spend is shown apart, its batches are its own
+        self.notes: dict[object, Any] = {} if notes is None else notes
+        self.judge = judge  # the judge's, for a scorer's Judge: its spend is shown apart, its batches are its own
         self.lock = threading.Lock()
 
     def sent(self, call: _Call) -> None:
@@ -6311,29 +6319,59 @@ class _Batching:
         self.used: set[str] = set()
 
 
+class _Round:
+    """What one batch round decided, for the runner to apply: the case runs to run again (their
+    answers came), the batches it sent (for the log; filled as each goes, so a run abandoned
+    meanwhile still logs them), whether it collected --resume's batches (then the cases left
+    are asked), why its contender is asked no more, and why the run stops."""
+
+    __slots__ = ("earlier", "halted", "replay", "sent", "stop")
+
+    def __init__(self) -> None:
+        self.replay: list[int] = []
+        self.sent: list[dict[str, object]] = []
+        self.earlier = False
+        self.halted = self.stop = ""
+
+
 class _Batch(_Step):
     """``--batch`` for one experiment: the answers its batches gave (by custom id), the case
     runs waiting on the next batch with what each asked, and the rounds. A round goes once
     no case of the experiment is in flight: its requests are one batch (one model), the
     batch's id goes to the journal, the thread waits for it, and the case runs waiting on
-    it run again, finding their answers; an agent's next turn is the next round's."""
+    it run again, finding their answers; an agent's next turn is the next round's. It never
+    sees the runner: it answers what the runner asks (``put_off``, ``due``, ``go``) with
+    decisions the runner applies."""
 
     GATHER = 0.1  # seconds a call put off waits before its case steps aside, for the calls made beside it
 
-    def __init__(self, fallback: str | None, earlier: Sequence[Mapping[str, object]], budget: _Budget | None) -> None:
+    def __init__(
+        self,
+        fallback: str | None,
+        earlier: Sequence[Mapping[str, object]],
+        budget: _Budget | None,
+        uses: tuple[_Stop, Callable[[str], None], Callable[[], int], Callable[[str], None]],
+        where: tuple[str, str],
+    ) -> None:
         self.budget = budget
         # what asks again what a batch left unanswered: "batch" or "sync"; None: no --batch, and this
         # batch, never a step of a call, never holds a case
         self.fallback = fallback
+        # the run's stop, what says a line on the progress, the next batch's number, and what writes its journal
+        self.stop, self.say, self.number, self.write = uses
+        self.lock = threading.Lock()  # case runs are put off on their threads, a round takes them on its own
+        self.dataset, self.label = where  # whose batches: the dataset and the contender's label
         self.answers: dict[str, object] = {}
         self.sync: set[str] = set()  # custom ids asked now, one by one (--batch-fallback sync)
         self.waiting: dict[int, tuple[Model, list[tuple[str, dict[str, object], _Hold | None, Model]]]] = {}
         self.fresh: dict[int, set[str]] = {}  # case run -> the custom ids its last batch answered
         self.tries: dict[str, int] = {}  # custom id -> the batches that left it unanswered
-        self.replays: list[int] = []  # case runs to run again, their batch collected
         self.earlier = earlier  # --resume: the batches to collect first (each has an id and its requests)
-        self.running = False  # a round is at the provider
         self.rounds = 0
+
+    def takes(self, provider: Provider) -> bool:
+        """A judge's calls join the case run's batches where its provider batches (else they go at once)."""
+        return self.fallback is not None and provider.batches
 
     def before(self, call: _Call) -> None:
         """The answer a batch gave this call (paid for, and settled with the budget, when the
@@ -6362,28 +6400,20 @@ class _Batch(_Step):
         else:
             call.error = ProviderError(str(found))
 
-    def due(self, stop: _Stop) -> bool:
+    def due(self) -> bool:
         """A round is wanted: --resume's batches to collect, or case runs put off for the next."""
-        return bool(self.waiting or self.earlier) and not self.running and not stop.event.is_set()
+        return bool(self.waiting or self.earlier)
 
-    def replay(self) -> int | None:
-        """A case run whose round came back, to run first: it holds the round's answers."""
-        if self.replays:
-            with contextlib.suppress(IndexError):  # another thread took the last
-                return self.replays.pop()
-        return None
-
-    def put_off(self, run: _ExperimentRun, i: int, model: Model, result: RunResult) -> RunResult | None:
+    def put_off(self, unit: int, model: Model, result: RunResult) -> RunResult | None:
         """A case run that asked for the next batch waits for it (None). One that ran again
         with its last batch's answers and took none of them, asking something else instead,
         ends as that error: its requests differ from run to run, which --batch cannot answer."""
         if (mine := model.ledger.notes.get(self)) is None or not mine.asked:
             return result
-        fresh = self.fresh.pop(i, set())
+        fresh = self.fresh.pop(unit, set())
         if not fresh or fresh & mine.used:
-            with run.run.lock:
-                run.inflight.pop(i, None)
-                self.waiting[i] = (model, mine.asked)
+            with self.lock:
+                self.waiting[unit] = (model, mine.asked)
             return None
         for custom in fresh:  # paid for all the same
             if isinstance(answer := self.answers.get(custom), Completion):
@@ -6398,57 +6428,45 @@ class _Batch(_Step):
         )
         return dataclasses.replace(result, error=error, usage=model.usage, reply=None, score=None, traceback=None)
 
-    def launch(self, run: _ExperimentRun) -> None:
-        """The round the runner found due, on a thread of its own (the runner set ``running``);
-        then the case runs it answered (after --resume's batches: the cases to ask) go back
-        to the runner, which starts threads for them once their dataset's turn comes."""
-        threading.Thread(target=self._round, args=(run,), name="batch", daemon=True).start()
-
-    def _round(self, run: _ExperimentRun) -> None:
-        units: list[int] = []
-        threads = 0
+    def go(self, decision: _Round, contender: Model, judge: Model | None) -> None:
+        """The round the runner found due (on a thread of its own): --resume's batches collected,
+        or the next batch sent, waited for and taken; ``decision`` says what came of it. A failure
+        of the harness's own stops the run (and --resume collects the batch)."""
         try:
             if self.earlier:
-                self.collect_earlier(run)
-                threads = len(run.todo)
+                decision.earlier = True
+                self.collect_earlier(decision, contender, judge)
             else:
-                units = self.go(run)
-        except BaseException as e:  # the harness's own failure: the run stops, and --resume collects the batch
-            run.run.stop.set(f"batch [{run.experiment.dataset}] {run.experiment.contender.label}: {_describe(e)[0]}")
-        with run.run.lock:
-            self.running = False
-            self.replays.extend(units)
-        run.wake(min(run.experiment.parallelism, threads or len(units)))
+                self.send(decision)
+        except BaseException as e:
+            decision.stop = f"batch [{self.dataset}] {self.label}: {_describe(e)[0]}"
 
-    def go(self, run: _ExperimentRun) -> list[int]:
+    def send(self, decision: _Round) -> None:
         """One round: send, wait, take the answers; the case runs to run again (none when the
         run stopped meanwhile: the batch goes on at the provider, and --resume collects it)."""
         # in case order, whichever thread put each case off first: the same batch for the same run
-        waiting, self.waiting = dict(sorted(self.waiting.items())), {}
+        with self.lock:
+            waiting, self.waiting = dict(sorted(self.waiting.items())), {}
         asked = {c: (model, request, hold) for _, calls in waiting.values() for c, request, hold, model in calls}
-        cases = {
-            custom: f"{run.ids[unit // run.repeat]}#{unit % run.repeat}"
-            for unit, (_, calls) in waiting.items()
-            for custom, *_ in calls
-        }
+        cases = {custom: model.ledger.case for model, calls in waiting.values() for custom, *_ in calls}
         self.rounds += 1
         sent: list[tuple[list[str], str | BatchState | None, Model]] = []
         for part in self.pieces(asked):  # one model each, within its provider's limits, journaled before it goes
             requests, model = {custom: cases[custom] for custom in part}, asked[part[0]][0]
             # a judge's batch says so: --resume collects it from the judge's provider
             head = {"round": self.rounds, "requests": requests} | ({"judge": model.id} if model.ledger.judge else {})
-            run.run.journal_write(run.journal, _json_dumps({"batch": head}) + "\n")
+            self.write(_json_dumps({"batch": head}) + "\n")
             try:
                 sent.append((part, model.provider.submit(model, [(c, asked[c][1]) for c in part]), model))
             except ProviderError as e:  # refused: said in the journal, so --resume knows nothing is running
-                _stop_if_fatal(e, run.run.stop)
+                _stop_if_fatal(e, self.stop)
                 unsure = str(e).startswith((_UNSURE, _UNSENT))  # maybe taken, or not sent: its cases are not run
                 sent.append((part, None if unsure else BatchState("failed", error=_redact(str(e))), model))
-                run.run.journal_write(run.journal, _json_dumps({"batch": head | {"failed": _redact(str(e))}}) + "\n")
+                self.write(_json_dumps({"batch": head | {"failed": _redact(str(e))}}) + "\n")
                 continue
             record: dict[str, object] = {"id": sent[-1][1], **head}
-            run.run.journal_write(run.journal, _json_dumps({"batch": record}) + "\n")
-            run.experiment.batches.append(record)
+            self.write(_json_dumps({"batch": record}) + "\n")
+            decision.sent.append(record)
         stopped = False
         for part, batch, model in sent:  # the run stopped: the holds of every part are let go, the batches run on
             state = (
@@ -6456,15 +6474,14 @@ class _Batch(_Step):
                 if stopped or batch is None
                 else batch
                 if isinstance(batch, BatchState)
-                else self.wait(run, model, batch, len(part))
+                else self.wait(model, batch, len(part))
             )
-            self.settle(run, state, {custom: asked[custom] for custom in part})
+            self.settle(decision, state, {custom: asked[custom] for custom in part})
             stopped = stopped or state is None
-        if stopped:
-            return []
-        for unit, (_, calls) in waiting.items():
-            self.fresh[unit] = {custom for custom, *_ in calls if custom in self.answers}
-        return list(waiting)
+        if not stopped:
+            for unit, (_, calls) in waiting.items():
+                self.fresh[unit] = {custom for custom, *_ in calls if custom in self.answers}
+            decision.replay = list(waiting)
 
     @staticmethod
     def pieces(asked: Mapping[str, tuple[Model, dict[str, object], _Hold | None]]) -> list[list[str]]:
@@ -6487,62 +6504,52 @@ class _Batch(_Step):
                 size += weight
         return batches
 
-    def collect_earlier(self, run: _ExperimentRun) -> None:
+    def collect_earlier(self, decision: _Round, contender: Model, judge: Model | None) -> None:
         """--resume: the batches the run it continues sent, collected (never sent again); a
         judge's from the judge's provider."""
-        contender = run.experiment.model(stop=run.run.stop)
         earlier, self.earlier = self.earlier, ()
         for record in earlier:
-            run.run.journal_write(run.journal, _json_dumps({"batch": record}) + "\n")
-            run.experiment.batches.append(dict(record))
+            self.write(_json_dumps({"batch": record}) + "\n")
+            decision.sent.append(dict(record))
             requests = _fields(record.get("requests"))
-            model = run.judge_model(contender.ledger) if record.get("judge") else contender
+            model = judge if record.get("judge") else contender
             if model is None or model.id != record.get("judge", model.id):
                 why = f"batch {record['id']} asked judge {record['judge']}; name it with --judge to collect it"
-                run.run.stop.set(f"--resume: {why}")
+                decision.stop = f"--resume: {why}"
                 return
-            state = self.wait(run, model, str(record["id"]), len(requests))
+            state = self.wait(model, str(record["id"]), len(requests))
             if state is None:
                 return
-            self.settle(run, state, {custom: (model, {}, None) for custom in requests})
+            self.settle(decision, state, {custom: (model, {}, None) for custom in requests})
 
-    def wait(self, run: _ExperimentRun, model: Model, batch_id: str, size: int) -> BatchState | None:
+    def wait(self, model: Model, batch_id: str, size: int) -> BatchState | None:
         """Look at the batch until it ends, saying how it stands as it changes; None when the run stops."""
-        session, first = run.run, _seconds_env("AGENT_EVALS_BATCH_POLL", 10.0)
-        with session.lock:
-            session.batches += 1
-            number = session.batches
-        whose = (
-            f"judge {model.id} of {run.experiment.contender.label}"
-            if model.ledger.judge
-            else run.experiment.contender.label
-        )
-        label = f"batch {number} [{run.experiment.dataset}] {whose} ({batch_id}, {_n(size, 'request')})"
+        first = _seconds_env("AGENT_EVALS_BATCH_POLL", 10.0)
+        whose = f"judge {model.id} of {self.label}" if model.ledger.judge else self.label
+        label = f"batch {self.number()} [{self.dataset}] {whose} ({batch_id}, {_n(size, 'request')})"
         interval, failures, shown = first, 0, ""
-        while not session.stop.event.wait(interval):
+        while not self.stop.event.wait(interval):
             interval = min(interval * 1.5, max(first, 60.0))
             try:
                 state = model.provider.collect(model, batch_id)
             except ProviderError as e:
                 failures += 1
                 if e.stops_run or failures >= 5:
-                    session.stop.set(f"{label}: {_redact(str(e))}; it goes on at the provider: --resume collects it")
+                    self.stop.set(f"{label}: {_redact(str(e))}; it goes on at the provider: --resume collects it")
                     return None
                 continue
             failures = 0
             if (
                 line := f"{label}: {state.status.replace('_', ' ')}, {state.done:,} of {state.total or size:,} done"
             ) != shown:
-                session.progress.say(shown := line)
+                self.say(shown := line)
             if state.results is not None:
                 return state
-        session.progress.say(
-            f"{label}: it goes on at the provider; --resume --batch collects it, sending nothing twice"
-        )
+        self.say(f"{label}: it goes on at the provider; --resume --batch collects it, sending nothing twice")
         return None
 
     def settle(
-        self, run: _ExperimentRun, state: BatchState | None, asked: Mapping[str, tuple[Model, object, _Hold | None]]
+        self, decision: _Round, state: BatchState | None, asked: Mapping[str, tuple[Model, object, _Hold | None]]
     ) -> None:
         """Take a batch's answers; what it left unanswered is asked again (the next batch, or
         now with --batch-fallback sync); a batch refused as a whole stops its contender. None:
@@ -6563,7 +6570,7 @@ class _Batch(_Step):
         if state is None:
             return
         if refused and self.fallback == "batch":
-            run.experiment.halted = f"{refused} (ask it without --batch, or --batch-fallback sync)"
+            decision.halted = f"{refused} (ask it without --batch, or --batch-fallback sync)"
         for custom in gone:
             self.tries[custom] = self.tries.get(custom, 0) + 1
             if self.fallback != "batch":
@@ -6575,8 +6582,8 @@ class _Batch(_Step):
                 str(self.fallback), "now, one by one"
             )
             why = f": {state.error}" if state.error else ""
-            run.run.progress.say(
-                f"batch [{run.experiment.dataset}] {run.experiment.contender.label}: {state.status}{why}; "
+            self.say(
+                f"batch [{self.dataset}] {self.label}: {state.status}{why}; "
                 f"{_n(len(gone), 'request')} of {len(asked)} unanswered are asked again {then}"
             )
 
@@ -6590,7 +6597,9 @@ class _ExperimentRun:
     timeout becomes that case's error row, and its thread is replaced.
     """
 
-    def __init__(self, run: _Session, experiment: Experiment) -> None:
+    def __init__(
+        self, run: _Session, experiment: Experiment, decider: _Decider | None = None, rivals: Sequence[Experiment] = ()
+    ) -> None:
         import itertools
 
         self.run, self.experiment = run, experiment
@@ -6608,7 +6617,12 @@ class _ExperimentRun:
                 if (p := previous.get((ids[i // self.repeat], i % self.repeat))) is not None:
                     self.results[i] = dataclasses.replace(p, experiment=experiment)
         self.todo = [i for i, result in enumerate(self.results) if result is None]
-        self.decider: _Decider | None = None  # --until-decided: releases its cases round by round
+        # --until-decided: its dataset's decider releases its cases round by round, and its verdicts
+        # on the contenders (``rivals``, the dataset's experiments, this one at ``seat``) are applied here
+        self.decider, self.rivals, self.seat = decider, rivals, rivals.index(experiment) if decider else 0
+        if decider is not None:
+            self.todo, verdicts = decider.join(self.seat, self.results)
+            self._apply(verdicts)
         self.answered = False  # a case of it got an answer: its 400s are the cases', not the contender's
         self.refused: dict[str, int] = {}
         self.claim = itertools.count().__next__  # atomic under the GIL
@@ -6625,12 +6639,16 @@ class _ExperimentRun:
         self.journal = run.open_journal(experiment)
         run.journal_write(self.journal, "".join(f"{line}\n" for line in self.lines if line))
         self.blocked = 0  # threads waiting for --until-decided's next round: idle, as far as a batch goes
-        self.batch = _Batch(
-            run.batch, run.earlier_batches.get(key, ()), run.budget
-        )  # without --batch: one that never holds a case
+        earlier = run.earlier_batches.get(key, ())  # --resume collects the batches a run sent, --batch or not
+        from functools import partial
+
+        uses = (run.stop, run.progress.say, run.number, partial(run.journal_write, self.journal))
+        # without --batch or batches to collect: one that is never a step, and never holds a case
+        self.batch = _Batch(run.batch, earlier, run.budget, uses, (experiment.dataset, experiment.contender.label))
+        self.round: _Round | None = None  # the batch round at the provider, on a thread of its own
+        self.replays: list[int] = []  # case runs whose round came back, to run first: they hold its answers
         # what each model call walks: the response cache, the batch, the budget
-        batched = run.batch or self.batch.earlier  # --resume collects the batches a run sent, --batch or not
-        self.steps = tuple(s for s in (run.cache, batched and self.batch, run.budget) if s)
+        self.steps = tuple(s for s in (run.cache, (run.batch or earlier) and self.batch, run.budget) if s)
 
     def start(self) -> None:
         self.experiment.started_at = time.strftime("%Y-%m-%dT%H:%M:%S%z")
@@ -6638,7 +6656,7 @@ class _ExperimentRun:
         for tracker in self.run.trackers:
             with self.run.lock:
                 self.run.call(tracker, "start", self.experiment)
-        if not self.batch.due(self.run.stop):  # --resume: first, the batches it sent, collected
+        if not self.batch.due():  # --resume: first, the batches it sent, collected
             self.wanted = min(self.experiment.parallelism, len(self.todo))
         self.resume()
 
@@ -6655,24 +6673,30 @@ class _ExperimentRun:
         """The next unit to run, or None when none is left for this owner."""
         if owner.orphaned or self.closed or self.run.stop.event.is_set():
             return None
-        if (unit := self.batch.replay()) is not None:
-            return unit
+        if self.replays:
+            with contextlib.suppress(IndexError):  # another thread took the last
+                return self.replays.pop()
         if self.experiment.halted:
             return None
         k = self.claim()
-        if k >= len(self.todo) or (self.decider is not None and not self._admitted(self.decider, k)):
+        if k >= len(self.todo) or (self.decider is not None and not self._admitted(self.decider, self.todo[k])):
             return None
         return self.todo[k]
 
-    def _admitted(self, decider: _Decider, k: int) -> bool:
+    def _admitted(self, decider: _Decider, unit: int) -> bool:
         with self.run.lock:  # a thread waiting for the next round is idle: the batch need not wait for it
             self.blocked += 1
             self._settle()
         try:
-            return decider.admits(self, k)
+            return decider.admits(self.seat, unit)
         finally:
             with self.run.lock:
                 self.blocked -= 1
+
+    def _apply(self, verdicts: Iterable[tuple[int, str]]) -> None:
+        """--until-decided's verdicts: the contenders shown below the top, and the top, are decided."""
+        for seat, why in verdicts:
+            self.rivals[seat].decided = why
 
     def judge_model(self, case: _Ledger) -> Model | None:
         """The run's judge model for one case run: a ledger of its own (its spend is shown
@@ -6681,10 +6705,9 @@ class _ExperimentRun:
         if self.run.judge is None:
             return None
         model_id, provider = self.run.judge
-        batched = self.batch.fallback is not None and provider.batches
-        steps = tuple(s for s in self.steps if s is not self.batch or batched)
-        ledger = _Ledger(case.case, case.repeat, case.exchanges is not None)
-        ledger.judge, ledger.notes[self.batch] = True, case.notes.setdefault(self.batch, _Batching())
+        steps = tuple(s for s in self.steps if s is not self.batch or self.batch.takes(provider))
+        # its spend apart, its batch notes the case run's: its calls join the case run's rounds
+        ledger = _Ledger(case.case, case.repeat, case.exchanges is not None, judge=True, notes=case.notes)
         return Model(
             model_id,
             provider,
@@ -6717,7 +6740,9 @@ class _ExperimentRun:
                 except BaseException as e:  # the harness's own failure: still that case's row
                     took = time.perf_counter() - started
                     result = _result(self.experiment, self._case(place), model, took, None, None, *_describe(e))
-                if (ended := self.batch.put_off(self, i, model, result)) is None:
+                if (ended := self.batch.put_off(i, model, result)) is None:
+                    with run.lock:
+                        self.inflight.pop(i, None)
                     continue  # it waits for the next batch
                 result = ended
                 if model.ledger.waits:
@@ -6776,8 +6801,6 @@ class _ExperimentRun:
         self.results[i], self.lines[i] = result, line
         self.run.progress.add(result)
         self._record()
-        if self.decider is not None:
-            self.decider.update(self)
         error = result.error
         if error is None:
             self.answered = True
@@ -6786,6 +6809,8 @@ class _ExperimentRun:
             if seen >= 3 and not self.experiment.halted:
                 fix = "check what it sends" if ": HTTP 400: " in error else "check the server and its log"
                 self.experiment.halted = f"{_redact(error)} (its first {seen} cases alike: {fix})"
+        if self.decider is not None:
+            self._apply(self.decider.update(self.seat, i, result, bool(self.experiment.halted)))
 
     def watch(self, now: float) -> None:
         """Give up on every case in flight past the case timeout: it becomes an error row
@@ -6830,11 +6855,7 @@ class _ExperimentRun:
         which --resume asks again). The caller holds the lock."""
         if self.queued or self.closed or (self.inflight and not self.run.stop.event.is_set()):
             return
-        if (
-            self.wanted
-            or (self.active == 0 and not self.batch.running)
-            or (self.active == self.blocked and self.batch.due(self.run.stop))
-        ):
+        if self.wanted or (self.active == 0 and self.round is None) or (self.active == self.blocked and self._due()):
             self.queued = True
             self.run.ready.put(self)
 
@@ -6849,11 +6870,32 @@ class _ExperimentRun:
             self.wanted = 0
             if self.inflight and not stopped:
                 return ""
-            if not (self.active == self.blocked and self.batch.due(self.run.stop)):
-                return "finish" if self.active == 0 and not self.batch.running else ""
-            self.batch.running = True
-        self.batch.launch(self)
+            if not (self.active == self.blocked and self._due()):
+                return "finish" if self.active == 0 and self.round is None else ""
+            self.round = _Round()
+        threading.Thread(target=self._round, args=(self.round,), name="batch", daemon=True).start()
         return ""
+
+    def _due(self) -> bool:
+        """A batch round is wanted and may go: none is at the provider and the run goes on."""
+        return self.round is None and self.batch.due() and not self.run.stop.event.is_set()
+
+    def _round(self, decision: _Round) -> None:
+        """The round ``advance`` found due, on a thread of its own; what it decided is applied: its
+        batches logged, its contender halted or the run stopped, then the case runs it answered
+        (after --resume's batches: the cases to ask) go back to the runner, which starts threads
+        for them once their dataset's turn comes."""
+        contender = self.experiment.model(stop=self.run.stop)
+        self.batch.go(decision, contender, self.judge_model(contender.ledger))
+        if decision.stop:
+            self.run.stop.set(decision.stop)
+        with self.run.lock:
+            self.experiment.batches += decision.sent
+            self.experiment.halted = self.experiment.halted or decision.halted or None
+            self.round = None
+            self.replays.extend(decision.replay)
+        threads = len(self.todo) if decision.earlier else len(decision.replay)
+        self.wake(min(self.experiment.parallelism, threads))
 
     def wake(self, threads: int) -> None:
         """Its batch's round came back: ``threads`` to start for what it answered."""
@@ -6902,6 +6944,8 @@ class _ExperimentRun:
             if self.closed:
                 return
             self.closed = True
+            if self.round is not None:  # abandoned at the provider: its batches are logged, --resume collects them
+                experiment.batches += self.round.sent
             for i, (result, line) in abandoned:
                 if self.results[i] is None:
                     self.results[i], self.lines[i] = result, line
@@ -6937,90 +6981,107 @@ class _Decider:
     test over every case, and the chance of ever declaring a wrong order stays under alpha.
     Simulated against Pocock-type spending, an anytime-valid mixture test (mSPRT) and the
     Bonferroni over looks it replaces (``tests/benchmark_decide.py``), it loses the least power
-    to a single test at the end and asks the fewest cases at the gaps that test would find."""
+    to a single test at the end and asks the fewest cases at the gaps that test would find.
+
+    It knows each contender by its seat (its place among the dataset's experiments) and keeps
+    its own copy of what they stored; the runner asks it what to run and applies its verdicts."""
 
     LOOKS = 10
 
-    def __init__(self, dataset: str, cond: threading.Condition, count: int, primary: str, notes: list[str]) -> None:
-        self.dataset, self.cond, self.count, self.primary, self.notes = dataset, cond, count, primary, notes
-        self.runs: list[_ExperimentRun] = []
-        self.missing: dict[int, int] = {}  # by id(run): its case runs of the rounds so far not yet stored
+    def __init__(
+        self, dataset: str, labels: Sequence[str], primary: str, lock: threading.Lock, stop: _Stop, notes: list[str]
+    ) -> None:
+        self.dataset, self.labels, self.primary = dataset, labels, primary
+        # on the run's lock (the runner holds it as it stores a case run), its stop, and where its decisions are said
+        self.cond, self.stop, self.notes = threading.Condition(lock), stop, notes
+        self.results: dict[int, list[RunResult | None]] = {}  # by seat: its case runs, in case order
+        self.missing: dict[int, int] = {}  # by seat: its case runs of the rounds so far not yet stored
+        self.out: dict[int, str] = {}  # by seat: why it is asked no more (its verdict, or "" when it halted)
         self.order: list[int] = []  # the case runs in the seeded order, and each one's place in it
         self.place: list[int] = []
         self.step = self.limit = self.tested = 0
         self.bounds: dict[int, float] = {}  # each look's z boundary, by the case runs it has opened
 
-    def join(self, run: _ExperimentRun) -> None:
-        """Take ``run`` in; with the last contender in, rounds a resumed run already stored are
-        looked at again, as the run that stored them looked (the same data, the same looks)."""
+    def join(self, seat: int, results: Sequence[RunResult | None]) -> tuple[list[int], list[tuple[int, str]]]:
+        """Take the contender at ``seat`` in, with what a resumed run already stored: the case runs
+        it is to ask, in their order, and the verdicts the looks at the stored rounds give once the
+        last contender is in (the same data, the same looks as the run that stored them)."""
         import random
 
         if not self.order:  # a dataset's contenders ask the same cases, as often
-            self.order = list(range(len(run.results)))
+            self.order = list(range(len(results)))
             random.Random(self.dataset).shuffle(self.order)  # seeded: every contender, every rerun, one order
             self.place = [0] * len(self.order)
             for at, unit in enumerate(self.order):
                 self.place[unit] = at
             self.step = self.limit = max(1, math.ceil(len(self.order) / self.LOOKS))
             looks = [min(n, len(self.order)) for n in range(self.step, len(self.order) + self.step, self.step)]
-            alpha = ALPHA / max(self.count - 1, 1)
+            alpha = ALPHA / max(len(self.labels) - 1, 1)
             self.bounds = dict(zip(looks, _boundaries([n / len(self.order) for n in looks], alpha), strict=True))
-        run.todo = [unit for unit in self.order if run.results[unit] is None]  # what --resume left to ask
-        run.decider = self
-        self.runs.append(run)
-        self.missing[id(run)] = sum(run.results[unit] is None for unit in self.order[: self.limit])
+        self.results[seat] = list(results)
+        self.missing[seat] = sum(results[unit] is None for unit in self.order[: self.limit])
         with self.cond:
-            self._look()
+            return [unit for unit in self.order if results[unit] is None], self._look()
 
-    def admits(self, run: _ExperimentRun, k: int) -> bool:
-        """Whether claim ``k`` may run: it waits for its round, unless the contender is decided."""
-        at = self.place[run.todo[k]]
+    def admits(self, seat: int, unit: int) -> bool:
+        """Whether ``unit`` may run: it waits for its round, unless the contender is out or the run stopped."""
+        at = self.place[unit]
         with self.cond:
-            while at >= self.limit and not (run.experiment.decided or run.closed or run.run.stop.event.is_set()):
+            while at >= self.limit and seat not in self.out and not self.stop.event.is_set():
                 self.cond.wait(0.5)
-            return at < self.limit and not run.experiment.decided
+            return at < self.limit and seat not in self.out
 
-    def update(self, run: _ExperimentRun) -> None:
-        """After a case of ``run`` finished (the caller holds the run's lock)."""
-        self.missing[id(run)] -= 1
-        self._look()
+    def update(self, seat: int, unit: int, result: RunResult, halted: bool) -> list[tuple[int, str]]:
+        """A case run of ``seat`` was stored (the caller holds the lock the condition is built on);
+        ``halted``: its contender is asked no more. The verdicts the looks it completes give."""
+        self.results[seat][unit] = result
+        self.missing[seat] -= self.place[unit] < self.limit
+        if halted:
+            self.out.setdefault(seat, "")
+        return self._look()
 
-    def _look(self) -> None:
+    def _look(self) -> list[tuple[int, str]]:
         """Test once every active contender has stored each case run its round admits (a claim
         past it waits), and open the next round; again while the next is stored already."""
-        while len(self.runs) == self.count and self.tested < self.limit:
-            active = [r for r in self.runs if not (r.experiment.decided or r.experiment.halted)]
-            if not active or any(self.missing[id(r)] > 0 for r in active):
-                return
-            self._test(active)
+        verdicts: list[tuple[int, str]] = []
+        while len(self.results) == len(self.labels) and self.tested < self.limit:
+            active = [seat for seat in sorted(self.results) if seat not in self.out]
+            if not active or any(self.missing[seat] > 0 for seat in active):
+                break
+            verdicts += self._test(active)
             self.tested = self.limit
             if self.limit == len(self.order):
-                return
+                break
             opened = self.order[self.limit : self.limit + self.step]
             self.limit = min(self.limit + self.step, len(self.order))
-            for r in self.runs:
-                self.missing[id(r)] += sum(r.results[unit] is None for unit in opened)
+            for seat, results in self.results.items():
+                self.missing[seat] += sum(results[unit] is None for unit in opened)
             self.cond.notify_all()
+        if verdicts:
+            self.cond.notify_all()
+        return verdicts
 
-    def _test(self, active: list[_ExperimentRun]) -> None:
-        """The look at the rounds so far: the contenders shown below the top are decided."""
+    def _test(self, active: list[int]) -> list[tuple[int, str]]:
+        """The look at the rounds so far: the contenders shown below the top, each with why."""
         values = {
-            str(i): _case_values(filter(None, (r.results[u] for u in self.order[: self.limit])), self.primary, 0.0)
-            for i, r in enumerate(active)
+            str(seat): _case_values(
+                filter(None, (self.results[seat][u] for u in self.order[: self.limit])), self.primary, 0.0
+            )
+            for seat in active
         }
         top, settled = _decide(values, self.bounds[self.limit])
-        best = active[int(top)].experiment
-        for label, (mean, low, high, n) in settled.items():
-            loser = active[int(label)].experiment
-            loser.decided = (
-                f"below {best.contender.label} by {mean * 100:.1f} points [{low * 100:.1f}, {high * 100:.1f}]"
-            )
-            self.notes.append(
-                f"decided [{self.dataset}] {loser.contender.label}: {loser.decided} after {_n(n, 'case')}"
-            )
+        best = self.labels[int(top)]
+        verdicts = [
+            (int(seat), f"below {best} by {mean * 100:.1f} points [{low * 100:.1f}, {high * 100:.1f}]", n)
+            for seat, (mean, low, high, n) in settled.items()
+        ]
         if len(settled) == len(active) - 1 and len(active) > 1:
-            best.decided = "the top: every other contender is below it"
-            self.notes.append(f"decided [{self.dataset}] {best.contender.label}: {best.decided}")
+            verdicts.append((int(top), "the top: every other contender is below it", 0))
+        for seat, why, n in verdicts:
+            self.out[seat] = why
+            after = f" after {_n(n, 'case')}" if n else ""
+            self.notes.append(f"decided [{self.dataset}] {self.labels[seat]}: {why}{after}")
+        return [(seat, why) for seat, why, _ in verdicts]
 
 
 class _Courier:
@@ -7151,6 +7212,7 @@ class _Session:
         budget: _Budget | None = None,
         judge: tuple[str, Provider] | None = None,
     ) -> None:
+        import itertools
         import queue
 
         self.suite, self.trackers, self.journal_dir = suite, trackers, journal_dir
@@ -7176,7 +7238,7 @@ class _Session:
         self.earlier_batches = earlier_batches or {}
         self.cache, self.budget = cache, budget  # --cache and --budget: steps of every model call
         self.judge = judge  # the model a Judge asks, and its provider (judge: or --judge)
-        self.batches = 0  # batches sent or collected so far: each one's number
+        self.number = itertools.count(1).__next__  # the next batch sent or collected: its number
         self.couriers = {t: _Courier(t, self) for t in trackers if not isinstance(t, LocalTracker)}
         # the trackers whose begin() does something, entered around each case on its thread
         self.live = [t for t in self.couriers if type(t).begin is not Tracker.begin]
@@ -7302,17 +7364,18 @@ def _schedule(run: _Session, experiments: list[Experiment], concurrency: int, ru
     order = [e.dataset for e in experiments]
     pending = sorted(experiments, key=lambda e: order.index(e.dataset))
     # --until-decided asks a dataset's contenders side by side: all at once
-    deciders = (
-        {d: _Decider(d, threading.Condition(run.lock), order.count(d), primary, run.decisions) for d in set(order)}
+    rivals = {d: [e for e in pending if e.dataset == d] for d in order}  # each dataset's contenders, in order
+    deciders = {
+        d: _Decider(d, [e.contender.label for e in es], primary, run.lock, run.stop, run.decisions)
+        for d, es in rivals.items()
         if (primary := run.until_decided)
-        else {}
-    )
+    }
     waiting: list[_ExperimentRun] = []  # a batch answered their cases: they wait for their dataset's turn
     held: str | None = None  # the dataset the adapter was last prepared for
     failed: dict[str, str] = {}  # datasets whose prepare raised: none of their cases runs after it
 
     def room() -> bool:  # a -j slot free: an experiment waiting for its batch holds none
-        return concurrency == 0 or bool(deciders) or sum(not r.batch.running for r in running) < concurrency
+        return concurrency == 0 or bool(deciders) or sum(r.round is None for r in running) < concurrency
 
     while pending or running:
         stopped = run.stop.event.is_set()
@@ -7331,9 +7394,8 @@ def _schedule(run: _Session, experiments: list[Experiment], concurrency: int, ru
             waiting.remove(r)
             r.resume(failed.get(r.experiment.dataset))
         while pending and pending[0].dataset == held and room():
-            running.append(started := _ExperimentRun(run, pending.pop(0)))
-            if decider := deciders.get(started.experiment.dataset):
-                decider.join(started)
+            dataset = pending[0].dataset
+            running.append(started := _ExperimentRun(run, pending.pop(0), deciders.get(dataset), rivals[dataset]))
             started.start()
         if (due := run.next_ready()) is not None:
             if (step := due.advance()) == "cases":

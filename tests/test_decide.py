@@ -11,7 +11,6 @@ import random
 import threading
 from collections.abc import Sequence
 from statistics import NormalDist
-from types import SimpleNamespace
 
 import pytest
 
@@ -178,9 +177,9 @@ def test_a_decided_run_stopped_by_the_budget_resumes_its_rounds_as_if_never_stop
 
 
 def test_three_contenders_spend_alpha_over_both_comparisons() -> None:
-    decider = ae._Decider("ds", threading.Condition(), 3, "exact", [])
-    run = SimpleNamespace(results=[None] * 100, experiment=None)
-    decider.join(run)  # type: ignore[arg-type]
+    decider = ae._Decider("ds", ["a", "b", "c"], "exact", threading.Lock(), ae._Stop(), [])
+    todo, verdicts = decider.join(0, [None] * 100)
+    assert sorted(todo) == list(range(100)) and verdicts == []
     assert list(decider.bounds.values()) == pytest.approx(obf(100, 0.025))
 
 
@@ -218,3 +217,31 @@ def test_the_last_round_is_looked_at_too(make_suite, cli) -> None:
     assert code == 0, err
     assert "decided [ds] fake/sloppy effort=default: below fake/echo effort=default by 16.7 points" in err
     assert "after 36 cases" in err and "until decided: 0 case runs not asked (72 asked" in err
+
+
+def test_a_contender_that_halts_holds_no_other_at_its_round() -> None:
+    # #65: the decider keeps its own record by seat; a contender its server stopped stores no more,
+    # and the one left is not held waiting for it (it is asked round after round, then decided alone)
+    lock, notes, stop = threading.Lock(), [], ae._Stop()
+    decider = ae._Decider("ds", ["a", "b"], "exact", lock, stop, notes)
+    guard = threading.Timer(20, stop.set, ("held",))  # a round that never opens fails the test, never hangs it
+    guard.start()
+    todo, _ = decider.join(0, [None] * 20)
+    assert decider.join(1, [None] * 20) == (todo, [])
+    scored = ae.RunResult(None, ae.Case("x"), ae.Reply(output=1), ae.Score(1.0, {"exact": 1.0}), 0.1)
+    failed = ae.RunResult(None, ae.Case("x"), error="ProviderError: HTTP 404: no such model")
+
+    def store(seat: int, unit: int, result: ae.RunResult, halted: bool = False) -> list[tuple[int, str]]:
+        with lock:  # as the runner does: it holds the lock as it stores
+            return decider.update(seat, unit, result, halted)
+
+    for unit in todo[:2]:  # round one, of two case runs: a answers both, b fails once and is stopped
+        assert decider.admits(0, unit) and decider.admits(1, unit)
+        assert store(0, unit, scored) == []
+    assert store(1, todo[0], failed, halted=True) == []
+    assert decider.admits(0, todo[2]), "round two opens without b's second case run"
+    assert not decider.admits(1, todo[2])
+    for unit in todo[2:]:
+        assert decider.admits(0, unit) and store(0, unit, scored) == []
+    assert notes == []  # one contender left compares with nobody: nothing is decided
+    guard.cancel()
