@@ -114,7 +114,6 @@ if __name__ == "__main__" or sys.argv[0].rpartition("/")[2].startswith("agent-ev
 import argparse
 import atexit
 import collections
-import contextvars
 import dataclasses
 import importlib
 import inspect
@@ -1457,12 +1456,12 @@ class _Ledger:
                     }
                 )
 
-    def note_spent(self, usage: Usage) -> None:
+    def note_spent(self, usage: Usage, call: _Call | None = None) -> None:
         """A request that was paid for but answered with an error (a provider's in-band
-        error carries its cost): the case's spend counts it, as does the call's."""
+        error carries its cost): the case's spend counts it, as does the ``call``'s (``model.call``)."""
         with self.lock:
             self.usage = self.usage + usage
-        if (call := _CALL.get()) is not None:
+        if call is not None:
             call.spent += usage.cost_usd
 
     def note_replayed(self, asked: bool) -> None:
@@ -1472,25 +1471,24 @@ class _Ledger:
             self.replayed[0] += 1
             self.replayed[1] += not asked
 
-    def note_limited(self, seconds: float, again: bool = False) -> None:
-        """A call waited ``seconds`` on the key's rate limit; ``again``: it was refused and goes
+    def note_limited(self, seconds: float, again: _Call | None = None) -> None:
+        """A call waited ``seconds`` on the key's rate limit; ``again``: the call, refused, that goes
         again, no retry of the case's, but its steps see it as one (a new try holds its own worst case)."""
         now = time.monotonic()
         with self.lock:
             self.waits.append((now - seconds, now))
-        if again:
-            self._again()
+        self._again(again)
 
-    def note_retry(self) -> None:
-        """A provider tried again: counted per case in the log, and its steps see it (under
-        ``--budget`` a try that cannot hold its worst case fails the call and stops the run)."""
+    def note_retry(self, call: _Call | None) -> None:
+        """A provider tried ``call`` (``model.call``) again: counted per case in the log, and its steps see
+        it (under ``--budget`` a try that cannot hold its worst case fails the call and stops the run)."""
         with self.lock:
             self.retries += 1
-        self._again()
+        self._again(call)
 
     @staticmethod
-    def _again() -> None:
-        if (call := _CALL.get()) is not None:
+    def _again(call: _Call | None) -> None:
+        if call is not None:
             for step in call.model.steps:
                 step.again(call)
 
@@ -1539,18 +1537,18 @@ class _Call:
         return self.answer is None and self.error is None
 
     @contextlib.contextmanager
-    def sending(self) -> Iterator[None]:
-        """The provider is asked: its retries find the call (``_CALL``), and how it fails is the call's error."""
-        token = _CALL.set(self)
+    def sending(self) -> Iterator[Model]:
+        """The provider is asked, handed the model as this call's (``model.call``: its retries and
+        spend reach the call's steps, from any thread), and how it fails is the call's error."""
+        handle = object.__new__(type(self.model))
+        handle.__dict__.update(self.model.__dict__, call=self)
         try:
-            yield
+            yield handle
             if not isinstance(self.answer, Completion):
                 name, kind = self.model.provider.name, type(self.answer).__name__
                 raise ProviderError(f"provider {name} returned {kind}, not a Completion")
         except BaseException as e:
             self.answer, self.error = None, e
-        finally:
-            _CALL.reset(token)
 
     def end(self) -> Completion:
         """Each step walked sees how the call ended, last first, and so does the ledger."""
@@ -1561,10 +1559,6 @@ class _Call:
             raise self.error
         assert self.answer is not None
         return self.answer
-
-
-# the model call in flight in this context (asyncio.to_thread carries it): a provider's retries reach its steps
-_CALL: contextvars.ContextVar[_Call | None] = contextvars.ContextVar("agent_evals_call", default=None)
 
 
 class _Step:
@@ -1619,6 +1613,7 @@ class Model:
         self.stop = _Stop() if stop is None else stop  # the run's: a retry waits on it, a stopped run waits no more
         self.steps = tuple(steps)
         self.ledger = _Ledger() if ledger is None else ledger
+        self.call: _Call | None = None  # the call in flight, in the handle its provider is given (_Call.sending)
 
     @property
     def name(self) -> str:
@@ -1663,8 +1658,8 @@ class Model:
         """
         call = _Call(self, self._request(system, user, json, messages, tools, tool_choice))
         if call.walk():
-            with call.sending():
-                call.answer = self.provider.complete(self, **call.request)
+            with call.sending() as handle:
+                call.answer = self.provider.complete(handle, **call.request)
         return call.end()
 
     async def acomplete(
@@ -1683,8 +1678,8 @@ class Model:
 
         call = _Call(self, self._request(system, user, json, messages, tools, tool_choice))
         if await asyncio.to_thread(call.walk) if any(s.blocks for s in self.steps) else call.walk():
-            with call.sending():
-                call.answer = await self.provider.acomplete(self, **call.request)
+            with call.sending() as handle:
+                call.answer = await self.provider.acomplete(handle, **call.request)
         return call.end()
 
     def _request(
@@ -3466,7 +3461,7 @@ class _Tries:
         self.count += 1
         self.waited += delay
         if self.model is not None:
-            self.model.ledger.note_retry()
+            self.model.ledger.note_retry(self.model.call)
         return delay
 
     def wait_limited(self, e: _Retry, limiter: _Limiter) -> float:
@@ -3525,7 +3520,7 @@ def _retrying(
             if limiter is not None and e.limited:
                 delay = tries.wait_limited(e, limiter)
                 if model is not None:
-                    model.ledger.note_limited(delay, again=True)
+                    model.ledger.note_limited(delay, model.call)
             else:
                 delay = tries.wait_after(e)
         if stop.wait(delay):
@@ -4470,7 +4465,7 @@ class OpenRouter(Provider):
                 code = error.get("code") if isinstance(error, dict) else None
                 if isinstance(code, int | str) and _is_count(str(code)) and int(code) in _RETRY_STATUSES:
                     if model is not None:
-                        model.ledger.note_spent(self._usage(model, data, fields))
+                        model.ledger.note_spent(self._usage(model, data, fields), model.call)
                     what = f"HTTP {status} carrying error {code}: {_error_text(data, raw)}"
                     raise _Retry(what, _wait_of(fields), limited=int(code) in (429, 529))
             except _Retry as e:
@@ -4570,7 +4565,7 @@ class OpenRouter(Provider):
             isinstance(choice, dict) and (choice.get("finish_reason") == "error" or choice.get("error"))
         )
         if failed:  # an error in a 200: it may still have been paid for
-            model.ledger.note_spent(usage)
+            model.ledger.note_spent(usage, model.call)
             where = data if data.get("error") else choice
             raise ProviderError(f"{self.name}: {model.id}: HTTP {status}: {_error_text(where, b'finish_reason error')}")
         if not isinstance(choice, dict):

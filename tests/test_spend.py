@@ -181,8 +181,8 @@ class Metered(ae.Provider):
         with self.lock:
             tries = self.rng.choice([0, 0, 0, 1, 2])
         for _ in range(tries):  # a paid in-band failure, then the provider tries again
-            model.ledger.note_spent(ae.Usage(cost_usd=self.charge(model, request).cost_usd))
-            model.ledger.note_retry()
+            model.ledger.note_spent(ae.Usage(cost_usd=self.charge(model, request).cost_usd), model.call)
+            model.ledger.note_retry(model.call)
         return ae.Completion("ok", self.charge(model, request))
 
 
@@ -384,3 +384,29 @@ def test_a_server_charging_more_than_its_catalog_price_never_passes_the_budget(m
     assert 0 < log["summary"]["usage"]["cost_usd"] <= 0.005  # was $0.0090 of $0.0050
     assert len(server.chats()) * 0.001 <= 0.005 + 1e-12
     assert "error: budget reached: $0.00" in err and "of $0.0050;" in err
+
+
+def test_a_providers_own_thread_still_reaches_the_calls_steps() -> None:
+    # #65: the call in flight is in the handle the provider is given (model.call), not in a context
+    # variable a thread the provider starts would not carry: its paid failure and its retry reach the steps
+    class Threaded(ae.Provider):
+        def complete(self, model, **request):
+            def paid_then_again() -> None:
+                model.ledger.note_spent(ae.Usage(cost_usd=0.01), model.call)
+                model.ledger.note_retry(model.call)
+
+            worker = threading.Thread(target=paid_then_again)
+            worker.start()
+            worker.join()
+            return ae.Completion("ok", ae.Usage(1, 1, 0.001))
+
+    seen: list[float] = []
+
+    class Watch(ae._Step):
+        def again(self, call: ae._Call) -> None:
+            seen.append(call.spent)
+
+    model = ae.Model("x/y", Threaded(), steps=[Watch()])
+    assert model.complete("s", "u").text == "ok"
+    assert seen == [0.01] and model.usage.cost_usd == pytest.approx(0.011) and model.ledger.retries == 1
+    assert model.call is None  # the handle the adapter holds is never the call's
