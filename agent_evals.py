@@ -6084,6 +6084,7 @@ class Experiment:
         order: int = 0,
         max_turns: int | None = None,
         keep_raw: bool = True,
+        labels: Mapping[tuple[str, ...], float] = {},
     ) -> None:
         self.contender = contender
         self.repeat = repeat  # independent runs of every case
@@ -6106,7 +6107,7 @@ class Experiment:
         self.waits: list[tuple[float, float]] = []  # when its calls waited on the key's rate limit
         self.batches: list[dict[str, object]] = []  # --batch: the batches sent (id, round, custom id -> case run)
         self.rows: dict[tuple[object, ...], _Row] = {}  # its table rows as made (_rows)
-        self.labels: Mapping[tuple[str, ...], float] = {}  # people's labels (_read_labels): they correct judged metrics
+        self.labels = labels  # people's labels (_read_labels): they correct judged metrics
         # a direct contender's provider is in its name: it never shares a file with a vendors: id
         via = f"--direct-{contender.provider}" if contender.provider else ""
         routed = f"--via-{_routing_text(contender.routing)}" if contender.routing else ""
@@ -9026,26 +9027,30 @@ def _logged_metrics(records: Iterable[Mapping[str, Any]]) -> list[Metric]:
     return [Metric(name, primary=i == 0) for i, name in enumerate(names)]
 
 
-def _logged_experiment(record: Mapping[str, Any], cases: Mapping[tuple[str, str], Case] | None = None) -> Experiment:
-    """A logged experiment back as an ``Experiment`` with its results (for tables)."""
+def _logged_experiment(
+    record: Mapping[str, Any],
+    cases: Mapping[tuple[str, str], Case] | None = None,
+    labels: Mapping[tuple[str, ...], float] = {},
+) -> Experiment:
+    """A logged experiment back as an ``Experiment`` with its results (for tables), and ``labels``."""
     provider = Provider()
     provider.name = str(record.get("provider") or "logged")
     dataset = record["dataset"]
     repeat, order = int(record.get("repeat") or 1), int(record.get("order") or 0)
-    experiment = Experiment(Contender(**record["contender"]), provider, dataset, [], 1, repeat, order=order)
-    experiment.duration = float((record.get("summary") or {}).get("duration") or 0.0)
+    rows: list[tuple[Mapping[str, object], Case]] = []
     for row in record.get("rows", ()):
-        logged = (record.get("cases") or {}).get(row["case"]) or {}
-        case = (cases or {}).get((dataset, row["case"])) or Case(
-            row["case"],
-            dataset,
-            row.get("variant") or "",
-            logged.get("input") or "",
-            logged.get("expected"),
-            metadata={CLUSTER: row[CLUSTER]} if row.get(CLUSTER) is not None else {},
-        )
-        experiment.results.append(dataclasses.replace(_result_from_row(row, case), experiment=experiment))
-    experiment.cases = list({r.case.id: r.case for r in experiment.results}.values())
+        if (case := (cases or {}).get((dataset, row["case"]))) is None:  # as the log keeps it
+            logged = (record.get("cases") or {}).get(row["case"]) or {}
+            metadata = {CLUSTER: row[CLUSTER]} if row.get(CLUSTER) is not None else {}
+            variant, text = row.get("variant") or "", logged.get("input") or ""
+            case = Case(row["case"], dataset, variant, text, logged.get("expected"), metadata=metadata)
+        rows.append((row, case))
+    every = list({case.id: case for _, case in rows}.values())
+    experiment = Experiment(
+        Contender(**record["contender"]), provider, dataset, every, 1, repeat, order=order, labels=labels
+    )
+    experiment.results = [dataclasses.replace(_result_from_row(row, case), experiment=experiment) for row, case in rows]
+    experiment.duration = float((record.get("summary") or {}).get("duration") or 0.0)
     experiment.not_run, experiment.decided = list(record.get("not_run") or ()), record.get("decided")
     return experiment
 
@@ -12439,7 +12444,7 @@ def _suite_problems(suite: _Suite, dataset: str, cases: list[Case]) -> list[str]
     return problems
 
 
-@dataclass(eq=False)  # internal records are never compared: no __eq__ to build at import
+@dataclass(eq=False, frozen=True)  # internal records are never compared: no __eq__ to build at import
 class _Plan:
     """What ``run`` or ``compare`` will do, decided before any model is called."""
 
@@ -12451,16 +12456,17 @@ class _Plan:
     gates: _Gates
     notes: list[str]  # what -v prints about the providers and the tracker
     log_dir: Path
+    forecasts: list[_Forecast]
+    decided: bool  # --until-decided
+    judge: tuple[str, Provider] | None  # the model a Judge asks, and its provider
+    # what _prepare_run finds once the run is sure to go (each a plan of its own, made whole)
     remote: type[Tracker] | None = None  # the tracker beside the local log, if any
     previous: dict[tuple[str, str], dict[tuple[str, int], RunResult]] = field(default_factory=dict)
     resumed_from: str | None = None  # the stamp --resume continues
     baseline: Mapping[tuple[str, str], Mapping[str, object]] | None = None
-    forecasts: list[_Forecast] = field(default_factory=list)
     budget: _Budget | None = None
     cache: _Cache | None = None  # --cache
-    decided: bool = False  # --until-decided
     batches: dict[tuple[str, str], list[dict[str, object]]] = field(default_factory=dict)  # --resume: to collect
-    judge: tuple[str, Provider] | None = None  # the model a Judge asks, and its provider
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
@@ -12468,7 +12474,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     plan = _plan_run(args)
     if args.dry_run:
         return _dry_run(args, plan)
-    _prepare_run(args, plan)
+    plan = _prepare_run(args, plan)
     stamp = _reserve_stamp(plan.log_dir, args.shard)
     try:
         session, interrupted = _execute(args, plan, stamp)
@@ -12545,9 +12551,11 @@ def _plan_run(args: argparse.Namespace) -> _Plan:
     parallelism = args.parallelism or suite.config.defaults.parallelism
     repeat = args.repeat or suite.config.defaults.repeat
     max_turns, keep_raw = args.max_turns or suite.config.defaults.max_turns, not args.no_raw
+    # people's labels correct the judged metrics' figures
+    labels = _read_labels(suite.root / LABELS.parent) if any(m.judged for m in suite.metrics) else {}
     experiments = [
-        Experiment(c, p, dataset, group, parallelism, repeat, order=n, max_turns=max_turns, keep_raw=keep_raw)
-        for dataset, group in by_dataset.items()
+        Experiment(c, p, d, group, parallelism, repeat, order=n, max_turns=max_turns, keep_raw=keep_raw, labels=labels)
+        for d, group in by_dataset.items()
         for n, (c, p) in enumerate(lineup.contenders)
     ]
     if args.shard:
@@ -12568,27 +12576,25 @@ def _plan_run(args: argparse.Namespace) -> _Plan:
     keys = {f.key for f in selected}
     twice = [(key, problem) for key, problem in twice if key in keys]
     log_dir = suite.project_root / LOG_DIR
-    plan = _Plan(suite, lineup, experiments, by_dataset, twice, gates, notes, log_dir, decided=bool(args.until_decided))
     if args.judge is not None and not args.judge.strip():
         raise ConfigError("--judge: empty: name the judge model (openai/gpt-4.1-mini), or leave the flag out")
-    plan.judge = _judge_of(suite, args.judge or suite.config.judge)
-    if args.batch and (note := _batch_judge(plan.judge)):
+    judge = _judge_of(suite, args.judge or suite.config.judge)
+    if args.batch and (note := _batch_judge(judge)):
         _warn(note)
-    if any(m.judged for m in suite.metrics):  # people's labels correct the judged metrics' figures
-        labels = _read_labels(suite.root / LABELS.parent)
-        for experiment in experiments:
-            experiment.labels = labels
     cached = log_dir / "cache" / "completions.sqlite3"
     cache = _Cache(cached) if (args.cache or suite.config.cache) and cached.is_file() else None
     turns = max_turns if getattr(suite.adapter, "uses_tools", False) else 1
-    plan.forecasts = [_forecast(experiment, log_dir, cache, turns) for experiment in experiments]
-    return plan
+    forecasts = [_forecast(experiment, log_dir, cache, turns) for experiment in experiments]
+    decided = bool(args.until_decided)
+    return _Plan(suite, lineup, experiments, by_dataset, twice, gates, notes, log_dir, forecasts, decided, judge)
 
 
-def _apply_budget(plan: _Plan, limit: float | None) -> None:
-    if limit is not None:
-        plan.forecasts, plan.budget = _within_budget(plan.forecasts, limit, plan.lineup.refused, plan.decided)
-        plan.experiments = [f.experiment for f in plan.forecasts]
+def _apply_budget(plan: _Plan, limit: float | None) -> _Plan:
+    """The plan within ``limit`` (None: none): the experiments the forecast fits, and the budget that holds."""
+    if limit is None:
+        return plan
+    forecasts, budget = _within_budget(plan.forecasts, limit, plan.lineup.refused, plan.decided)
+    return dataclasses.replace(plan, forecasts=forecasts, budget=budget, experiments=[f.experiment for f in forecasts])
 
 
 def _dry_run(args: argparse.Namespace, plan: _Plan) -> int:
@@ -12597,7 +12603,7 @@ def _dry_run(args: argparse.Namespace, plan: _Plan) -> int:
         list(cases)  # nothing runs: read them all now, to name their problems
     _warn_case_problems(plan.by_dataset.values(), plan.twice)
     _print_notes(args, plan.notes)
-    _apply_budget(plan, _chosen(args.budget, plan.suite.config.defaults.budget))
+    plan = _apply_budget(plan, _chosen(args.budget, plan.suite.config.defaults.budget))
     if args.format == "json":  # the matrix as data: one entry per experiment, what it would ask and cost
         entries = [
             {
@@ -12619,48 +12625,56 @@ def _dry_run(args: argparse.Namespace, plan: _Plan) -> int:
     return EXIT_OK
 
 
-def _prepare_run(args: argparse.Namespace, plan: _Plan) -> None:
-    """Everything that can refuse the run, checked before any model is called; then before_run."""
+def _prepare_run(args: argparse.Namespace, plan: _Plan) -> _Plan:
+    """Everything that can refuse the run, checked before any model is called; the plan with
+    what that found (the tracker, what --resume keeps and collects, the budget, the baseline)."""
     suite, log_dir = plan.suite, plan.log_dir
-    plan.remote = _choose_tracker(suite, args.tracker, args.local, plan.notes)
+    remote = _choose_tracker(suite, args.tracker, args.local, plan.notes)
     _print_notes(args, plan.notes)
     _check_writable(log_dir)
     _check_writable(log_dir.parent)
     for flag, value in (("--junit", args.junit), ("--html", args.html), ("-o", args.output)):
         if isinstance(value, str):
             _check_target(value, flag)
+    resumed_from, previous, batches = None, {}, {}
     if args.resume:
-        plan.resumed_from, files = _resume_files(args.resume, log_dir, shard=args.shard)
+        resumed_from, files = _resume_files(args.resume, log_dir, shard=args.shard)
         every = [case for group in plan.by_dataset.values() for case in group]
         edited: set[str] = set()
         records = _read_records(files, "--resume")
-        plan.previous = _load_previous(records, every, args.retry_errors, edited)
-        plan.batches = _unfinished_batches(records, plan.previous)
-        if plan.batches and not args.batch:  # collected all the same: they are paid for
-            count = sum(len(b) for b in plan.batches.values())
-            batches = f"{count} batch{'es' if count > 1 else ''}"
+        previous = _load_previous(records, every, args.retry_errors, edited)
+        batches = _unfinished_batches(records, previous)
+        if batches and not args.batch:  # collected all the same: they are paid for
+            count = sum(len(b) for b in batches.values())
             print(
-                f"resume: {batches} that run sent are collected first (without --batch, what they leave unanswered "
-                "and the cases they did not ask are asked one by one)",
+                f"resume: {count} batch{'es' if count > 1 else ''} that run sent are collected first (without "
+                "--batch, what they leave unanswered and the cases they did not ask are asked one by one)",
                 file=sys.stderr,
             )
-        skipped = sum(len(v) for v in plan.previous.values())
-        print(
-            f"resume: {skipped} finished cases from the run of {plan.resumed_from} are not asked again", file=sys.stderr
-        )
+        skipped = sum(len(v) for v in previous.values())
+        print(f"resume: {skipped} finished cases from the run of {resumed_from} are not asked again", file=sys.stderr)
         if edited:
             _warn(f"resume: {_n(len(edited), 'case')} edited since that run are asked again ({_some(sorted(edited))})")
-    if plan.previous:  # what --resume does not ask again costs nothing now
-        plan.forecasts = [_resumed(f, plan.previous) for f in plan.forecasts]
-    budget = _chosen(args.budget, suite.config.defaults.budget)
-    _apply_budget(plan, budget)
-    _check_credit(plan.forecasts, budget, plan.previous or {}, bool(args.cache or suite.config.cache))
-    plan.baseline = _read_run(args.baseline, log_dir, "--baseline") if args.baseline else None
+    # what --resume does not ask again costs nothing now
+    forecasts = [_resumed(f, previous) for f in plan.forecasts] if previous else plan.forecasts
+    limit = _chosen(args.budget, suite.config.defaults.budget)
+    plan = _apply_budget(dataclasses.replace(plan, forecasts=forecasts), limit)
+    _check_credit(plan.forecasts, limit, previous, bool(args.cache or suite.config.cache))
+    baseline = _read_run(args.baseline, log_dir, "--baseline") if args.baseline else None
     labels = next((e.labels for e in plan.experiments), {})  # read with the plan
-    for record in (plan.baseline or {}).values():
+    for record in (baseline or {}).values():
         _label_rows(record["dataset"], record.get("rows", ()), labels)
-    _check_exclude(args.flaky, plan.baseline or {}, _primary(suite.metrics).name, "--baseline")
-    plan.cache = _Cache(log_dir / "cache" / "completions.sqlite3") if args.cache or suite.config.cache else None
+    _check_exclude(args.flaky, baseline or {}, _primary(suite.metrics).name, "--baseline")
+    cache = _Cache(log_dir / "cache" / "completions.sqlite3") if args.cache or suite.config.cache else None
+    return dataclasses.replace(
+        plan,
+        remote=remote,
+        previous=previous,
+        resumed_from=resumed_from,
+        baseline=baseline,
+        cache=cache,
+        batches=batches,
+    )
 
 
 def _chosen(flag: object, configured: object) -> Any:
@@ -13071,12 +13085,10 @@ def _cmd_report(args: argparse.Namespace) -> int:
     partial: list[str] = []
     records = _records_of(args.logs, "report", partial)
     metrics = _logged_metrics(records.values())
-    experiments = sorted(
-        (_logged_experiment(r) for r in records.values()), key=lambda experiment: (experiment.dataset, experiment.order)
-    )
     labels = _suite_labels() if any(m.judged for m in metrics) else {}
-    for experiment in experiments:
-        experiment.labels = labels
+    experiments = sorted(
+        (_logged_experiment(r, labels=labels) for r in records.values()), key=lambda e: (e.dataset, e.order)
+    )
     partial += _unfinished(records.values(), experiments)
     suites = sorted({str(r.get("suite")) for r in records.values() if r.get("suite")})
     title = f"agent-evals: {', '.join(suites) or 'report'}"
