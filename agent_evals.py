@@ -424,13 +424,11 @@ def _display(path: Path | str) -> str:
 class _Stop:
     """A run's stop flag: set by Ctrl-C or by an error that ends the run; waits end at once.
     Each run has its own (``_Session.stop``), and it reaches the providers' retry waits
-    through ``Model.stop``: two runs in one process never stop each other. So does the run's
-    ``pace``, its keys' limiters (None: each request meets a rate limit alone)."""
+    through ``Model.stop``: two runs in one process never stop each other."""
 
-    def __init__(self, pace: _Pace | None = None) -> None:
+    def __init__(self) -> None:
         self.event = threading.Event()
         self.reason: str | None = None
-        self.pace = pace
 
     def set(self, reason: str) -> None:
         if not self.event.is_set():
@@ -870,7 +868,7 @@ class Usage:
 
     def __post_init__(self) -> None:
         cost = self.cost_usd
-        if not (isinstance(cost, int | float) and 0.0 <= cost < math.inf):
+        if not (type(cost) is float or isinstance(cost, int | float)) or not 0.0 <= cost < math.inf:
             object.__setattr__(self, "cost_usd", 0.0)
             object.__setattr__(self, "no_price", self.no_price + 1)
 
@@ -1054,8 +1052,10 @@ class Score:
     diagnostics: Mapping[str, object] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        if type(self.metrics) is type(self.outcomes) is type(self.diagnostics) is dict:  # the usual case, at once
+            return
         for key in ("metrics", "outcomes", "diagnostics"):
-            if not isinstance(value := getattr(self, key), dict | Mapping):
+            if not isinstance(value := getattr(self, key), Mapping):
                 raise TypeError(f"Score({key}={_shown(value)}): expected a dict of names to values")
 
 
@@ -1536,22 +1536,19 @@ class _Call:
             self.error = e
         return self.answer is None and self.error is None
 
-    @contextlib.contextmanager
-    def sending(self) -> Iterator[Model]:
-        """The provider is asked, handed the model as this call's (``model.call``: its retries and
-        spend reach the call's steps, from any thread), and how it fails is the call's error."""
+    def handle(self) -> Model:
+        """The model the provider is handed: the case run's, as this call's (``model.call``), so its
+        retries and paid failures reach the call's steps from any thread the provider starts."""
         handle = object.__new__(type(self.model))
         handle.__dict__.update(self.model.__dict__, call=self)
-        try:
-            yield handle
-            if not isinstance(self.answer, Completion):
-                name, kind = self.model.provider.name, type(self.answer).__name__
-                raise ProviderError(f"provider {name} returned {kind}, not a Completion")
-        except BaseException as e:
-            self.answer, self.error = None, e
+        return handle
 
     def end(self) -> Completion:
-        """Each step walked sees how the call ended, last first, and so does the ledger."""
+        """Each step walked sees how the call ended, last first, and so does the ledger; what the
+        provider answered that is not a ``Completion`` is its error."""
+        if self.error is None and not isinstance(self.answer, Completion):
+            name, kind = self.model.provider.name, type(self.answer).__name__
+            self.answer, self.error = None, ProviderError(f"provider {name} returned {kind}, not a Completion")
         for step in reversed(self.model.steps[: self.walked]):
             step.after(self)
         self.model.ledger.ended(self)
@@ -1601,6 +1598,7 @@ class Model:
         stop: _Stop | None = None,
         steps: Sequence[_Step] = (),
         ledger: _Ledger | None = None,
+        pace: _Pace | None = None,
     ) -> None:
         self.id = id
         self.provider = provider
@@ -1611,6 +1609,7 @@ class Model:
         self.service_tier = service_tier  # OpenRouter's service tier, when the lineup names one
         self.max_turns = _SETTING["max_turns"].default if max_turns is None else max_turns  # an agent's loop's bound
         self.stop = _Stop() if stop is None else stop  # the run's: a retry waits on it, a stopped run waits no more
+        self.pace = pace  # the run's keys' limiters, which its requests wait on (None: each meets a rate limit alone)
         self.steps = tuple(steps)
         self.ledger = _Ledger() if ledger is None else ledger
         self.call: _Call | None = None  # the call in flight, in the handle its provider is given (_Call.sending)
@@ -1658,8 +1657,10 @@ class Model:
         """
         call = _Call(self, self._request(system, user, json, messages, tools, tool_choice))
         if call.walk():
-            with call.sending() as handle:
-                call.answer = self.provider.complete(handle, **call.request)
+            try:
+                call.answer = self.provider.complete(call.handle(), **call.request)
+            except BaseException as e:  # how the call ended: its steps see it, then it is raised
+                call.error = e
         return call.end()
 
     async def acomplete(
@@ -1678,8 +1679,10 @@ class Model:
 
         call = _Call(self, self._request(system, user, json, messages, tools, tool_choice))
         if await asyncio.to_thread(call.walk) if any(s.blocks for s in self.steps) else call.walk():
-            with call.sending() as handle:
-                call.answer = await self.provider.acomplete(handle, **call.request)
+            try:
+                call.answer = await self.provider.acomplete(call.handle(), **call.request)
+            except BaseException as e:
+                call.error = e
         return call.end()
 
     def _request(
@@ -2848,7 +2851,7 @@ class _CaseFolder:
 
 class _Cases(Sequence[Case]):
     """The cases of one dataset in order, each read from disk the first time it is
-    asked for (by the thread that runs it).
+    asked for (a run reads those it will ask before its threads start, mostly: ``read``).
     Reading twice (two threads, one case) gives equal results, so no lock is needed.
     ``problems()`` says what was wrong with the files read so far."""
 
@@ -2875,6 +2878,16 @@ class _Cases(Sequence[Case]):
                 self.unreadable[k] = unreadable[0]
             self._cases[k] = case
         return case
+
+    def read(self, places: Iterable[int], until: float = math.inf) -> list[int]:
+        """Read the cases at ``places``, in order, until ``time.monotonic()`` passes ``until``:
+        those left unread."""
+        places = list(places)
+        for n, k in enumerate(places):
+            if time.monotonic() > until:
+                return places[n:]
+            self[k]
+        return []
 
     @property
     def ids(self) -> list[str]:
@@ -4437,7 +4450,7 @@ class OpenRouter(Provider):
         wait = self.timeout if model is not None else min(self.timeout, _LIST_TIMEOUT)
         # the key's pace, shared by every contender on it (lists of models are not paced)
         limiter = None
-        if model is not None and (pace := model.stop.pace) is not None:  # :free models: the account's own pace
+        if model is not None and (pace := model.pace) is not None:  # :free models: the account's own pace
             limiter = pace.of(base, headers.get("Authorization", ""), free=model_id.endswith(":free"))
 
         def attempt() -> tuple[object, int, Mapping[str, str]]:
@@ -6115,9 +6128,15 @@ class Experiment:
         temp = "" if contender.temperature is None else f"--t{_fmt_temp(contender.temperature)}"  # none set: none said
         self.name = _safe_name(f"{dataset}--{contender.model}{via}{routed}--{contender.effort or 'default'}{temp}")
 
-    def model(self, ledger: _Ledger | None = None, steps: Sequence[_Step] = (), stop: _Stop | None = None) -> Model:
+    def model(
+        self,
+        ledger: _Ledger | None = None,
+        steps: Sequence[_Step] = (),
+        stop: _Stop | None = None,
+        pace: _Pace | None = None,
+    ) -> Model:
         """The adapter's handle for one run of one case (``ledger``), its calls walking ``steps``;
-        ``stop``: the run's flag, which its retries wait on."""
+        ``stop``: the run's flag, which its retries wait on; ``pace``: its keys' limiters."""
         c = self.contender
         return Model(
             c.model,
@@ -6131,6 +6150,7 @@ class Experiment:
             stop=stop,
             steps=steps,
             ledger=ledger,
+            pace=pace,
         )
 
 
@@ -6647,6 +6667,13 @@ class _ExperimentRun:
         self.steps = tuple(s for s in (run.cache, (run.batch or earlier) and self.batch, run.budget) if s)
 
     def start(self) -> None:
+        # the cases it will ask, read before its threads start (among -p threads, each file's system calls
+        # hand the GIL round: a quarter of the run's CPU at 2,000 cases and -p 64), for READ_FIRST s at
+        # most: a slow disk's rest is read on a thread while the first cases are asked
+        if isinstance(cases := self.experiment.cases, _Cases):
+            places = dict.fromkeys(i // self.repeat for i in self.todo)
+            if rest := cases.read(places, time.monotonic() + READ_FIRST):
+                threading.Thread(target=cases.read, args=(rest,), name="cases", daemon=True).start()
         self.experiment.started_at = time.strftime("%Y-%m-%dT%H:%M:%S%z")
         self.experiment.began = time.monotonic()
         for tracker in self.run.trackers:
@@ -6712,13 +6739,14 @@ class _ExperimentRun:
             stop=self.run.stop,
             steps=steps,
             ledger=ledger,
+            pace=self.run.pace,
         )
 
     def _begin(self, i: int, owner: _Owner) -> tuple[int, Model, float]:
         """The case's place, its model and its start; the case is in flight from here."""
         # a tracker that shows each model call gets them from the ledger
         ledger = _Ledger(f"{self.ids[i // self.repeat]}#{i % self.repeat}", i % self.repeat, bool(self.run.couriers))
-        model = self.experiment.model(ledger, self.steps, self.run.stop)
+        model = self.experiment.model(ledger, self.steps, self.run.stop, self.run.pace)
         self.inflight[i] = (time.monotonic(), model, owner, i // self.repeat)
         return i // self.repeat, model, time.perf_counter()
 
@@ -6881,7 +6909,7 @@ class _ExperimentRun:
         batches logged, its contender halted or the run stopped, then the case runs it answered
         (after --resume's batches: the cases to ask) go back to the runner, which starts threads
         for them once their dataset's turn comes."""
-        contender = self.experiment.model(stop=self.run.stop)
+        contender = self.experiment.model(stop=self.run.stop, pace=self.run.pace)
         self.batch.go(decision, contender, self.judge_model(contender.ledger))
         if decision.stop:
             self.run.stop.set(decision.stop)
@@ -7131,6 +7159,7 @@ class _Courier:
 
 
 GRACE_SECONDS = 10.0  # after a first Ctrl-C, how long cases in flight may finish
+READ_FIRST = 1.0  # seconds an experiment reads its cases before its threads start (_ExperimentRun.start)
 STALL_SAID = 60.0  # off a terminal, a run with nothing answered for this long says so (then at 2x, 4x...)
 _ABANDONED = "Abandoned"  # a case still in flight when the run ended: --resume asks it again
 
@@ -7224,7 +7253,8 @@ class _Session:
         self.pages: list[tuple[str, str]] = []  # (tracker, url) of the pages finish returned
         self.unwritten: list[str] = []  # "path (why)" of every file the run could not write
         self.unwritten_lock = threading.Lock()
-        self.stop = _Stop(pace)  # this run's: Ctrl-C, a refused key or a full disk set it
+        self.stop = _Stop()  # this run's: Ctrl-C, a refused key or a full disk set it
+        self.pace = pace  # its keys' limiters, handed to each model the run makes
         self.tracker_timeout = tracker_timeout
         self.tags = tags or {}  # a shard's "shard" and "run_id", in each journal's header
         self.until_decided = until_decided  # --until-decided: the primary metric each dataset's _Decider tests
