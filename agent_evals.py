@@ -123,7 +123,7 @@ import os
 import re
 import threading
 import time
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, ItemsView, Iterable, Iterator, KeysView, Mapping, Sequence, ValuesView
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -5166,13 +5166,16 @@ def _estimate(values: Sequence[float]) -> _Estimate | None:
     return _Estimate(mean, n, se, max(0.0, mean - t * se), min(1.0, mean + t * se), "t")
 
 
-class _Values(dict[str, float]):
-    """Each unit's value of a metric, by ``dataset/id`` (``_case_values``). A judged metric's
-    values are the judge's, and ``labels`` holds each judged unit's truth by people's labels
-    (averaged as its value is), or None where the unit lies past its dataset's labelled
-    sample (``_units``); a unit not in ``labels`` is exact (an error counted as wrong).
-    ``answers``: each judged unit's answers, by their hashes: two runs' same answers have the
-    same truth, so their difference is known without a label (``_alike``)."""
+class _Values(Mapping[str, float]):
+    """Each unit's value of a metric, by ``dataset/id`` (``_case_values``): ``by_unit``, read as a
+    mapping. A judged metric's values are the judge's, and ``labels`` holds each judged unit's
+    truth by people's labels (averaged as its value is), or None where the unit lies past its
+    dataset's labelled sample (``_units``); a unit not in ``labels`` is exact (an error counted as
+    wrong). ``answers``: each judged unit's answers, by their hashes: two runs' same answers have
+    the same truth, so their difference is known without a label (``_alike``). What reads the
+    labels takes a ``_Values`` by its type; a plain mapping of values has none to carry."""
+
+    __slots__ = ("answers", "by_unit", "labels")
 
     def __init__(
         self,
@@ -5180,8 +5183,30 @@ class _Values(dict[str, float]):
         labels: Mapping[str, float | None] = {},
         answers: Mapping[str, str] = {},
     ) -> None:
-        super().__init__(values or {})
+        self.by_unit = dict(values or {})
         self.labels, self.answers = dict(labels), dict(answers)
+
+    def __getitem__(self, unit: str) -> float:
+        return self.by_unit[unit]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.by_unit)
+
+    def __len__(self) -> int:
+        return len(self.by_unit)
+
+    # the dict's own views and lookups, not Mapping's that go through __getitem__ (a miss raising)
+    def __contains__(self, unit: object) -> bool:
+        return unit in self.by_unit
+
+    def keys(self) -> KeysView[str]:
+        return self.by_unit.keys()
+
+    def values(self) -> ValuesView[float]:
+        return self.by_unit.values()
+
+    def items(self) -> ItemsView[str, float]:
+        return self.by_unit.items()
 
     def only(self, keys: Iterable[str]) -> _Values:
         kept = {k: self[k] for k in keys if k in self}
@@ -5206,12 +5231,12 @@ def _strata(values: _Values) -> dict[str, list[str]]:
     return out
 
 
-def _corrected(values: Mapping[str, float]) -> tuple[float, float, int, float, float] | None:
+def _corrected(values: _Values) -> tuple[float, float, int, float, float] | None:
     """A judged figure corrected by people's labels: (mean, variance, degrees of freedom, low,
     high); None when a dataset with judged units has fewer than ``LABELS_LEAST`` labelled (the
     figure is then the judge's alone). Each dataset's part is ``_ppi``'s; over several, their
     case-weighted sum, its variance their squared weights', its degrees of freedom the fewest."""
-    if not isinstance(values, _Values) or not any(v is not None for v in values.labels.values()):
+    if not any(v is not None for v in values.labels.values()):
         return None
     parts, total = [], len(values)
     for units in _strata(values).values():
@@ -5339,14 +5364,14 @@ def _spread(gaps: Sequence[float]) -> float:
     return (sum((d - gap) ** 2 for d in gaps) + 2 * PSEUDO) / (n + 2 * PSEUDO - 1)
 
 
-def _point(values: Mapping[str, float]) -> float | None:
+def _point(values: _Values) -> float | None:
     """The figure a metric's values give, from 0 to 1: corrected by labels where they correct it."""
     if (corrected := _corrected(values)) is not None:
         return min(1.0, max(0.0, corrected[0]))
     return min(1.0, max(0.0, sum(values.values()) / len(values))) if values else None
 
 
-def _estimate_of(values: Mapping[str, float]) -> _Estimate | None:
+def _estimate_of(values: _Values) -> _Estimate | None:
     """``_estimate``, or the corrected figure with its interval where labels correct it."""
     if (corrected := _corrected(values)) is None:
         return _estimate(list(values.values()))
@@ -5354,9 +5379,7 @@ def _estimate_of(values: Mapping[str, float]) -> _Estimate | None:
     return _Estimate(min(1.0, max(0.0, mean)), len(values), math.sqrt(var), max(0.0, low), min(1.0, high), "corrected")
 
 
-def _alike(
-    first: Mapping[str, float], second: Mapping[str, float]
-) -> tuple[tuple[float, float, int, float, float] | None, str, int]:
+def _alike(first: _Values, second: _Values) -> tuple[tuple[float, float, int, float, float] | None, str, int]:
     """Two sets of values made one thing to compare: their differences over the units both
     hold, corrected by labels (``_corrected``'s figure) only when both sides are (a unit's
     difference is labelled when each side's value is exact or labelled), else None: the
@@ -5365,8 +5388,7 @@ def _alike(
     no labels) and how many units the side without labels lacks where the other has them:
     those ``label`` would ask first."""
     keys = first.keys() & second.keys()
-    a = first.only(keys) if isinstance(first, _Values) else _Values({k: first[k] for k in keys})
-    b = second.only(keys) if isinstance(second, _Values) else _Values({k: second[k] for k in keys})
+    a, b = first.only(keys), second.only(keys)
     # the same answers on both sides: their difference is 0, known without a label (exact)
     same = {k for k in keys if a.answers.get(k) is not None and a.answers.get(k) == b.answers.get(k)}
     diff = {k: 0.0 if k in same else a[k] - b[k] for k in keys}
@@ -5440,20 +5462,20 @@ class _Paired:
         return p is not None and p < ALPHA
 
 
-def _paired(first: Mapping[str, float], second: Mapping[str, float]) -> _Paired | None:
+def _paired(first: _Values, second: _Values) -> _Paired | None:
     """McNemar's mid-p test for 0/1 values, the paired t-test otherwise, the interval Student's
     t over the paired differences. A judged metric's values are compared corrected on both
     sides or on neither (``_alike``): corrected, the differences are corrected as one figure
     (``_corrected``) and tested by t on its degrees of freedom.
 
-    >>> same = {str(i): float(i % 2) for i in range(100)}
+    >>> same = _Values({str(i): float(i % 2) for i in range(100)})
     >>> _paired(same, same).p
     1.0
-    >>> worse = {k: 0.0 if int(k) < 30 else 1.0 for k in same}
-    >>> right = {k: 1.0 for k in same}
+    >>> worse = _Values({k: 0.0 if int(k) < 30 else 1.0 for k in same})
+    >>> right = _Values(dict.fromkeys(same, 1.0))
     >>> _paired(worse, right).significant
     True
-    >>> _paired({"a": 0.5, "b": 0.7}, {"a": 0.4, "b": 0.6}).p  # all differ alike: the exact sign-flip test
+    >>> _paired(_Values({"a": 0.5, "b": 0.7}), _Values({"a": 0.4, "b": 0.6})).p  # all differ alike: sign-flip
     0.5
     """
     keys = sorted(first.keys() & second.keys())
@@ -9150,13 +9172,13 @@ class _Row:
 
     dataset: str
     contender: Contender
-    values: Mapping[str, Mapping[str, float]]  # metric -> dataset/id -> the case's mean over repeats
+    values: Mapping[str, _Values]  # metric -> dataset/id -> the case's mean over repeats
     errors: int
     runs: int  # case runs that finished, repeats included
     duration: float
     usage: Usage  # what this run spent
     lost: Usage  # what the runs that ended in an error spent
-    strict: Mapping[str, Mapping[str, float]] = field(default_factory=dict)  # as ``values``, errors counted as 0
+    strict: Mapping[str, _Values] = field(default_factory=dict)  # as ``values``, errors counted as 0
     saved: float = 0.0  # what the answers the cache gave cost when first paid for
     reasons: tuple[tuple[int, str], ...] = ()  # (count, masked message) of its errors, most common first
     repeat: int = 1  # --repeat: each case asked this often
@@ -9169,16 +9191,16 @@ class _Row:
 
     def mean(self, metric: str) -> float | None:
         """Over its units, from 0 to 1 (a judged metric's corrected by labels: ``_point``)."""
-        return _point(self.values.get(metric) or {})
+        return _point(self.values.get(metric) or _Values())
 
     def strict_mean(self, metric: str) -> float | None:
         """The mean with every run that ended in an error counted as wrong: what the
         contender delivers per case attempted (the means themselves leave errors out)."""
-        return _point(self.strict.get(metric) or self.values.get(metric) or {})
+        return _point(self.strict.get(metric) or self.values.get(metric) or _Values())
 
     def estimate(self, metric: str, ranked: bool = False) -> _Estimate | None:
         """The metric's mean with its interval; ``ranked``: with errors counted as wrong."""
-        return _estimate_of((self.strict.get(metric) if ranked else None) or self.values.get(metric) or {})
+        return _estimate_of((self.strict.get(metric) if ranked else None) or self.values.get(metric) or _Values())
 
     @property
     def cost(self) -> float:
@@ -9569,7 +9591,8 @@ def _no_worse(row: _Row, top: _Row, name: str) -> tuple[bool, _Paired | None]:
     if row is top:
         return True, None
     paired = _paired(
-        row.strict.get(name) or row.values.get(name) or {}, top.strict.get(name) or top.values.get(name) or {}
+        row.strict.get(name) or row.values.get(name) or _Values(),
+        top.strict.get(name) or top.values.get(name) or _Values(),
     )
     if paired is None:  # no case in common: nothing shows it
         return False, None
@@ -9817,10 +9840,10 @@ def _overall(rows: Sequence[_Row], metrics: Sequence[Metric], primary: Metric) -
     return out
 
 
-def _merged(parts: Sequence[Mapping[str, float]]) -> _Values:
+def _merged(parts: Sequence[_Values]) -> _Values:
     """Datasets' values as one, with their labels (``_corrected`` weighs each dataset's part)."""
-    labels = {k: v for part in parts if isinstance(part, _Values) for k, v in part.labels.items()}
-    answers = {k: v for part in parts if isinstance(part, _Values) for k, v in part.answers.items()}
+    labels = {k: v for part in parts for k, v in part.labels.items()}
+    answers = {k: v for part in parts for k, v in part.answers.items()}
     return _Values({k: v for part in parts for k, v in part.items()}, labels, answers)
 
 

@@ -19,7 +19,7 @@ METRICS = [Metric("acc", "Accuracy.", primary=True)]
 
 
 def row(model: str, acc: float, cost: float) -> ae._Row:
-    return ae._Row("ds", Contender(model), {"acc": {"ds/a": acc}}, 0, 1, 1.0, Usage(1, 1, cost), Usage())
+    return ae._Row("ds", Contender(model), {"acc": ae._Values({"ds/a": acc})}, 0, 1, 1.0, Usage(1, 1, cost), Usage())
 
 
 def test_pareto_frontier_and_scaling() -> None:

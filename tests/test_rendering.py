@@ -25,7 +25,7 @@ def row(
     return ae._Row(
         dataset,
         Contender(model, effort, temp),
-        {"acc": values, "strict": {}},
+        {"acc": ae._Values(values), "strict": ae._Values()},
         errors,
         n,
         1.5,
@@ -208,13 +208,13 @@ def test_the_best_value_line_leads_with_the_figure_it_was_picked_by() -> None:
         return ae._Row(
             "ds",
             Contender(model),
-            {"acc": answered},
+            {"acc": ae._Values(answered)},
             errors,
             400,
             1.0,
             Usage(1, 1, cost),
             Usage(),
-            strict={"acc": strict},
+            strict={"acc": ae._Values(strict)},
         )
 
     every = {f"ds/c{i}": 1.0 for i in range(400)}

@@ -226,10 +226,13 @@ def test_pairs_that_all_differ_alike_get_the_exact_sign_flip_p() -> None:
     for n in (2, 5, 6, 40):
         before = {f"c{i}": 0.8 for i in range(n)}
         after = dict.fromkeys(before, 0.2)
-        exact, nearly = ae._paired(after, before), ae._paired({**after, "c0": 0.2 + 1e-9}, before)
+        exact, nearly = (
+            ae._paired(ae._Values(after), ae._Values(before)),
+            ae._paired(ae._Values({**after, "c0": 0.2 + 1e-9}), ae._Values(before)),
+        )
         assert exact.p == 2.0 ** (1 - n) and exact.method == "sign-flip"
         assert exact.significant == nearly.significant == (n >= 6) and nearly.p >= exact.p
-    assert ae._paired({"a": 0.5}, {"a": 0.4}).p is None  # one pair: no test at all
+    assert ae._paired(ae._Values({"a": 0.5}), ae._Values({"a": 0.4})).p is None  # one pair: no test at all
     with pytest.raises(ValueError, match="at least 1 degree of freedom"):
         ae._t_quantile(0.975, 0)
 
@@ -425,7 +428,7 @@ def test_the_printed_detectable_difference_is_caught_80_percent_of_the_time() ->
                 distance = ae._estimate(mine).detectable
                 other = p - distance if p >= 0.5 else p + distance
                 theirs = {str(i): float(rng.random() < other) for i in range(n)}
-                result = ae._paired(theirs, {str(i): v for i, v in enumerate(mine)})
+                result = ae._paired(ae._Values(theirs), ae._Values({str(i): v for i, v in enumerate(mine)}))
                 hits += result is not None and result.significant
             caught[(p, n)] = hits / 250
     assert min(caught.values()) >= 0.77, caught
@@ -466,7 +469,7 @@ def test_cases_needed_are_for_the_effect_the_user_names() -> None:
 
 
 def test_one_shared_case_is_not_enough_data() -> None:
-    paired = ae._paired({"a": 1.0}, {"a": 0.0})
+    paired = ae._paired(ae._Values({"a": 1.0}), ae._Values({"a": 0.0}))
     assert paired is not None and paired.p is None
 
 

@@ -51,22 +51,24 @@ def test_estimates_at_the_edges() -> None:
 def test_paired_tests_sanity() -> None:
     keys = [str(i) for i in range(100)]
     answers = {k: float(i % 3 == 0) for i, k in enumerate(keys)}
-    same = ae._paired(answers, dict(answers))
+    same = ae._paired(ae._Values(answers), ae._Values(dict(answers)))
     assert same.p == 1.0 and not same.significant and same.method == "McNemar mid-p"
     right = dict.fromkeys(keys, 1.0)
     wrong30 = {k: 0.0 if i < 30 else 1.0 for i, k in enumerate(keys)}
-    worse = ae._paired(wrong30, right)
+    worse = ae._paired(ae._Values(wrong30), ae._Values(right))
     assert worse.significant and worse.delta == pytest.approx(-0.3) and worse.p < 1e-6
-    few = ae._paired({k: 0.0 if i < 2 else 1.0 for i, k in enumerate(keys)}, right)
+    few = ae._paired(ae._Values({k: 0.0 if i < 2 else 1.0 for i, k in enumerate(keys)}), ae._Values(right))
     assert not few.significant  # two discordant cases prove nothing
     graded = {k: 0.5 + 0.1 * (i % 5) / 5 for i, k in enumerate(keys)}
     shifted = {k: v - 0.05 for k, v in graded.items()}
-    t_test = ae._paired(shifted, graded)  # every case moved by exactly the same amount: the exact sign-flip test
+    t_test = ae._paired(
+        ae._Values(shifted), ae._Values(graded)
+    )  # every case moved by exactly the same amount: the exact sign-flip test
     assert t_test.method == "sign-flip" and t_test.p == 2.0 ** (1 - len(keys)) and t_test.significant
     assert t_test.delta == pytest.approx(-0.05)
     noisy = {k: v + (0.01 if i % 2 else -0.01) for i, (k, v) in enumerate(graded.items())}
-    assert not ae._paired(noisy, graded).significant
-    assert ae._paired({"a": 1.0}, {"b": 1.0}) is None
+    assert not ae._paired(ae._Values(noisy), ae._Values(graded)).significant
+    assert ae._paired(ae._Values({"a": 1.0}), ae._Values({"b": 1.0})) is None
 
 
 def test_t_distribution_against_known_values() -> None:
