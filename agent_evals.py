@@ -6626,6 +6626,13 @@ class _Batch(_Step):
             )
 
 
+# A case run's states in its experiment's table (_ExperimentRun.state), which _move alone changes:
+# waiting to be asked, running on a thread, put off for the next batch round, replaying with its
+# round's answers, done (a row), and at the end, never asked: decided (--until-decided) or stopped.
+_WAITING, _RUNNING, _PUT_OFF, _REPLAYING, _DONE = "waiting", "running", "put off", "replaying", "done"
+_DECIDED, _STOPPED = "decided", "stopped"
+
+
 class _ExperimentRun:
     """One experiment in flight: ``parallelism`` daemon threads take the next case until
     none is left or the run stops. Each finished case goes to the journal at once (so a
@@ -6633,6 +6640,10 @@ class _ExperimentRun:
     order, every finished case not yet recorded; no futures, no queue, no idle consumer.
     The run's main thread watches the cases in flight (``watch``): one past the case
     timeout becomes that case's error row, and its thread is replaced.
+
+    Each case run is in one state of its table (``state``, counted in ``count``), moved on
+    by ``_move``; what the experiment needs of the main thread next is read off that
+    table and its threads in one place (``next_step``).
     """
 
     def __init__(
@@ -6655,6 +6666,8 @@ class _ExperimentRun:
                 if (p := previous.get((ids[i // self.repeat], i % self.repeat))) is not None:
                     self.results[i] = dataclasses.replace(p, experiment=experiment)
         self.todo = [i for i, result in enumerate(self.results) if result is None]
+        self.state = [_WAITING if result is None else _DONE for result in self.results]
+        self.count = collections.Counter(self.state)
         # --until-decided: its dataset's decider releases its cases round by round, and its verdicts
         # on the contenders (``rivals``, the dataset's experiments, this one at ``seat``) are applied here
         self.decider, self.rivals, self.seat = decider, rivals, rivals.index(experiment) if decider else 0
@@ -6670,7 +6683,7 @@ class _ExperimentRun:
         self.wanted = 0  # threads to start (resume): for its cases, or for what its batch answered
         self.queued = False  # handed to the main thread, which does what it needs next (advance)
         self.started = time.perf_counter()
-        # unit -> (when it started, its model, the owner running it, the case's place)
+        # a running case run -> (when it started, its model, the owner running it, the case's place)
         self.inflight: dict[int, tuple[float, Model, _Owner, int]] = {}
         # each finished run's row as JSON: appended to the journal, then reused by the log
         self.lines: list[str | None] = [None if r is None else _log_line(r)[1] for r in self.results]
@@ -6684,7 +6697,7 @@ class _ExperimentRun:
         # without --batch or batches to collect: one that is never a step, and never holds a case
         self.batch = _Batch(run.batch, earlier, run.budget, uses, (experiment.dataset, experiment.contender.label))
         self.round: _Round | None = None  # the batch round at the provider, on a thread of its own
-        self.replays: list[int] = []  # case runs whose round came back, to run first: they hold its answers
+        self.replays: list[int] = []  # the replaying case runs, to run first: they hold their round's answers
         # what each model call walks: the response cache, the batch, the budget
         self.steps = tuple(s for s in (run.cache, (run.batch or earlier) and self.batch, run.budget) if s)
 
@@ -6738,6 +6751,12 @@ class _ExperimentRun:
             with self.run.lock:
                 self.blocked -= 1
 
+    def _move(self, unit: int, to: str) -> None:
+        """The one place a case run changes state (the caller holds the lock)."""
+        self.count[self.state[unit]] -= 1
+        self.count[to] += 1
+        self.state[unit] = to
+
     def _apply(self, verdicts: Iterable[tuple[int, str]]) -> None:
         """--until-decided's verdicts: the contenders shown below the top, and the top, are decided."""
         for seat, why in verdicts:
@@ -6769,7 +6788,9 @@ class _ExperimentRun:
         # a tracker that shows each model call gets them from the ledger
         ledger = _Ledger(f"{self.ids[i // self.repeat]}#{i % self.repeat}", i % self.repeat, bool(self.run.couriers))
         model = self.experiment.model(ledger, self.steps, self.run.stop, self.run.pace)
-        self.inflight[i] = (time.monotonic(), model, owner, i // self.repeat)
+        with self.run.lock:
+            self.inflight[i] = (time.monotonic(), model, owner, i // self.repeat)
+            self._move(i, _RUNNING)
         return i // self.repeat, model, time.perf_counter()
 
     def _work(self, owner: _Owner, gate: threading.Event | None) -> None:
@@ -6789,6 +6810,8 @@ class _ExperimentRun:
                 if (ended := self.batch.put_off(i, model, result)) is None:
                     with run.lock:
                         self.inflight.pop(i, None)
+                        if self.state[i] == _RUNNING:
+                            self._move(i, _PUT_OFF)
                     continue  # it waits for the next batch
                 result = ended
                 if model.ledger.waits:
@@ -6832,11 +6855,14 @@ class _ExperimentRun:
         result, line = _log_line(result)  # outside the lock: other threads go on
         with run.lock:
             self.inflight.pop(i, None)
+            # else it timed out (its row is kept), or the run was written
+            kept = (running := self.state[i] == _RUNNING) and not unasked
+            if kept:
+                self._keep(i, result, line)
+            elif running:
+                self._move(i, _WAITING)  # not run: --resume asks it
             self._settle()
-            if self.closed or self.results[i] is not None or unasked:
-                return None
-            self._keep(i, result, line)
-        return line
+        return line if kept else None
 
     def _keep(self, i: int, result: RunResult, line: str) -> None:
         """A finished case run's row, counted and recorded (the caller holds the lock). A
@@ -6845,6 +6871,7 @@ class _ExperimentRun:
         its server does not take), a server that answers 500 to all (a model that cannot
         load) or never answers (timeouts). A rate limit is the key's, not the contender's."""
         self.results[i], self.lines[i] = result, line
+        self._move(i, _DONE)
         self.run.progress.add(result)
         self._record()
         error = result.error
@@ -6877,12 +6904,9 @@ class _ExperimentRun:
                     continue
                 del self.inflight[i]
                 replace, owner.orphaned = not owner.orphaned, True
+                self._keep(i, result, line)
                 self._settle()
-                if self.results[i] is None:
-                    self._keep(i, result, line)
-                else:
-                    line = ""
-            self.run.journal_write(self.journal, f"{line}\n" if line else "")
+            self.run.journal_write(self.journal, f"{line}\n")
             if replace:
                 self._spawn(_Owner())
 
@@ -6893,31 +6917,36 @@ class _ExperimentRun:
             self.active -= 1
             self._settle()
 
+    def next_step(self) -> str:
+        """What the experiment needs of the main thread now, read off its table and threads
+        (the caller holds the lock): "cases" (threads to start for the case runs its batch
+        answered), "round" (its batch's round: no case run is running and every thread that
+        takes them waits for --until-decided's next round, or none is left), "finish" (no
+        thread and no round left), or "" (its threads go on). A case still running, held by a
+        stuck thread or loop, ends first, as its answer or as its timeout, unless the run was
+        stopped (then it is written as abandoned, which --resume asks again)."""
+        stopped = self.run.stop.event.is_set()
+        if self.closed or (self.count[_RUNNING] and not stopped):
+            return ""
+        if self.wanted and not stopped:
+            return "cases"
+        if self.active == self.blocked and self._due():
+            return "round"
+        return "finish" if self.active == 0 and self.round is None else ""
+
     def _settle(self) -> None:
-        """Hand the experiment to the main thread (``advance``) once no thread takes its cases
-        (or every one that does waits for --until-decided's next round while its batch is due)
-        and none is in flight: a case still held by a stuck thread or loop ends first, as its
-        answer or as its timeout, unless the run was stopped (then it is written as abandoned,
-        which --resume asks again). The caller holds the lock."""
-        if self.queued or self.closed or (self.inflight and not self.run.stop.event.is_set()):
-            return
-        if self.wanted or (self.active == 0 and self.round is None) or (self.active == self.blocked and self._due()):
+        """Hand the experiment to the main thread (``advance``) once it needs it (the caller holds the lock)."""
+        if not self.queued and self.next_step():
             self.queued = True
             self.run.ready.put(self)
 
     def advance(self) -> str:
-        """What it needs of the main thread now: its batch's round sent off (every case run is
-        put off, done or waiting for its round), then "cases" (threads to start for the case
-        runs its batch answered), "finish", or "" (nothing: it moved on meanwhile)."""
+        """On the main thread: its batch's round sent off on a thread of its own, else what
+        ``next_step`` says now ("cases", "finish", or "": it moved on meanwhile)."""
         with self.run.lock:
-            self.queued, stopped = False, self.run.stop.event.is_set()
-            if self.wanted and not stopped:
-                return "cases"
-            self.wanted = 0
-            if self.inflight and not stopped:
-                return ""
-            if not (self.active == self.blocked and self._due()):
-                return "finish" if self.active == 0 and self.round is None else ""
+            self.queued = False
+            if (step := self.next_step()) != "round":
+                return step
             self.round = _Round()
         threading.Thread(target=self._round, args=(self.round,), name="batch", daemon=True).start()
         return ""
@@ -6939,7 +6968,10 @@ class _ExperimentRun:
             self.experiment.batches += decision.sent
             self.experiment.halted = self.experiment.halted or decision.halted or None
             self.round = None
-            self.replays.extend(decision.replay)
+            for unit in decision.replay:
+                if self.state[unit] == _PUT_OFF:  # not given up on (timed out) meanwhile
+                    self._move(unit, _REPLAYING)
+                    self.replays.append(unit)
         threads = len(self.todo) if decision.earlier else len(decision.replay)
         self.wake(min(self.experiment.parallelism, threads))
 
@@ -6993,15 +7025,18 @@ class _ExperimentRun:
             if self.round is not None:  # abandoned at the provider: its batches are logged, --resume collects them
                 experiment.batches += self.round.sent
             for i, (result, line) in abandoned:
-                if self.results[i] is None:
+                if self.state[i] == _RUNNING:
                     self.results[i], self.lines[i] = result, line
+                    self._move(i, _DONE)
                     run.journal_write(self.journal, f"{line}\n")
+            never = [i for i, state in enumerate(self.state) if state != _DONE]
+            for i in never:  # never asked, or put off when the run stopped: --resume asks them
+                self._move(i, _DECIDED if experiment.decided else _STOPPED)
             experiment.results = [r for r in self.results if r is not None]
             experiment.rows_json = [line for line in self.lines if line is not None]
             experiment.not_run = [
                 f"{self.ids[i // self.repeat]}#{i % self.repeat}" if self.repeat > 1 else self.ids[i // self.repeat]
-                for i, r in enumerate(self.results)
-                if r is None
+                for i in never
             ]
             for late in self.results[self.recorded :]:  # what finished after a gap
                 if late is not None:
@@ -7446,7 +7481,7 @@ def _schedule(run: _Session, experiments: list[Experiment], concurrency: int, ru
             running.append(started := _ExperimentRun(run, pending.pop(0), deciders.get(dataset), rivals[dataset]))
             started.start()
         if (due := run.next_ready()) is not None:
-            if (step := due.advance()) == "cases":
+            if (step := due.advance()) == "cases" and due not in waiting:
                 waiting.append(due)
             elif step == "finish":
                 due.finish()

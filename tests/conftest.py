@@ -228,3 +228,18 @@ def run_agent_evals(
     return subprocess.run(
         command, cwd=cwd, env=environ, capture_output=True, text=True, timeout=limit, stdin=subprocess.DEVNULL, **kw
     )
+
+
+def walks(monkeypatch: pytest.MonkeyPatch) -> dict[tuple[str, str, int], list[str]]:
+    """Each case run's states as its experiment's table moves it on (``_move``, the one place), by (dataset,
+    contender, unit)."""
+    seen: dict[tuple[str, str, int], list[str]] = {}
+    move = agent_evals._ExperimentRun._move
+
+    def spy(self: agent_evals._ExperimentRun, unit: int, to: str) -> None:
+        key = (self.experiment.dataset, self.experiment.contender.label, unit)
+        seen.setdefault(key, [self.state[unit]]).append(to)
+        move(self, unit, to)
+
+    monkeypatch.setattr(agent_evals._ExperimentRun, "_move", spy)
+    return seen

@@ -18,7 +18,7 @@ import pytest
 from servers import Answer, BatchAPI, OpenAICompatible, Received, chat_answer
 
 import agent_evals as ae
-from conftest import EXACT_HELPER, ROOT, many, read_logs, run_agent_evals
+from conftest import EXACT_HELPER, ROOT, many, read_logs, run_agent_evals, walks
 
 LINEUP = (
     "request_types: [prompt]\ndefaults:\n  max_tokens: 64\nvendors:\n  openai:\n    - model: gpt-4o-mini\n   "
@@ -925,3 +925,15 @@ def test_a_cached_batch_run_asks_the_key_before_its_first_batch_and_stops_there(
         code, out, err = cli("run", "--batch", "--local", "--resume", cwd=project)
         assert code == 0 and [len(b["requests"]) for b in api.submitted] == [2, 1] and "100.0%" in out, err
         assert [r.path for r in server.requests].count("/api/v1/key") == 2
+
+
+def test_each_case_run_walks_the_table_from_waiting_through_its_batch_to_done(toy: Path, monkeypatch, cli) -> None:
+    seen = walks(monkeypatch)
+    with batch_server(BatchAPI(toy_answer), monkeypatch):
+        code, _, err = cli("run", "--batch", "--local", "--repeat", "2", "-m", "openai/gpt-4o-mini", cwd=toy)
+    assert code == 0, err
+    for log in read_logs(toy):
+        units = sorted(unit for dataset, _, unit in seen if dataset == log["dataset"])
+        assert units == list(range(len(log["rows"]))) and len(units) >= 4
+    walk = ["waiting", "running", "put off", "replaying", "running", "done"]
+    assert seen and all(states == walk for states in seen.values()), seen

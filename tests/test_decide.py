@@ -15,7 +15,7 @@ from statistics import NormalDist
 import pytest
 
 import agent_evals as ae
-from conftest import EXACT_HELPER, many, read_logs
+from conftest import EXACT_HELPER, many, read_logs, walks
 
 
 def looks(cases: int) -> list[int]:
@@ -100,11 +100,17 @@ ae.configure(providers=[ae.FakeProvider({"sloppy": sloppy})])
 )
 
 
-def test_until_decided_stops_asking_a_contender_shown_below_the_top(make_suite, cli) -> None:
+def test_until_decided_stops_asking_a_contender_shown_below_the_top(make_suite, cli, monkeypatch) -> None:
     lineup = "request_types: [prompt]\nvendors:\n  fake:\n    - model: echo\n    - model: sloppy\n"
     project = make_suite(helper=SLOPPY, config=lineup, cases=many(300))
+    seen = walks(monkeypatch)
     code, out, err = cli("compare", "--local", "--until-decided", "-p", "8", cwd=project)
     assert code == 0, err
+    # in each experiment's table a case run is asked and done, or never asked: decided
+    assert len(seen) == 600 and {tuple(walk) for walk in seen.values()} == {
+        ("waiting", "running", "done"),
+        ("waiting", "decided"),
+    }
     assert "decided [ds] fake/sloppy effort=default: below fake/echo effort=default by " in err
     assert "decided [ds] fake/echo effort=default: the top: every other contender is below it" in err
     logs = {log["contender"]["model"]: log for log in read_logs(project)}
@@ -149,7 +155,9 @@ def test_a_run_that_decides_within_the_budget_is_not_refused_for_its_every_case_
 CLOSE = SLOPPY.replace("% 3 else", "% 8 else")
 
 
-def test_a_decided_run_stopped_by_the_budget_resumes_its_rounds_as_if_never_stopped(make_suite, cli, tmp_path) -> None:
+def test_a_decided_run_stopped_by_the_budget_resumes_its_rounds_as_if_never_stopped(
+    make_suite, cli, tmp_path, monkeypatch
+) -> None:
     lineup = "request_types: [prompt]\nvendors:\n  fake:\n    - model: echo\n    - model: sloppy\n"
     project = make_suite(helper=CLOSE, config=lineup, cases=many(400))
     code, _, whole = cli("compare", "--local", "--until-decided", "-p", "3", cwd=project)
@@ -158,9 +166,13 @@ def test_a_decided_run_stopped_by_the_budget_resumes_its_rounds_as_if_never_stop
     assert 40 < len(uninterrupted["fake/echo"]) < 400
     project.rename(tmp_path / "whole")
     project = make_suite(helper=CLOSE, config=lineup, cases=many(400))
+    seen = walks(monkeypatch)
     code, _, err = cli("compare", "--local", "--until-decided", "--budget", "0.1", "-p", "3", cwd=project)
     assert code == 1 and "error: budget reached: $0.1000 of $0.1000; " in err, err
     assert "decided [" not in err
+    # a case run the budget stopped before it spent goes back to waiting; the run's end finds it stopped
+    ends = [walk[-1] for walk in seen.values()]
+    assert len(seen) == 800 and ends.count("done") == 100 and ends.count("stopped") == 700, ends
     code, _, err = cli("compare", "--local", "--until-decided", "--resume", "-p", "3", cwd=project)
     assert code == 0, err
     assert "resume: 100 finished cases" in err

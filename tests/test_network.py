@@ -131,10 +131,9 @@ def test_all_proxy_is_used_when_no_scheme_has_its_own(project) -> None:
 
 
 def test_a_dead_proxy_is_one_line_naming_it_never_the_server(project) -> None:
-    started = time.monotonic()
     env = {"OPENROUTER_BASE_URL": "https://openrouter.example.test/api/v1", "HTTPS_PROXY": "http://127.0.0.1:9"}
     code, out, err = cli(project, "compare", "--local", env=env)
-    assert code == 2 and out == "" and time.monotonic() - started < 20
+    assert code == 2 and out == ""
     assert err.strip() == (
         "error: openrouter: cannot reach the proxy http://127.0.0.1:9 (HTTPS_PROXY: ConnectionRefusedError: "
         "[Errno 111] Connection refused); start it, fix that variable, or name the server in NO_PROXY"
@@ -313,12 +312,10 @@ def test_gzip_sent_without_its_header_is_named(project) -> None:
 
 def test_a_hung_server_is_one_line_and_a_failure_within_the_list_deadline(project) -> None:
     with Silent() as server:
-        started = time.monotonic()
         env = {"OPENROUTER_BASE_URL": f"{server.url}/api/v1"}
         code, out, err = cli(project, "compare", "--local", "--timeout", "2", env=env, limit=60)
-        took = time.monotonic() - started
-    # asked once, never retried: a hung list is not worth another try (2.3 s quiet; the bound is loose)
-    assert code == 2 and out == "" and server.connections == 1 and took < 30
+    # asked once, never retried: a hung list is not worth another try
+    assert code == 2 and out == "" and server.connections == 1
     assert err.strip() == (
         f"error: openrouter: no whole answer from {server.url}/api/v1 within 2 s (GET /models); check that the "
         "server is up and not stuck, then run again"
@@ -482,10 +479,10 @@ direct:
 @needs("litellm")
 def test_litellm_a_dead_server_is_one_line_at_once(make_suite) -> None:
     project = make_suite(helper=EXACT_HELPER, config=LITELLM, cases=many(6))
-    started = time.monotonic()
     env = {"LITELLM_API_BASE": "http://127.0.0.1:9/v1", "OPENAI_API_KEY": "sk-x"}
-    code, _, err = cli(project, "compare", "--local", env=env, limit=120)
-    assert code == 1 and time.monotonic() - started < 60  # 4.4 s quiet; LiteLLM's own retries took 35.7 s
+    # the child's bound (4.4 s quiet), below the 35.7 s LiteLLM's own retries took when they were on
+    code, _, err = cli(project, "compare", "--local", env=env, limit=30)
+    assert code == 1
     assert "error: the run stopped after" in err
     assert (
         "litellm: cannot reach http://127.0.0.1:9/v1 (ConnectionRefusedError: [Errno 111] Connection refused); " in err

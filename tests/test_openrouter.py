@@ -154,10 +154,16 @@ def test_cost_from_catalog_prices_when_the_response_has_none(ask, env, tmp_path)
 def test_retry_after_is_honoured_then_success(ask, env) -> None:
     answers = iter([Answer(429, {"error": {"message": "slow down"}}, {"Retry-After": "0.3"}), chat_answer("ok")])
     env.respond = lambda r: next(answers)
-    m = model()
-    started = time.monotonic()
+    waited: list[float] = []
+
+    class Stop(ae._Stop):  # the run's stop flag, whose wait is every retry's: the seconds asked of it
+        def wait(self, seconds: float) -> bool:
+            waited.append(seconds)
+            return super().wait(seconds)
+
+    m = ae.Model("openai/gpt-4.1-mini", provider(), stop=Stop())
     assert ask(m, user="x").text == "ok"
-    assert time.monotonic() - started >= 0.3
+    assert waited == [0.3]
     # a model of no run has no key's pace to share: its refusal is waited out as asked, as a retry
     assert m.ledger.retries == 1 and len(env.chats()) == 2
 
@@ -528,11 +534,9 @@ def test_ctrl_c_during_a_backoff_ends_the_real_cli_promptly(env, make_suite, hel
     while len(env.chats()) < 4 and time.monotonic() < deadline:
         time.sleep(0.05)
     assert len(env.chats()) == 4  # every case is waiting out its Retry-After
-    interrupted = time.monotonic()
     child.send_signal(signal.SIGINT)
     _, err = child.communicate(timeout=20)
-    assert child.returncode == 130, err
-    assert time.monotonic() - interrupted < 15.0  # never the 30 s each case was asked to wait
+    assert child.returncode == 130, err  # within 20 s: never the 30 s each case was asked to wait
     assert "interrupted" in err and "Traceback" not in err
     (log,) = read_logs(project)
     assert log["rows"] == [] and len(log["not_run"]) == 4  # refused, then stopped: not run, and --resume asks them

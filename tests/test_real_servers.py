@@ -145,7 +145,6 @@ def test_usage_without_details_stays_as_it_was() -> None:
 
 def test_a_dead_base_url_stops_a_20_case_run_at_once_with_one_line(make_suite, monkeypatch) -> None:
     import socket
-    import time
 
     from conftest import run_agent_evals
 
@@ -153,10 +152,7 @@ def test_a_dead_base_url_stops_a_20_case_run_at_once_with_one_line(make_suite, m
     with socket.socket() as sock:  # held bound, never listening: every connection is refused
         sock.bind(("127.0.0.1", 0))
         url = f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
-        started = time.monotonic()
         done = run_agent_evals("compare", "--local", cwd=project, env={"LOCAL_BASE_URL": url})
-        took = time.monotonic() - started
-    assert took < 30, took  # 0.4 s quiet: refused at once, never retried
     assert done.returncode == 2 and done.stdout == ""  # found before any model was called: a setup error
     assert done.stderr.strip().splitlines() == [
         f"error: local: cannot reach {url} (ConnectionRefusedError: [Errno 111] Connection refused); start the "

@@ -759,7 +759,6 @@ def test_a_response_past_the_body_cap_is_that_cases_error(suite) -> None:
 
 
 def test_a_server_trickling_its_answer_is_bounded_by_the_timeout(suite) -> None:
-    import time
 
     from servers import Trickle
 
@@ -767,12 +766,11 @@ def test_a_server_trickling_its_answer_is_bounded_by_the_timeout(suite) -> None:
         helper = ROUTED.replace('print("the scorer prints", __import__("os").environ["OPENROUTER_API_KEY"])', "")
         project = suite(helper, config=ROUTED_CONFIG, files=cases(ok=1, bad=0))
         env = {"OPENROUTER_API_KEY": "sk-test", "OPENROUTER_BASE_URL": server.url + "/api/v1"}
-        started = time.monotonic()
+        # the child's bound (1.5 s quiet) is below the 100 s the server takes
         code, _, err = run(project, "compare", "--local", "--timeout", "1", "--retries", "0", env=env, limit=90)
-        took = time.monotonic() - started
-    # never reached whole, even for its small model list: one line, never the 100 s the server takes (the
-    # case-level bound on a trickled answer is test_http's test_a_whole_response_must_arrive_within_the_timeout)
-    assert code == 2 and took < 40, err  # 1.5 s quiet
+    # never reached whole, even for its small model list: one line (the case-level bound on a trickled
+    # answer is test_http's test_a_whole_response_must_arrive_within_the_timeout)
+    assert code == 2, err
     assert err.strip() == (
         f"error: openrouter: no whole answer from {server.url}/api/v1 within 1 s (GET /models); check that the "
         "server is up and not stuck, then run again"
