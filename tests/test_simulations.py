@@ -87,6 +87,7 @@ everything that recommends or gates looks at them too.
 
 from __future__ import annotations
 
+import functools
 import random
 import re
 import statistics
@@ -109,17 +110,28 @@ def experiment(
     dataset: str = "ds",
     metrics: tuple[str, ...] = ("acc",),
 ) -> ae.Experiment:
-    """An experiment whose case ``i`` scored ``answers[i]``; None: it raised before spending."""
+    """An experiment whose case ``i`` scored ``answers[i]``; None: it raised before spending. Its cases,
+    usages and scores are shared between experiments (none is changed once built): thousands are built."""
     x = ae.Experiment(Contender(model), Provider(), dataset, [], 1)
-    for i, value in enumerate(answers):
-        case = Case(f"c{i:04d}", dataset)
+    spent = Usage(10, 5, 0.0 if cached else price)
+    for case, value in zip(cases_of(len(answers), dataset), answers, strict=True):
         if value is None:
             x.results.append(RunResult(x, case, error="ProviderError: connection reset"))
             continue
-        spent = Usage(10, 5, 0.0 if cached else price)
-        score = Score(value, dict.fromkeys(metrics, value))
-        x.results.append(RunResult(x, case, score=score, usage=spent, cached=int(cached), saved=price * cached))
+        x.results.append(
+            RunResult(x, case, score=score_of(value, metrics), usage=spent, cached=int(cached), saved=price * cached)
+        )
     return x
+
+
+@functools.cache
+def cases_of(n: int, dataset: str) -> tuple[Case, ...]:
+    return tuple(Case(f"c{i:04d}", dataset) for i in range(n))
+
+
+@functools.cache
+def score_of(value: float, metrics: tuple[str, ...]) -> Score:
+    return Score(value, dict.fromkeys(metrics, value))
 
 
 def bernoulli(rng: random.Random, n: int, p: float) -> list[float]:
