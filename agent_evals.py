@@ -40,8 +40,8 @@ Standard library only; PyYAML reads the config file. Public names: ``__all__``.
 The file reads top to bottom, each section using only what stands above it:
 errors · small helpers used everywhere · values · what a suite writes · discovery and the
 config file · cases · the lineup · HTTP/1.1 transport · built-in providers · statistics ·
-the response cache · spend · the runner · trackers · logs and journals · rendering · the
-forecast · baselines, gates and JUnit · the HTML report · terminal I/O · the command line.
+the response cache · spend · the runner · trackers · logs and journals · rendering ·
+baselines, gates and JUnit · the HTML report · terminal I/O · the command line.
 
 Three names are used before their section (``tests/test_api.py`` keeps the count):
 discovery lists the built-in providers and trackers (``_builtin_providers``,
@@ -3155,7 +3155,7 @@ def _matches(case: Case | _CaseFolder, selector: str) -> bool:
 
 
 # ═══════════════════════════════════════════════════════════════════════════════
-# The lineup: contenders from vendors: and direct:, and what the suite refuses
+# The lineup: contenders from vendors: and direct:, what the suite refuses, and experiments
 # ═══════════════════════════════════════════════════════════════════════════════
 
 
@@ -3355,6 +3355,87 @@ def _catalog_id(provider: Provider, model_id: str, catalog: Iterable[str]) -> st
     if getattr(provider, "dialect", "") == "openrouter" and variant in OPENROUTER_VARIANTS and base in known:
         return base
     return None
+
+
+class Experiment:
+    """One contender over one dataset's cases; results stay in case order."""
+
+    def __init__(
+        self,
+        contender: Contender,
+        provider: Provider,
+        dataset: str,
+        cases: Sequence[Case],
+        parallelism: int,
+        repeat: int = 1,
+        *,
+        order: int = 0,
+        max_turns: int | None = None,
+        keep_raw: bool = True,
+        labels: Mapping[tuple[str, ...], float] = {},
+    ) -> None:
+        self.contender = contender
+        self.repeat = repeat  # independent runs of every case
+        self.provider = provider
+        self.dataset = dataset
+        self.cases = cases
+        self.parallelism = parallelism
+        self.results: list[RunResult] = []  # finished cases, in case order
+        self.rows_json: list[str] = []  # the same as log rows, serialized once as they finish
+        self.not_run: list[str] = []  # ids of cases an interrupt or a stopped run left out
+        self.failure: str | None = None  # why none of its cases could run (prepare failed)
+        self.keep_raw = keep_raw  # --no-raw: its log keeps each reply's output but not its raw text
+        self.max_turns = max_turns  # --max-turns: what an agent's loop may make (None: the default)
+        self.order = order  # its contender's place in the lineup: report and rescore keep compare's order
+        self.duration = 0.0
+        self.started_at = ""
+        self.began = 0.0  # time.monotonic() when it started: the progress line's pace
+        self.halted: str | None = None  # why its remaining cases were not asked (a model the server lacks)
+        self.decided: str | None = None  # --until-decided: why its remaining cases need not be asked
+        self.waits: list[tuple[float, float]] = []  # when its calls waited on the key's rate limit
+        self.batches: list[dict[str, object]] = []  # --batch: the batches sent (id, round, custom id -> case run)
+        self.rows: dict[tuple[object, ...], _Row] = {}  # its table rows as made (_rows)
+        self.labels = labels  # people's labels (_read_labels): they correct judged metrics
+        # a direct contender's provider is in its name: it never shares a file with a vendors: id
+        via = f"--direct-{contender.provider}" if contender.provider else ""
+        routed = f"--via-{_routing_text(contender.routing)}" if contender.routing else ""
+        routed += f"--tier-{contender.tier}" if contender.tier else ""
+        temp = "" if contender.temperature is None else f"--t{_fmt_temp(contender.temperature)}"  # none set: none said
+        self.name = _safe_name(f"{dataset}--{contender.model}{via}{routed}--{contender.effort or 'default'}{temp}")
+
+    def model(
+        self,
+        ledger: _Ledger | None = None,
+        steps: Sequence[_Step] = (),
+        stop: _Stop | None = None,
+        pace: _Pace | None = None,
+    ) -> Model:
+        """The adapter's handle for one run of one case (``ledger``), its calls walking ``steps``;
+        ``stop``: the run's flag, which its retries wait on; ``pace``: its keys' limiters."""
+        c = self.contender
+        return Model(
+            c.model,
+            self.provider,
+            effort=c.effort,
+            temperature=c.temperature,
+            max_tokens=c.max_tokens,
+            routing=c.routing,
+            service_tier=c.tier,
+            max_turns=self.max_turns,
+            stop=stop,
+            steps=steps,
+            ledger=ledger,
+            pace=pace,
+        )
+
+
+def _ids(cases: Sequence[Case]) -> list[str]:
+    """The cases' ids, without reading the files of cases not read yet."""
+    return cases.ids if isinstance(cases, _Cases) else [c.id for c in cases]
+
+
+def _contender_key(contender: Contender) -> str:
+    return json.dumps(contender.to_json(), sort_keys=True)
 
 
 # ═══════════════════════════════════════════════════════════════════════════════
@@ -5075,6 +5156,7 @@ def _mean(values: Iterable[float | None]) -> float | None:
 
 
 ALPHA = 0.05  # a difference is "significant" when its paired test gives p below this
+LOOKS = 10  # --until-decided looks at most this often: a round is a tenth of the case runs
 _Z95 = 1.959963984540054
 _Z80 = 0.8416212335729143  # the normal quantile of 80% power
 
@@ -5952,12 +6034,13 @@ class _Cache(_Step):
 
 
 # ═══════════════════════════════════════════════════════════════════════════════
-# Spend: prices, worst cases and --budget's holds, a step of every model call
+# Spend: prices, worst cases, --budget's holds (a step of every model call) and the forecast
 # ═══════════════════════════════════════════════════════════════════════════════
 #
 # One worst case for both: a call costs at most each byte it sends as a token in, the full
 # max_tokens out, and the provider's price per request (_worst). The forecast sums it over
-# an experiment's cases; the budget holds it per call before the call is sent.
+# an experiment's cases, said before a run spends, and refuses a run --budget cannot pay
+# (_within_budget); the budget holds it per call before the call is sent.
 
 
 def _price_of(provider: Provider, model_id: str) -> tuple[float, float, float] | None:
@@ -6099,86 +6182,265 @@ class _Budget(_Step):
         return f"{_BUDGET}: {spent}; {finished} of {total} cases asked; --resume with a higher --budget continues"
 
 
+@dataclass(frozen=True, slots=True)
+class _Forecast:
+    """What one experiment should cost (``expected``: None until an earlier run or the cache
+    has answered it), at least (``least``: its inputs alone) and at most (``worst``), and from what."""
+
+    experiment: Experiment
+    basis: str  # earlier runs | the cache | input size | no price | no max_tokens
+    expected: float | None = None
+    worst: float | None = None
+    least: float | None = None
+
+    @property
+    def counted(self) -> bool:
+        """It has a figure to count with (an expected cost, or the least it can cost)."""
+        return self.expected is not None or self.least is not None
+
+    @property
+    def likely(self) -> float:
+        """The figure a budget refuses a run by: what it is expected to cost, else the least it can."""
+        return self.expected if self.expected is not None else self.least or 0.0
+
+
+def _forecast(experiment: Experiment, log_dir: Path, cache: _Cache | None, turns: int) -> _Forecast:
+    """From this suite's earlier logs of the experiment (each case's own cost, its costliest
+    for the worst case), else the cache's mean answer for the model, else the inputs' size
+    with the full ``max_tokens`` out, which is what it can cost at most and no expectation (a
+    model seldom writes all it may): always at the provider's prices, never $0 for none."""
+    runs, repeat = len(experiment.cases) * experiment.repeat, experiment.repeat
+    ratios = _batch_ratios(experiment.provider, experiment.contender.model)
+    history = _cost_history(log_dir, experiment.name, share=max(ratios) if ratios and max(ratios) > 0 else 0.5)
+    if history:
+        every = [cost for costs in history.values() for cost in costs]
+        mean, top = sum(every) / len(every), max(every)
+        seen = [history.get(case_id) for case_id in _ids(experiment.cases)]
+        expected = sum(sum(c) / len(c) if c else mean for c in seen) * repeat
+        return _Forecast(experiment, "earlier runs", expected, sum(max(c) if c else top for c in seen) * repeat)
+    c = experiment.contender
+    price = _price_of(experiment.provider, c.model)
+    if price is None:
+        return _Forecast(experiment, "no price")
+    folders = experiment.cases.found if isinstance(experiment.cases, _Cases) else []
+    size = sum(_file_size(f"{f.folder}{os.sep}{f.file}") for f in folders) or sum(
+        len(x.input) for x in experiment.cases
+    )
+    out = c.max_tokens if c.max_tokens is not None or price[1] else 0  # no max_tokens: the output has no bound
+    cases = len(experiment.cases)
+    cheapest, dearest, tier = TIERS["priority" if c.model.endswith(":nitro") else c.tier or "default"]
+    worst = None if out is None or dearest is None else _worst(price, size, cases, out) * repeat * turns * dearest
+    if cache is not None and (mean_cost := cache.mean_cost(c.model)) is not None:
+        return _Forecast(experiment, "the cache", mean_cost * runs, worst)
+    least = _worst(price, size / 4, cases, 0) * repeat * cheapest  # the inputs alone, at 4 bytes a token
+    return _Forecast(experiment, "no max_tokens" if out is None else f"input size{tier}", None, worst, least)
+
+
+def _resumed(f: _Forecast, previous: Mapping[tuple[str, str], Mapping[tuple[str, int], RunResult]]) -> _Forecast:
+    """The forecast of what is left once --resume skips the finished case runs."""
+    experiment = f.experiment
+    done = len(previous.get((_contender_key(experiment.contender), experiment.dataset), {}))
+    left = 1 - done / max(len(experiment.cases) * experiment.repeat, 1)
+    return dataclasses.replace(
+        f, **{k: v * left for k in ("expected", "worst", "least") if (v := getattr(f, k)) is not None}
+    )
+
+
+def _file_size(path: str) -> int:
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return 0
+
+
+def _cost_history(log_dir: Path, name: str, spent: str = "usage", share: float = 0.5) -> dict[str, list[float]]:
+    """Each case's cost at list price (a cached answer's first price; one a --batch run's
+    batch answered, at ``share`` of the list price, brought back to it) in the newest three
+    logs of experiment ``name`` (a safe name: no glob characters); error rows, which spent
+    part of one, and rows whose cost nobody knows (no price, or not a number from 0 up: never
+    $0, never below it) left out. ``spent``: ``judge_usage`` for what the judge's calls cost."""
+    costs: dict[str, list[float]] = {}
+    for path in sorted(log_dir.glob(f"{name}.*.json"), reverse=True)[:3]:
+        try:
+            data = json.loads(path.read_bytes())
+            rows, batches = data.get("rows") or [], data.get("batches") or []
+            # the batches of the calls counted here (the contender's, or the judge's for judge_usage)
+            mine = [_fields(b).get("requests") for b in batches if bool(_fields(b).get("judge")) == (spent != "usage")]
+            batched = {str(case).partition("#")[0] for requests in mine for case in _fields(requests).values()}
+        except (OSError, ValueError, AttributeError, RecursionError, TypeError):
+            continue
+        for row in rows if isinstance(rows, list) else ():
+            with contextlib.suppress(AttributeError, TypeError, ValueError, KeyError):
+                if row.get("error"):
+                    continue
+                saved = float(row.get("saved_usd") or 0) if spent == "usage" else 0.0
+                cost = float(row[spent].get("cost_usd") or 0) / (share if str(row["case"]) in batched else 1) + saved
+                if 0 <= cost < math.inf and not row[spent].get("no_price"):
+                    costs.setdefault(str(row["case"]), []).append(cost)
+    return costs
+
+
+def _judge_forecast(forecasts: Sequence[_Forecast], log_dir: Path, judge: str) -> str:
+    """What the judge may cost besides, from what its calls cost per case run in earlier runs."""
+    expected = 0.0
+    for f in forecasts:
+        history = _cost_history(log_dir, f.experiment.name, "judge_usage")
+        every = [cost for costs in history.values() for cost in costs]
+        if not every:
+            return f"judge {judge}: not forecast until a run has asked it; --budget holds each of its calls as it goes"
+        expected += sum(every) / len(every) * len(f.experiment.cases) * f.experiment.repeat
+    return f"judge {judge}: about {_fmt_cost(expected)} besides, from earlier runs' judge cost per case run"
+
+
+def _check_credit(
+    forecasts: Sequence[_Forecast],
+    budget: float | None,
+    previous: Mapping[tuple[str, str], Mapping[tuple[str, int], RunResult]] = {},
+    cached: bool = False,
+) -> None:
+    """Refuse, before any call, a run its key cannot pay for: the least it costs (its inputs
+    alone), or its worst case (or --budget, when less), past what the key has left. A key
+    the run will send nothing to (--resume of a finished run) is not asked; with the response
+    cache (``cached``) it is asked at the first request the cache does not answer."""
+    spend: dict[OpenRouter, tuple[float, float | None]] = {}
+    for f in forecasts:
+        e = f.experiment
+        if isinstance(provider := f.experiment.provider, OpenRouter):
+            provider.credit = None  # an earlier run's check, in a long-lived process, is not this run's
+            if len(previous.get((_contender_key(e.contender), e.dataset), {})) >= len(e.cases) * e.repeat:
+                continue  # every case run finished: nothing is sent
+            least, most = spend.get(provider, (0.0, 0.0))
+            spend[provider] = (least + (f.least or 0.0), None if most is None or f.worst is None else most + f.worst)
+    for provider, (least, most) in spend.items():
+        most = most if budget is None or most is None else min(most, budget)
+        if cached:
+            provider.credit = (least, most)
+        elif refusal := provider.credit_refusal(least, most):
+            raise ConfigError(refusal)
+
+
+def _forecast_line(forecasts: Sequence[_Forecast], decided: bool = False) -> str:
+    """One line: the expected and worst cost of the experiments that have a forecast, and
+    how many have none (never counted as $0); ``decided`` (--until-decided): what its first
+    round costs, and that the rest is asked only while nothing is decided."""
+    import collections
+
+    known = [f for f in forecasts if f.counted]
+    runs = sum(len(f.experiment.cases) * f.experiment.repeat for f in forecasts)
+    bases = ", ".join(f"{n} from {b}" for b, n in collections.Counter(f.basis for f in forecasts).items())
+    if not known:
+        return f"forecast: none: no experiment has a price to count with ({bases})"
+    most = _fmt_cost(sum(f.worst or 0 for f in known), up=True) if all(f.worst is not None for f in known) else None
+    if all(f.expected is not None for f in known):
+        text = f"forecast: {_fmt_cost(sum(f.likely for f in known))} expected" + (f", {most} at most" if most else "")
+    else:  # before an answer, the full max_tokens out is a bound, never an expectation
+        text = f"forecast: {_fmt_cost(sum(f.likely for f in known))} " + (f"to {most}" if most else "at least")
+        text += " (from the inputs alone to the full max_tokens out: no expected figure before a run has answered)"
+    text += f", over {_n(runs, 'case run')} ({bases})"
+    if decided:
+        text += (
+            f"; --until-decided asks them all only if nothing is decided, from {_fmt_cost(_first_round(known))} a round"
+        )
+    return text + (f"; {_n(missing, 'experiment')} not counted" if (missing := len(forecasts) - len(known)) else "")
+
+
+def _batch_forecast(forecasts: Sequence[_Forecast]) -> str:
+    """``--batch``: the forecast at each model's batch price, its catalog's ``:batch`` variant
+    (the inputs alone at its input price; an expected cost at the dearer of its two ratios),
+    beside the one above; where the catalog lists none, at half, said so."""
+    total, unlisted = 0.0, []
+    for f in forecasts:
+        if not f.counted:
+            continue
+        c = f.experiment.contender
+        if (ratios := _batch_ratios(f.experiment.provider, c.model)) is None:
+            unlisted.append(c.label)
+            total += f.likely / 2
+            continue
+        total += f.likely * (ratios[0] if f.expected is None else max(ratios))
+    if not total and not unlisted:
+        return ""
+    half = f"; {', '.join(unlisted)} at half its price, its batch price not listed" if unlisted else ""
+    return f"as a batch: about {_fmt_cost(total)} of that, at each model's batch price{half}"
+
+
+def _batch_ratios(provider: Provider, model_id: str) -> list[float] | None:
+    """A model's batch prices as shares of its list prices (input, output), from its
+    catalog's ``:batch`` variant; None where the catalog lists none."""
+    price, batch = _price_of(provider, model_id), _price_of(provider, f"{model_id}:batch")
+    if price is None or batch is None:
+        return None
+    return [b / p if p else 1.0 for p, b in zip(price[:2], batch[:2], strict=True)]
+
+
+def _first_round(forecasts: Iterable[_Forecast]) -> float:
+    """What a round of --until-decided is forecast to cost: a tenth of each experiment's case
+    runs, rounded up (the least that can decide anything)."""
+    rounds = ((f, len(f.experiment.cases) * f.experiment.repeat) for f in forecasts)
+    return sum(f.likely * math.ceil(n / LOOKS) / n for f, n in rounds if n)
+
+
+def _decider_reach(experiments: Sequence[Experiment]) -> str:
+    """--until-decided, said before a run: the gap from which it stops early on average, for each
+    dataset the one a paired test over all its cases finds 9 times in 10 at the widest spread of
+    0/1 scores (both at 50%); there it asked 68-72% of the cases in simulation
+    (``tests/benchmark_decide.py``), at narrower spreads fewer; at smaller gaps, nearly all."""
+    from statistics import NormalDist
+
+    contenders: dict[str, list[Experiment]] = {}
+    for e in experiments:
+        contenders.setdefault(e.dataset, []).append(e)
+    gaps = []
+    for dataset, group in contenders.items():
+        z = NormalDist().inv_cdf(1 - ALPHA / (2 * max(len(group) - 1, 1))) + NormalDist().inv_cdf(0.9)
+        gaps.append(f"[{dataset}] {z * math.sqrt(0.5 / max(len(group[0].cases), 1)) * 100:.0f} points")
+    return (
+        f"--until-decided stops early on gaps of about {', '.join(gaps)} or more between contenders (what one "
+        "test over every case finds 9 times in 10), asking about 70% of the cases or fewer; on smaller gaps it "
+        "asks nearly every case"
+    )
+
+
+def _within_budget(
+    forecasts: list[_Forecast], limit: float, refused: list[str], decided: bool = False
+) -> tuple[list[_Forecast], _Budget]:
+    """``--budget``: a contender whose cost cannot be counted (no price, no max_tokens) is
+    refused by name (added to ``refused``); a run whose forecast passes the limit is refused
+    before any call (``decided``, --until-decided: one whose first round does; the budget
+    stops it where it reaches the limit, and --resume continues its rounds). The forecasts
+    kept, and the budget their experiments share."""
+    keep = []
+    for f in forecasts:
+        c, provider = f.experiment.contender, f.experiment.provider
+        price = _price_of(provider, c.model)
+        why = "no price" if price is None else "no max_tokens" if c.max_tokens is None and price[1] else ""
+        if why:
+            refusal = (
+                f"{c.label} refused: --budget cannot count what it spends ({why}; set max_tokens, or leave it out)"
+            )
+            if refusal not in refused:
+                refused.append(refusal)
+                _warn(refusal)
+            continue
+        keep.append(f)
+        if price == (0.0, 0.0, 0.0):  # free, or a catalog that does not know: what it costs is learned
+            _warn(
+                f"{c.label}: its catalog price is $0, so the forecast cannot count it; under --budget its first "
+                "call is asked alone and the calls after it hold what that one cost per token"
+            )
+    if not keep:
+        raise ConfigError("nothing to run: --budget refused every contender (see the warnings above)")
+    if (_first_round(keep) if decided else sum(f.likely for f in keep)) > limit:
+        raise ConfigError(
+            f"--budget {_fmt_cost(limit)}: the {_forecast_line(keep, decided)}; raise --budget, or ask fewer "
+            "cases or contenders (-d, -c, -m)"
+        )
+    return keep, _Budget(limit)
+
+
 # ═══════════════════════════════════════════════════════════════════════════════
 # The runner: one experiment per contender × dataset, on the tool's own threads
 # ═══════════════════════════════════════════════════════════════════════════════
-
-
-class Experiment:
-    """One contender over one dataset's cases; results stay in case order."""
-
-    def __init__(
-        self,
-        contender: Contender,
-        provider: Provider,
-        dataset: str,
-        cases: Sequence[Case],
-        parallelism: int,
-        repeat: int = 1,
-        *,
-        order: int = 0,
-        max_turns: int | None = None,
-        keep_raw: bool = True,
-        labels: Mapping[tuple[str, ...], float] = {},
-    ) -> None:
-        self.contender = contender
-        self.repeat = repeat  # independent runs of every case
-        self.provider = provider
-        self.dataset = dataset
-        self.cases = cases
-        self.parallelism = parallelism
-        self.results: list[RunResult] = []  # finished cases, in case order
-        self.rows_json: list[str] = []  # the same as log rows, serialized once as they finish
-        self.not_run: list[str] = []  # ids of cases an interrupt or a stopped run left out
-        self.failure: str | None = None  # why none of its cases could run (prepare failed)
-        self.keep_raw = keep_raw  # --no-raw: its log keeps each reply's output but not its raw text
-        self.max_turns = max_turns  # --max-turns: what an agent's loop may make (None: the default)
-        self.order = order  # its contender's place in the lineup: report and rescore keep compare's order
-        self.duration = 0.0
-        self.started_at = ""
-        self.began = 0.0  # time.monotonic() when it started: the progress line's pace
-        self.halted: str | None = None  # why its remaining cases were not asked (a model the server lacks)
-        self.decided: str | None = None  # --until-decided: why its remaining cases need not be asked
-        self.waits: list[tuple[float, float]] = []  # when its calls waited on the key's rate limit
-        self.batches: list[dict[str, object]] = []  # --batch: the batches sent (id, round, custom id -> case run)
-        self.rows: dict[tuple[object, ...], _Row] = {}  # its table rows as made (_rows)
-        self.labels = labels  # people's labels (_read_labels): they correct judged metrics
-        # a direct contender's provider is in its name: it never shares a file with a vendors: id
-        via = f"--direct-{contender.provider}" if contender.provider else ""
-        routed = f"--via-{_routing_text(contender.routing)}" if contender.routing else ""
-        routed += f"--tier-{contender.tier}" if contender.tier else ""
-        temp = "" if contender.temperature is None else f"--t{_fmt_temp(contender.temperature)}"  # none set: none said
-        self.name = _safe_name(f"{dataset}--{contender.model}{via}{routed}--{contender.effort or 'default'}{temp}")
-
-    def model(
-        self,
-        ledger: _Ledger | None = None,
-        steps: Sequence[_Step] = (),
-        stop: _Stop | None = None,
-        pace: _Pace | None = None,
-    ) -> Model:
-        """The adapter's handle for one run of one case (``ledger``), its calls walking ``steps``;
-        ``stop``: the run's flag, which its retries wait on; ``pace``: its keys' limiters."""
-        c = self.contender
-        return Model(
-            c.model,
-            self.provider,
-            effort=c.effort,
-            temperature=c.temperature,
-            max_tokens=c.max_tokens,
-            routing=c.routing,
-            service_tier=c.tier,
-            max_turns=self.max_turns,
-            stop=stop,
-            steps=steps,
-            ledger=ledger,
-            pace=pace,
-        )
-
-
-def _ids(cases: Sequence[Case]) -> list[str]:
-    """The cases' ids, without reading the files of cases not read yet."""
-    return cases.ids if isinstance(cases, _Cases) else [c.id for c in cases]
 
 
 def _run_case(
@@ -7067,8 +7329,6 @@ class _Decider:
     It knows each contender by its seat (its place among the dataset's experiments) and keeps
     its own copy of what they stored; the runner asks it what to run and applies its verdicts."""
 
-    LOOKS = 10
-
     def __init__(
         self, dataset: str, labels: Sequence[str], primary: str, lock: threading.Lock, stop: _Stop, notes: list[str]
     ) -> None:
@@ -7095,7 +7355,7 @@ class _Decider:
             self.place = [0] * len(self.order)
             for at, unit in enumerate(self.order):
                 self.place[unit] = at
-            self.step = self.limit = max(1, math.ceil(len(self.order) / self.LOOKS))
+            self.step = self.limit = max(1, math.ceil(len(self.order) / LOOKS))
             looks = [min(n, len(self.order)) for n in range(self.step, len(self.order) + self.step, self.step)]
             alpha = ALPHA / max(len(self.labels) - 1, 1)
             self.bounds = dict(zip(looks, _boundaries([n / len(self.order) for n in looks], alpha), strict=True))
@@ -7802,10 +8062,6 @@ def _prepare_dataset(suite: _Suite, dataset: str) -> str | None:
         _reraise_ctrl_c(e)
         return f"adapter {type(suite.adapter).__name__}.prepare({dataset!r}) raised {type(e).__name__}: {e}"
     return None
-
-
-def _contender_key(contender: Contender) -> str:
-    return json.dumps(contender.to_json(), sort_keys=True)
 
 
 def _log_line(result: RunResult) -> tuple[RunResult, str]:
@@ -8536,7 +8792,6 @@ _STAMP = re.compile(r"\.(\d{8}-\d{6}-\d{3}(?:-\d+)?(?:-shard\d+of\d+)?)\.jsonl?$
 LABELS = Path("labels") / "labels.jsonl"  # people's labels of judged answers, under the suite's evals/
 # (the report's downloads, labels-*.jsonl, are read from the same folder)
 _LABEL_KEYS = ("dataset", "case", "case_hash", "answer_hash", "metric")
-_LABELLED = "labels"  # a logged row's labels by metric, put beside it when read (_label_rows), never logged
 # a label given outside the queue (the report's, where "label next" did not point): its key ends
 # with this, so it counts for the judge's agreement (_labelled) and never for the correction
 _CHOSEN = "chosen"
@@ -8590,19 +8845,6 @@ def _suite_labels() -> dict[tuple[str, ...], float]:
         return _read_labels(_find_suite(None, None)[2] / LABELS.parent)
     except ConfigError:
         return {}
-
-
-def _label_rows(dataset: str, rows: Iterable[dict[str, object]], labels: Mapping[tuple[str, ...], float]) -> None:
-    """Each logged answer's labels put beside its row (``_LABELLED``), by metric: what
-    ``_row_values`` corrects a judged metric by."""
-    for row in rows if labels else ():
-        if not row.get("error") and isinstance(known := row.get("case_hash"), str):
-            key = (dataset, str(row["case"]), known, _answer_hash(row.get("output")))
-            scores = row.get("metrics")
-            found = (
-                {m: y for m in scores if (y := labels.get((*key, m))) is not None} if isinstance(scores, dict) else {}
-            )
-            row[_LABELLED] = found
 
 
 def _add_label(path: Path, key: Sequence[str], value: float) -> None:
@@ -8781,9 +9023,8 @@ def _result_from_row(row: Mapping[str, Any], case: Case) -> RunResult:
 
 
 def _experiment_record(experiment: Experiment) -> dict[str, object]:
-    """An experiment in the shape of its log: contender, dataset and rows (with its labels)."""
+    """An experiment in the shape of its log: contender, dataset and rows."""
     rows = [_log_row(r) for r in experiment.results]
-    _label_rows(experiment.dataset, rows, experiment.labels)
     return {"contender": experiment.contender.to_json(), "dataset": experiment.dataset, "rows": rows}
 
 
@@ -8906,10 +9147,17 @@ def _check_record(record: Any) -> None:
                 check(value, _NUMBER, f"rows[{n}].{spent}.{name}")
 
 
-def _row_values(record: Mapping[str, Any], metric: str, errors_as: float | None = None, flaky: str = "mean") -> _Values:
+def _row_values(
+    record: Mapping[str, Any],
+    metric: str,
+    labels: Mapping[tuple[str, ...], float] = {},
+    errors_as: float | None = None,
+    flaky: str = "mean",
+) -> _Values:
     """A logged experiment's per-case (or per-cluster) means of ``metric`` (repeats taken as
     ``flaky`` says: see ``_case_values``; errors out unless ``errors_as`` gives them a value);
-    a judged metric's with the labels ``_label_rows`` put beside its rows (``_units``)."""
+    a judged metric's (one its record declares so, or any once people's ``labels`` are given)
+    with the labels of its answers (``_units``)."""
     entries = []
     judged = any(
         isinstance(m, dict) and m.get("name") == metric and m.get("judged") for m in record.get("metrics") or ()
@@ -8918,12 +9166,12 @@ def _row_values(record: Mapping[str, Any], metric: str, errors_as: float | None 
         wrong = errors_as if errors_as is not None or flaky == "mean" else 0.0  # judging repeats: an error is wrong
         value = (row.get("metrics") or {}).get(metric) if not row.get("error") else wrong
         if value is not None:
-            unit = _unit(record["dataset"], row["case"], row.get(CLUSTER))
-            by_judge = (judged or _LABELLED in row) and not row.get("error")
-            label = (row.get(_LABELLED) or {}).get(metric) if by_judge else None
-            entries.append(
-                ((unit, row["case"]), float(value), label, _answer_hash(row.get("output")) if by_judge else None)
-            )
+            unit, known = _unit(record["dataset"], row["case"], row.get(CLUSTER)), row.get("case_hash")
+            answer = None
+            if (judged or (labels and isinstance(known, str))) and not row.get("error"):
+                answer = _answer_hash(row.get("output"))
+            label = labels.get((record["dataset"], str(row["case"]), str(known), answer, metric)) if answer else None
+            entries.append(((unit, row["case"]), float(value), label, answer))
     return _units(entries, flaky)
 
 
@@ -10270,121 +10518,6 @@ def _render_matrix(experiments: Sequence[Experiment], style: str) -> str:
     return f"{table}\n{_n(len(experiments), 'experiment')}, {_n(calls, 'case run')}; nothing was called (dry run)"
 
 
-# ═══════════════════════════════════════════════════════════════════════════════
-# The forecast: what a run may cost, said before it spends, and the budget it checks
-# ═══════════════════════════════════════════════════════════════════════════════
-
-
-@dataclass(frozen=True, slots=True)
-class _Forecast:
-    """What one experiment should cost (``expected``: None until an earlier run or the cache
-    has answered it), at least (``least``: its inputs alone) and at most (``worst``), and from what."""
-
-    experiment: Experiment
-    basis: str  # earlier runs | the cache | input size | no price | no max_tokens
-    expected: float | None = None
-    worst: float | None = None
-    least: float | None = None
-
-    @property
-    def counted(self) -> bool:
-        """It has a figure to count with (an expected cost, or the least it can cost)."""
-        return self.expected is not None or self.least is not None
-
-    @property
-    def likely(self) -> float:
-        """The figure a budget refuses a run by: what it is expected to cost, else the least it can."""
-        return self.expected if self.expected is not None else self.least or 0.0
-
-
-def _forecast(experiment: Experiment, log_dir: Path, cache: _Cache | None, turns: int) -> _Forecast:
-    """From this suite's earlier logs of the experiment (each case's own cost, its costliest
-    for the worst case), else the cache's mean answer for the model, else the inputs' size
-    with the full ``max_tokens`` out, which is what it can cost at most and no expectation (a
-    model seldom writes all it may): always at the provider's prices, never $0 for none."""
-    runs, repeat = len(experiment.cases) * experiment.repeat, experiment.repeat
-    ratios = _batch_ratios(experiment.provider, experiment.contender.model)
-    history = _cost_history(log_dir, experiment.name, share=max(ratios) if ratios and max(ratios) > 0 else 0.5)
-    if history:
-        every = [cost for costs in history.values() for cost in costs]
-        mean, top = sum(every) / len(every), max(every)
-        seen = [history.get(case_id) for case_id in _ids(experiment.cases)]
-        expected = sum(sum(c) / len(c) if c else mean for c in seen) * repeat
-        return _Forecast(experiment, "earlier runs", expected, sum(max(c) if c else top for c in seen) * repeat)
-    c = experiment.contender
-    price = _price_of(experiment.provider, c.model)
-    if price is None:
-        return _Forecast(experiment, "no price")
-    folders = experiment.cases.found if isinstance(experiment.cases, _Cases) else []
-    size = sum(_file_size(f"{f.folder}{os.sep}{f.file}") for f in folders) or sum(
-        len(x.input) for x in experiment.cases
-    )
-    out = c.max_tokens if c.max_tokens is not None or price[1] else 0  # no max_tokens: the output has no bound
-    cases = len(experiment.cases)
-    cheapest, dearest, tier = TIERS["priority" if c.model.endswith(":nitro") else c.tier or "default"]
-    worst = None if out is None or dearest is None else _worst(price, size, cases, out) * repeat * turns * dearest
-    if cache is not None and (mean_cost := cache.mean_cost(c.model)) is not None:
-        return _Forecast(experiment, "the cache", mean_cost * runs, worst)
-    least = _worst(price, size / 4, cases, 0) * repeat * cheapest  # the inputs alone, at 4 bytes a token
-    return _Forecast(experiment, "no max_tokens" if out is None else f"input size{tier}", None, worst, least)
-
-
-def _resumed(f: _Forecast, previous: Mapping[tuple[str, str], Mapping[tuple[str, int], RunResult]]) -> _Forecast:
-    """The forecast of what is left once --resume skips the finished case runs."""
-    experiment = f.experiment
-    done = len(previous.get((_contender_key(experiment.contender), experiment.dataset), {}))
-    left = 1 - done / max(len(experiment.cases) * experiment.repeat, 1)
-    return dataclasses.replace(
-        f, **{k: v * left for k in ("expected", "worst", "least") if (v := getattr(f, k)) is not None}
-    )
-
-
-def _file_size(path: str) -> int:
-    try:
-        return os.stat(path).st_size
-    except OSError:
-        return 0
-
-
-def _cost_history(log_dir: Path, name: str, spent: str = "usage", share: float = 0.5) -> dict[str, list[float]]:
-    """Each case's cost at list price (a cached answer's first price; one a --batch run's
-    batch answered, at ``share`` of the list price, brought back to it) in the newest three
-    logs of experiment ``name`` (a safe name: no glob characters); error rows, which spent
-    part of one, and rows whose cost nobody knows (no price, or not a number from 0 up: never
-    $0, never below it) left out. ``spent``: ``judge_usage`` for what the judge's calls cost."""
-    costs: dict[str, list[float]] = {}
-    for path in sorted(log_dir.glob(f"{name}.*.json"), reverse=True)[:3]:
-        try:
-            data = json.loads(path.read_bytes())
-            rows, batches = data.get("rows") or [], data.get("batches") or []
-            # the batches of the calls counted here (the contender's, or the judge's for judge_usage)
-            mine = [_fields(b).get("requests") for b in batches if bool(_fields(b).get("judge")) == (spent != "usage")]
-            batched = {str(case).partition("#")[0] for requests in mine for case in _fields(requests).values()}
-        except (OSError, ValueError, AttributeError, RecursionError, TypeError):
-            continue
-        for row in rows if isinstance(rows, list) else ():
-            with contextlib.suppress(AttributeError, TypeError, ValueError, KeyError):
-                if row.get("error"):
-                    continue
-                saved = float(row.get("saved_usd") or 0) if spent == "usage" else 0.0
-                cost = float(row[spent].get("cost_usd") or 0) / (share if str(row["case"]) in batched else 1) + saved
-                if 0 <= cost < math.inf and not row[spent].get("no_price"):
-                    costs.setdefault(str(row["case"]), []).append(cost)
-    return costs
-
-
-def _judge_forecast(forecasts: Sequence[_Forecast], log_dir: Path, judge: str) -> str:
-    """What the judge may cost besides, from what its calls cost per case run in earlier runs."""
-    expected = 0.0
-    for f in forecasts:
-        history = _cost_history(log_dir, f.experiment.name, "judge_usage")
-        every = [cost for costs in history.values() for cost in costs]
-        if not every:
-            return f"judge {judge}: not forecast until a run has asked it; --budget holds each of its calls as it goes"
-        expected += sum(every) / len(every) * len(f.experiment.cases) * f.experiment.repeat
-    return f"judge {judge}: about {_fmt_cost(expected)} besides, from earlier runs' judge cost per case run"
-
-
 def _render_forecast(forecasts: Sequence[_Forecast], style: str, decided: bool = False) -> str:
     """The forecast per contender (its datasets together), and the run's total."""
     rows: dict[str, list[Any]] = {}
@@ -10410,152 +10543,6 @@ def _render_forecast(forecasts: Sequence[_Forecast], style: str, decided: bool =
         + "\n"
         + _forecast_line(forecasts, decided)
     )
-
-
-def _check_credit(
-    forecasts: Sequence[_Forecast],
-    budget: float | None,
-    previous: Mapping[tuple[str, str], Mapping[tuple[str, int], RunResult]] = {},
-    cached: bool = False,
-) -> None:
-    """Refuse, before any call, a run its key cannot pay for: the least it costs (its inputs
-    alone), or its worst case (or --budget, when less), past what the key has left. A key
-    the run will send nothing to (--resume of a finished run) is not asked; with the response
-    cache (``cached``) it is asked at the first request the cache does not answer."""
-    spend: dict[OpenRouter, tuple[float, float | None]] = {}
-    for f in forecasts:
-        e = f.experiment
-        if isinstance(provider := f.experiment.provider, OpenRouter):
-            provider.credit = None  # an earlier run's check, in a long-lived process, is not this run's
-            if len(previous.get((_contender_key(e.contender), e.dataset), {})) >= len(e.cases) * e.repeat:
-                continue  # every case run finished: nothing is sent
-            least, most = spend.get(provider, (0.0, 0.0))
-            spend[provider] = (least + (f.least or 0.0), None if most is None or f.worst is None else most + f.worst)
-    for provider, (least, most) in spend.items():
-        most = most if budget is None or most is None else min(most, budget)
-        if cached:
-            provider.credit = (least, most)
-        elif refusal := provider.credit_refusal(least, most):
-            raise ConfigError(refusal)
-
-
-def _forecast_line(forecasts: Sequence[_Forecast], decided: bool = False) -> str:
-    """One line: the expected and worst cost of the experiments that have a forecast, and
-    how many have none (never counted as $0); ``decided`` (--until-decided): what its first
-    round costs, and that the rest is asked only while nothing is decided."""
-    import collections
-
-    known = [f for f in forecasts if f.counted]
-    runs = sum(len(f.experiment.cases) * f.experiment.repeat for f in forecasts)
-    bases = ", ".join(f"{n} from {b}" for b, n in collections.Counter(f.basis for f in forecasts).items())
-    if not known:
-        return f"forecast: none: no experiment has a price to count with ({bases})"
-    most = _fmt_cost(sum(f.worst or 0 for f in known), up=True) if all(f.worst is not None for f in known) else None
-    if all(f.expected is not None for f in known):
-        text = f"forecast: {_fmt_cost(sum(f.likely for f in known))} expected" + (f", {most} at most" if most else "")
-    else:  # before an answer, the full max_tokens out is a bound, never an expectation
-        text = f"forecast: {_fmt_cost(sum(f.likely for f in known))} " + (f"to {most}" if most else "at least")
-        text += " (from the inputs alone to the full max_tokens out: no expected figure before a run has answered)"
-    text += f", over {_n(runs, 'case run')} ({bases})"
-    if decided:
-        text += (
-            f"; --until-decided asks them all only if nothing is decided, from {_fmt_cost(_first_round(known))} a round"
-        )
-    return text + (f"; {_n(missing, 'experiment')} not counted" if (missing := len(forecasts) - len(known)) else "")
-
-
-def _batch_forecast(forecasts: Sequence[_Forecast]) -> str:
-    """``--batch``: the forecast at each model's batch price, its catalog's ``:batch`` variant
-    (the inputs alone at its input price; an expected cost at the dearer of its two ratios),
-    beside the one above; where the catalog lists none, at half, said so."""
-    total, unlisted = 0.0, []
-    for f in forecasts:
-        if not f.counted:
-            continue
-        c = f.experiment.contender
-        if (ratios := _batch_ratios(f.experiment.provider, c.model)) is None:
-            unlisted.append(c.label)
-            total += f.likely / 2
-            continue
-        total += f.likely * (ratios[0] if f.expected is None else max(ratios))
-    if not total and not unlisted:
-        return ""
-    half = f"; {', '.join(unlisted)} at half its price, its batch price not listed" if unlisted else ""
-    return f"as a batch: about {_fmt_cost(total)} of that, at each model's batch price{half}"
-
-
-def _batch_ratios(provider: Provider, model_id: str) -> list[float] | None:
-    """A model's batch prices as shares of its list prices (input, output), from its
-    catalog's ``:batch`` variant; None where the catalog lists none."""
-    price, batch = _price_of(provider, model_id), _price_of(provider, f"{model_id}:batch")
-    if price is None or batch is None:
-        return None
-    return [b / p if p else 1.0 for p, b in zip(price[:2], batch[:2], strict=True)]
-
-
-def _first_round(forecasts: Iterable[_Forecast]) -> float:
-    """What a round of --until-decided is forecast to cost: a tenth of each experiment's case
-    runs, rounded up (the least that can decide anything)."""
-    rounds = ((f, len(f.experiment.cases) * f.experiment.repeat) for f in forecasts)
-    return sum(f.likely * math.ceil(n / _Decider.LOOKS) / n for f, n in rounds if n)
-
-
-def _decider_reach(experiments: Sequence[Experiment]) -> str:
-    """--until-decided, said before a run: the gap from which it stops early on average, for each
-    dataset the one a paired test over all its cases finds 9 times in 10 at the widest spread of
-    0/1 scores (both at 50%); there it asked 68-72% of the cases in simulation
-    (``tests/benchmark_decide.py``), at narrower spreads fewer; at smaller gaps, nearly all."""
-    from statistics import NormalDist
-
-    contenders: dict[str, list[Experiment]] = {}
-    for e in experiments:
-        contenders.setdefault(e.dataset, []).append(e)
-    gaps = []
-    for dataset, group in contenders.items():
-        z = NormalDist().inv_cdf(1 - ALPHA / (2 * max(len(group) - 1, 1))) + NormalDist().inv_cdf(0.9)
-        gaps.append(f"[{dataset}] {z * math.sqrt(0.5 / max(len(group[0].cases), 1)) * 100:.0f} points")
-    return (
-        f"--until-decided stops early on gaps of about {', '.join(gaps)} or more between contenders (what one "
-        "test over every case finds 9 times in 10), asking about 70% of the cases or fewer; on smaller gaps it "
-        "asks nearly every case"
-    )
-
-
-def _within_budget(
-    forecasts: list[_Forecast], limit: float, refused: list[str], decided: bool = False
-) -> tuple[list[_Forecast], _Budget]:
-    """``--budget``: a contender whose cost cannot be counted (no price, no max_tokens) is
-    refused by name (added to ``refused``); a run whose forecast passes the limit is refused
-    before any call (``decided``, --until-decided: one whose first round does; the budget
-    stops it where it reaches the limit, and --resume continues its rounds). The forecasts
-    kept, and the budget their experiments share."""
-    keep = []
-    for f in forecasts:
-        c, provider = f.experiment.contender, f.experiment.provider
-        price = _price_of(provider, c.model)
-        why = "no price" if price is None else "no max_tokens" if c.max_tokens is None and price[1] else ""
-        if why:
-            refusal = (
-                f"{c.label} refused: --budget cannot count what it spends ({why}; set max_tokens, or leave it out)"
-            )
-            if refusal not in refused:
-                refused.append(refusal)
-                _warn(refusal)
-            continue
-        keep.append(f)
-        if price == (0.0, 0.0, 0.0):  # free, or a catalog that does not know: what it costs is learned
-            _warn(
-                f"{c.label}: its catalog price is $0, so the forecast cannot count it; under --budget its first "
-                "call is asked alone and the calls after it hold what that one cost per token"
-            )
-    if not keep:
-        raise ConfigError("nothing to run: --budget refused every contender (see the warnings above)")
-    if (_first_round(keep) if decided else sum(f.likely for f in keep)) > limit:
-        raise ConfigError(
-            f"--budget {_fmt_cost(limit)}: the {_forecast_line(keep, decided)}; raise --budget, or ask fewer "
-            "cases or contenders (-d, -c, -m)"
-        )
-    return keep, _Budget(limit)
 
 
 # ═══════════════════════════════════════════════════════════════════════════════
@@ -10605,8 +10592,10 @@ def _compare_runs(
     new: Mapping[tuple[str, str], Mapping[str, Any]],
     metrics: Sequence[str],
     flaky: str = "mean",
+    labels: Mapping[tuple[str, ...], float] = {},
 ) -> list[_Change]:
-    """Experiments matched by contender, settings and dataset; cases by id. Each metric's
+    """Experiments matched by contender, settings and dataset; cases by id (a judged metric
+    corrected by people's ``labels`` on either side where they label it). Each metric's
     verdict comes from its paired test, Holm-adjusted over the experiments compared on
     that metric, so that a table of many experiments does not cry wolf."""
     changes = []
@@ -10618,7 +10607,7 @@ def _compare_runs(
             before, after = (
                 {**r, "rows": [w for w in r["rows"] if w.get("case") not in edited]} for r in (before, after)
             )
-        found = _experiment_changes(before, after, record, metrics, flaky)
+        found = _experiment_changes(before, after, record, metrics, flaky, labels)
         if edited:  # named on each line of the experiment (on a line of its own when no case is left)
             found = found or [_Change(record["dataset"], record["contender"], metrics[0], None, None, None)]
             found = [dataclasses.replace(c, edited=edited) for c in found]
@@ -10646,13 +10635,15 @@ def _experiment_changes(
     record: Mapping[str, Any],
     metrics: Sequence[str],
     flaky: str,
+    labels: Mapping[tuple[str, ...], float],
 ) -> list[_Change]:
     """One experiment's lines: each metric over the cases both runs answered (a case whose
-    repeats disagree taken as ``flaky`` says), and its errors."""
+    repeats disagree taken as ``flaky`` says; a judged one corrected by people's ``labels``),
+    and its errors."""
     changes = []
     for metric in metrics:
-        a = _row_values(before, metric, flaky=flaky) if before else _Values()
-        b = _row_values(after, metric, flaky=flaky) if after else _Values()
+        a = _row_values(before, metric, labels, flaky=flaky) if before else _Values()
+        b = _row_values(after, metric, labels, flaky=flaky) if after else _Values()
         if before and after and not (a and b) and flaky != "mean":  # every case of a run left out: said, never passed
             every = {**_row_values(before, metric), **_row_values(after, metric)}
             if left := len(every.keys() - (a.keys() & b.keys())):
@@ -11836,11 +11827,9 @@ def _cmd_diff(args: argparse.Namespace) -> int:
     declared = [m for record in [*new.values(), *old.values()] for m in record.get("metrics") or ()]
     primary = next((m["name"] for m in declared if m.get("primary")), next(iter(metrics), ""))
     _check_exclude(args.flaky, {**old, **new}, primary, "diff")
-    if any(m.get("judged") for m in declared):  # people's labels correct the judged metrics: a paired correction
-        labels = _suite_labels()
-        for record in [*old.values(), *new.values()]:
-            _label_rows(record["dataset"], record.get("rows", ()), labels)
-    changes = _compare_runs(old, new, list(metrics), args.flaky)
+    # people's labels correct the judged metrics: a paired correction
+    labels = _suite_labels() if any(m.get("judged") for m in declared) else {}
+    changes = _compare_runs(old, new, list(metrics), args.flaky, labels)
     effect = None
     if args.effect is not None:
         with contextlib.suppress(ValueError):
@@ -12749,9 +12738,6 @@ def _prepare_run(args: argparse.Namespace, plan: _Plan) -> _Plan:
     plan = _apply_budget(dataclasses.replace(plan, forecasts=forecasts), limit)
     _check_credit(plan.forecasts, limit, previous, bool(args.cache or suite.config.cache))
     baseline = _read_run(args.baseline, log_dir, "--baseline") if args.baseline else None
-    labels = next((e.labels for e in plan.experiments), {})  # read with the plan
-    for record in (baseline or {}).values():
-        _label_rows(record["dataset"], record.get("rows", ()), labels)
     _check_exclude(args.flaky, baseline or {}, _primary(suite.metrics).name, "--baseline")
     cache = _Cache(log_dir / "cache" / "completions.sqlite3") if args.cache or suite.config.cache else None
     return dataclasses.replace(
@@ -12992,7 +12978,8 @@ def _print_results(args: argparse.Namespace, plan: _Plan, session: _Session, end
     changes = None
     if plan.baseline is not None and not ending.interrupted:
         current = {(_contender_key(e.contender), e.dataset): _experiment_record(e) for e in experiments}
-        changes = _compare_runs(plan.baseline, current, [m.name for m in suite.metrics], plan.gates.flaky)
+        labels = next((e.labels for e in experiments), {})  # the suite's, read with the plan
+        changes = _compare_runs(plan.baseline, current, [m.name for m in suite.metrics], plan.gates.flaky, labels)
         if tables:
             print(f"\nbaseline: {args.baseline if isinstance(args.baseline, str) else 'the newest run'}", file=out)
             print(_render_changes(changes, style, _primary(suite.metrics).name, width=_width_of(out)), file=out)
@@ -13591,8 +13578,7 @@ def _best_experiment(
     suite's labels, said), contender and dataset."""
     ranked = []
     for header in headers:
-        _label_rows(str(header.get("dataset")), header.get("rows") or (), labels)
-        if estimate := _estimate_of(_row_values(header, primary, 0.0)):
+        if estimate := _estimate_of(_row_values(header, primary, labels, 0.0)):
             spent = (Usage.coerce(header["summary"].get("usage")) or Usage()).cost_usd
             tie = (-int(header["summary"].get("errors") or 0), -spent if math.isfinite(spent) else -math.inf)
             ranked.append((estimate.mean, *tie, estimate.method, header))

@@ -20,7 +20,7 @@ from conftest import EXACT_HELPER, many, read_logs, walks
 
 def looks(cases: int) -> list[int]:
     """The cases asked by each look of a run of ``cases``: a tenth more each round, the last at the last case."""
-    step = math.ceil(cases / ae._Decider.LOOKS)
+    step = math.ceil(cases / ae.LOOKS)
     return [min(n, cases) for n in range(step, cases + step, step)]
 
 

@@ -193,6 +193,11 @@ def logged(x: ae.Experiment) -> dict:
     return ae._experiment_record(x)
 
 
+def suite_labels(*xs: ae.Experiment) -> dict[tuple[str, ...], float]:
+    """The suite's labels, as diff reads them: one file for every run (a label is an answer's, in any run)."""
+    return {key: value for x in xs for key, value in x.labels.items()}
+
+
 def unchanged_pair(rng: random.Random, models: int = 3, datasets: int = 2, metrics: int = 5) -> list[ae._Change]:
     names = tuple(f"m{k}" for k in range(metrics))
     runs = []
@@ -670,7 +675,7 @@ def test_labels_in_the_baseline_only_never_fail_an_unchanged_model() -> None:
         old = judged(rng, "m", bernoulli(rng, 200, 0.8), sens, spec, 100, run="old")
         new = judged(rng, "m", bernoulli(rng, 200, 0.8), sens, spec, new_labels, run="new")
         key = (ae._contender_key(old.contender), "ds")
-        changes = ae._compare_runs({key: logged(old)}, {key: logged(new)}, ["acc"])
+        changes = ae._compare_runs({key: logged(old)}, {key: logged(new)}, ["acc"], labels=suite_labels(old, new))
         (line,) = [c for c in changes if c.metric == "acc"]
         if not new_labels:
             said = ae._render_changes(changes, "ascii", "acc")
@@ -751,7 +756,7 @@ def test_the_paired_correction_catches_a_regression_the_judge_hides_and_no_false
         old = judged(rng, "m", bernoulli(rng, 200, 0.85), 0.9, 0.8, labels, run="old")
         new = judged(rng, "m", bernoulli(rng, 200, new_p), 0.9, new_spec, labels, run="new")
         key = (ae._contender_key(old.contender), "ds")
-        changes = ae._compare_runs({key: logged(old)}, {key: logged(new)}, ["acc"])
+        changes = ae._compare_runs({key: logged(old)}, {key: logged(new)}, ["acc"], labels=suite_labels(old, new))
         return bool(ae._regressions(changes, "acc"))
 
     rng = random.Random(54)
@@ -857,7 +862,7 @@ def test_an_unchanged_model_whose_answers_mostly_repeat_passes_and_label_restore
         for x in xs.values():
             x.labels = labels
         key = (ae._contender_key(xs["old"].contender), "ds")
-        changes = ae._compare_runs({key: logged(xs["old"])}, {key: logged(xs["new"])}, ["acc"])
+        changes = ae._compare_runs({key: logged(xs["old"])}, {key: logged(xs["new"])}, ["acc"], labels=labels)
         (line,) = [c for c in changes if c.metric == "acc"]
         return bool(ae._regressions(changes, "acc")), line.paired.how if line.paired else ""
 
