@@ -6903,9 +6903,9 @@ class _ExperimentRun:
     The run's main thread watches the cases in flight (``watch``): one past the case
     timeout becomes that case's error row, and its thread is replaced.
 
-    Each case run is in one state of its table (``state``, counted in ``count``), moved on
-    by ``_move``; what the experiment needs of the main thread next is read off that
-    table and its threads in one place (``next_step``).
+    Each case run is in one state of its table (``state``), moved on by ``_move``; what
+    the experiment needs of the main thread next is read off that table (a running case
+    run's flight is in ``inflight``) and its threads in one place (``next_step``).
     """
 
     def __init__(
@@ -6929,7 +6929,6 @@ class _ExperimentRun:
                     self.results[i] = dataclasses.replace(p, experiment=experiment)
         self.todo = [i for i, result in enumerate(self.results) if result is None]
         self.state = [_WAITING if result is None else _DONE for result in self.results]
-        self.count = collections.Counter(self.state)
         # --until-decided: its dataset's decider releases its cases round by round, and its verdicts
         # on the contenders (``rivals``, the dataset's experiments, this one at ``seat``) are applied here
         self.decider, self.rivals, self.seat = decider, rivals, rivals.index(experiment) if decider else 0
@@ -7014,9 +7013,8 @@ class _ExperimentRun:
                 self.blocked -= 1
 
     def _move(self, unit: int, to: str) -> None:
-        """The one place a case run changes state (the caller holds the lock)."""
-        self.count[self.state[unit]] -= 1
-        self.count[to] += 1
+        """The one place a case run changes state: the lock is held but where its own thread
+        starts it running (a running one's flight is in ``inflight``, put there after)."""
         self.state[unit] = to
 
     def _apply(self, verdicts: Iterable[tuple[int, str]]) -> None:
@@ -7050,9 +7048,8 @@ class _ExperimentRun:
         # a tracker that shows each model call gets them from the ledger
         ledger = _Ledger(f"{self.ids[i // self.repeat]}#{i % self.repeat}", i % self.repeat, bool(self.run.couriers))
         model = self.experiment.model(ledger, self.steps, self.run.stop, self.run.pace)
-        with self.run.lock:
-            self.inflight[i] = (time.monotonic(), model, owner, i // self.repeat)
-            self._move(i, _RUNNING)
+        self._move(i, _RUNNING)
+        self.inflight[i] = (time.monotonic(), model, owner, i // self.repeat)
         return i // self.repeat, model, time.perf_counter()
 
     def _work(self, owner: _Owner, gate: threading.Event | None) -> None:
@@ -7188,7 +7185,7 @@ class _ExperimentRun:
         stuck thread or loop, ends first, as its answer or as its timeout, unless the run was
         stopped (then it is written as abandoned, which --resume asks again)."""
         stopped = self.run.stop.event.is_set()
-        if self.closed or (self.count[_RUNNING] and not stopped):
+        if self.closed or (self.inflight and not stopped):
             return ""
         if self.wanted and not stopped:
             return "cases"
