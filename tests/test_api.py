@@ -390,6 +390,13 @@ def test_the_batch_and_the_decider_never_see_the_runner_and_it_reads_only_their_
     assert calls >= 6
 
 
+def _targets(node: ast.AST) -> list[ast.expr]:
+    """What an assignment, plain or augmented, writes; nothing for any other node."""
+    if isinstance(node, ast.Assign):
+        return node.targets
+    return [node.target] if isinstance(node, ast.AugAssign) else []
+
+
 def test_a_case_runs_state_is_one_entry_of_its_runners_table_moved_in_one_place() -> None:
     # #65: the state of each case run is one entry of _ExperimentRun.state, which _move alone writes; what the
     # experiment needs of the main thread is read off it in one place (next_step), which _settle and advance call
@@ -397,14 +404,7 @@ def test_a_case_runs_state_is_one_entry_of_its_runners_table_moved_in_one_place(
     writers = set()
     for method in runner.body:
         for node in ast.walk(method):
-            targets = (
-                node.targets
-                if isinstance(node, ast.Assign)
-                else [node.target]
-                if isinstance(node, ast.AugAssign)
-                else []
-            )
-            for target in targets:
+            for target in _targets(node):
                 if any(ast.unparse(t).startswith("self.state[") for t in ast.walk(target)):
                     writers.add(getattr(method, "name", ""))
     assert writers == {"_move"}
@@ -430,14 +430,7 @@ def test_what_a_run_is_given_is_whole_when_built() -> None:
             continue
         names = set(held) | {a.arg for a in function.args.args if a.annotation and ast.unparse(a.annotation) in typed}
         for node in ast.walk(function):
-            targets = (
-                node.targets
-                if isinstance(node, ast.Assign)
-                else [node.target]
-                if isinstance(node, ast.AugAssign)
-                else []
-            )
-            for target in (t for t in targets for t in (t.elts if isinstance(t, ast.Tuple) else [t])):
+            for target in (t for t in _targets(node) for t in (t.elts if isinstance(t, ast.Tuple) else [t])):
                 if isinstance(target, ast.Attribute) and ast.unparse(target.value) in names:
                     whose = ast.unparse(target.value)
                     if "experiment" not in whose or target.attr in inputs:
