@@ -912,6 +912,9 @@ class Usage:
         raise TypeError(f"usage must be a Usage or a mapping, not {type(value).__name__}")
 
 
+_NOTHING = Usage()  # what nothing spent: one shared (a Usage is frozen), not one made a case run
+
+
 @dataclass(frozen=True, slots=True)
 class Case:
     """One input with its expected answer. ``id`` is ``variant/NNN`` (or the variant)."""
@@ -974,14 +977,14 @@ class Completion:
     it stopped (``finish_reason``: ``stop``, ``tool_calls``, ``length``, ...)."""
 
     text: str
-    usage: Usage = field(default_factory=Usage)
+    usage: Usage = _NOTHING
     raw: Any = None
     message: Mapping[str, Any] | None = None
     tool_calls: tuple[ToolCall, ...] = ()
     finish_reason: str | None = None
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "usage", Usage.coerce(self.usage) or Usage())
+        object.__setattr__(self, "usage", Usage.coerce(self.usage) or _NOTHING)
 
 
 @dataclass(frozen=True, slots=True)
@@ -1120,7 +1123,7 @@ class RunResult:
     score: Score | None = None
     duration: float = 0.0
     error: str | None = None
-    usage: Usage = field(default_factory=Usage)
+    usage: Usage = _NOTHING
     traceback: str | None = None
     retries: int = 0
     repeat: int = 0  # which of ``--repeat N`` independent runs of the case, from 0
@@ -1134,7 +1137,7 @@ class RunResult:
     served: tuple[Mapping[str, str], ...] = ()  # who answered its calls: upstream, model, tier (distinct)
     replayed: tuple[int, int] = (0, 0)  # answers a server's response cache gave: all, those not asked of it
     case_hash: str | None = None  # the case as its log holds it (report); None: the case's own
-    judge_usage: Usage = field(default_factory=Usage)  # what a Judge's calls spent scoring it: apart from ``usage``
+    judge_usage: Usage = _NOTHING  # what a Judge's calls spent scoring it: apart from ``usage``
 
     @property
     def label(self) -> str:
@@ -1401,7 +1404,7 @@ class _Ledger:
         notes: dict[object, object] | None = None,
     ) -> None:
         self.case, self.repeat = case, repeat  # the case run: its id and which independent run (--repeat)
-        self.usage = Usage()
+        self.usage = _NOTHING
         self.calls = self.retries = self.hits = 0  # hits: calls the response cache answered
         self.saved = 0.0  # what those cost when they were first paid for
         self.finish_reason: str | None = None  # the last answer's
@@ -1436,7 +1439,7 @@ class _Ledger:
                     self.served.append(served)
                 self.hits += call.origin == "cache"
                 self.saved += call.saved
-                self.usage = self.usage + answer.usage
+                self.usage = answer.usage if self.usage is _NOTHING else self.usage + answer.usage
                 self.finish_reason = answer.finish_reason
                 self.empty = "" if answer.text or answer.tool_calls else _why_empty(answer)
                 if "messages" in request:
@@ -6493,7 +6496,7 @@ def _result(
     """A finished case: its spend is what went through ``model``, else what the reply reports."""
     ledger = model.ledger
     usage = (
-        ledger.usage if ledger.calls or ledger.usage.cost_usd else (reply.usage if reply and reply.usage else Usage())
+        ledger.usage if ledger.calls or ledger.usage.cost_usd else (reply.usage if reply and reply.usage else _NOTHING)
     )
     transcript = reply.transcript if reply is not None and reply.transcript is not None else ledger.transcript
     return RunResult(
@@ -8115,7 +8118,7 @@ def _log_row(result: RunResult) -> dict[str, object]:
         **({CLUSTER: cluster} if (cluster := case.metadata.get(CLUSTER)) is not None else {}),
         **({"served": list(result.served)} if result.served else {}),
         **({"replayed": list(result.replayed)} if result.replayed[0] else {}),
-        **({"judge_usage": result.judge_usage.to_json()} if result.judge_usage != Usage() else {}),
+        **({"judge_usage": result.judge_usage.to_json()} if result.judge_usage != _NOTHING else {}),
     }
 
 
@@ -12314,7 +12317,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not args.command:
             _parser().print_help(sys.stderr)
             return EXIT_USAGE
-        code = _COMMANDS[args.command](args)
+        with _few_collections():
+            code = _COMMANDS[args.command](args)
         sys.stdout.flush()  # a closed pipe shows here, inside the handler below
         return code
     except _UsageError as e:
@@ -12396,6 +12400,32 @@ def _traceback_if_debug(args: argparse.Namespace | None) -> None:
         import traceback
 
         traceback.print_exc()
+
+
+@contextlib.contextmanager
+def _few_collections() -> Iterator[None]:
+    """A command keeps its cases and results alive to its end: the cyclic collector, at its
+    default of a pass each 700 allocations, would walk them again and again for no garbage.
+    What the imports made is frozen out of its reach and the young generation is collected
+    each 50,000 allocations, as CPython's own docs suggest of a long-lived heap (``gc.freeze``);
+    both are put back after. At the process's exit everything is frozen (an exit handler
+    registered first runs last): the interpreter's last pass would walk the results only to
+    free them as it frees the rest."""
+    import gc
+
+    if not _EXITING:
+        _EXITING.append(atexit.register(gc.freeze))
+    thresholds = gc.get_threshold()
+    gc.freeze()
+    gc.set_threshold(50_000, 10, 10)
+    try:
+        yield
+    finally:
+        gc.set_threshold(*thresholds)
+        gc.unfreeze()
+
+
+_EXITING: list[object] = []  # the exit handler, once registered
 
 
 def _catch_ctrl_c() -> dict[int, Any]:

@@ -651,3 +651,18 @@ def test_a_helper_that_configures_a_second_copy_of_the_module_is_told_which(tmp_
     assert "configured a second copy of it, other/agent_evals.py (imported as second_copy); import the same" in (
         done.stderr
     )
+
+
+def test_a_command_runs_with_few_collector_passes_and_puts_the_collector_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A command's heap lives to its end: the collector's young passes come each 50,000
+    allocations, not 700, and what was there before it is frozen; both are put back."""
+    import gc
+
+    seen: list[tuple[int, int]] = []
+    monkeypatch.setitem(
+        ae._COMMANDS, "runs", lambda args: seen.append((gc.get_threshold()[0], gc.get_freeze_count())) or 0
+    )
+    before = gc.get_threshold()
+    assert ae.main(["runs"]) == 0
+    assert seen[0][0] == 50_000 and seen[0][1] > 1000
+    assert gc.get_threshold() == before and gc.get_freeze_count() == 0
