@@ -184,6 +184,7 @@ import json
 import math
 import os
 import random
+import re
 import statistics
 import subprocess
 import sys
@@ -527,28 +528,7 @@ def scenario(
         _make_suite(root, cases, adapter)
         server, port = _start_server(root, latency, rate_429, rate_500)
         try:
-            env = {
-                **os.environ,
-                "OPENROUTER_BASE_URL": f"http://127.0.0.1:{port}/api/v1",
-                "OPENROUTER_API_KEY": "sk-bench",
-                "PYTHONIOENCODING": "utf-8",
-            }
-            # -m, as an installed command runs it: from cached bytecode, not recompiled as a script
-            env.pop("PYTHONDONTWRITEBYTECODE", None)
-            env["PYTHONPATH"] = str(module)
-            command = [
-                sys.executable,
-                "-m",
-                "agent_evals",
-                "compare",
-                "--local",
-                "-j",
-                "1",
-                "-p",
-                str(concurrency),
-            ]
-            # the bytecode cached first, as an installed command has it: a first run after an edit compiles
-            subprocess.run([sys.executable, "-c", "import agent_evals"], cwd=root, env=env, check=True)
+            env, command = _cli(root, port, module, concurrency)
             started = time.perf_counter()
             cli = subprocess.Popen(command, cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
             peak_kb = 0
@@ -644,6 +624,46 @@ def rate_limited(limit: float, cases: int, concurrency: int, limiter: bool) -> d
     }
 
 
+def _cli(root: Path, port: int, module: Path, concurrency: int) -> tuple[dict[str, str], list[str]]:
+    """The environment and command of the CLI run against the stand-in on ``port``, with
+    ``module``'s agent_evals, its bytecode cached first (as an installed command has it:
+    a first run after an edit compiles)."""
+    env = {
+        **os.environ,
+        "OPENROUTER_BASE_URL": f"http://127.0.0.1:{port}/api/v1",
+        "OPENROUTER_API_KEY": "sk-bench",
+        "PYTHONIOENCODING": "utf-8",
+        "PYTHONPATH": str(module),
+    }
+    # -m, as an installed command runs it: from cached bytecode, not recompiled as a script
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    subprocess.run([sys.executable, "-c", "import agent_evals"], cwd=root, env=env, check=True)
+    return env, [sys.executable, "-m", "agent_evals", "compare", "--local", "-j", "1", "-p", str(concurrency)]
+
+
+def instructions(cases: int, concurrency: int, latency: float, module: Path) -> dict:
+    """The CLI's instructions per case, counted by valgrind (cachegrind, no cache model): on
+    a shared machine, CPU time moves 10-15% from run to run with the load beside it, and
+    this count by 0.02%. Threads run one at a time under valgrind, so it counts the work,
+    not the contention for the GIL that 64 threads add on real cores (see CPU per case)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        _make_suite(root, cases, "echo")
+        server, port = _start_server(root, latency, 0.0, 0.0)
+        try:
+            env, command = _cli(root, port, module, concurrency)
+            counter = ["valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null"]
+            done = subprocess.run([*counter, *command], cwd=root, env=env, capture_output=True, text=True)
+        finally:
+            server.terminate()
+            server.wait()
+    counted = re.search(r"I\s+refs:\s+([\d,]+)", done.stderr)
+    if done.returncode != 0 or counted is None:
+        raise SystemExit(f"the CLI under valgrind failed:\n{done.stderr[-2000:]}")
+    total = int(counted.group(1).replace(",", ""))
+    return {"module": str(module), "cases": cases, "instructions": total, "instructions_per_case": total // cases}
+
+
 def _interpreter_start() -> float:
     """The median wall time of ``python -c pass`` here: a floor under every CLI run that
     no harness controls (site-packages' .pth files run in it)."""
@@ -702,6 +722,12 @@ def main() -> None:
         metavar="COMMIT",
         help="each run made twice, alternating: this tree's module, then COMMIT's; the medians of each side by side",
     )
+    parser.add_argument(
+        "--instructions",
+        action="store_true",
+        help="with --against: the instructions each side's CLI executes, counted by valgrind (deterministic), "
+        "in place of the timed runs",
+    )
     args = parser.parse_args()
     if args.against:
         return against(args)
@@ -748,8 +774,16 @@ def against(args: argparse.Namespace) -> None:
         (old / "agent_evals.py").write_bytes(source)
         run = (args.cases or 2000, args.concurrency, args.latency, args.rate_429, args.rate_500, args.adapter)
         sides: dict[str, list[dict]] = {"this tree": [], args.against: []}
+        both = (("this tree", ROOT), (args.against, old))
+        if args.instructions:
+            counts = {name: instructions(*run[:3], module) for name, module in both}
+            for name, count in counts.items():
+                print(json.dumps({"side": name, **count}), flush=True)
+            ratio = counts["this tree"]["instructions"] / counts[args.against]["instructions"]
+            print(json.dumps({"this tree against": args.against, "instructions_ratio": round(ratio, 4)}))
+            return
         for _ in range(args.runs):
-            for name, module in (("this tree", ROOT), (args.against, old)):
+            for name, module in both:
                 sides[name].append(scenario(*run, module=module))
                 print(json.dumps({"side": name, **sides[name][-1]}), flush=True)
         for name, results in sides.items():
