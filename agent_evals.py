@@ -4092,6 +4092,7 @@ class _Connection:
         self.prefix = f"http://{self.host}" if proxy is not None and scheme == "http" else ""
         self.head: tuple[object, ...] = ()  # (method, path, headers, their encoding) last sent
         self.buffer = bytearray()  # what has arrived and is not yet part of an answered response
+        self.idle = 0.0  # since when it waits in the pool
         try:
             sock = socket.create_connection((proxy.host, proxy.port) if proxy else (host, port), timeout=connect)
         except OSError as e:
@@ -4189,6 +4190,7 @@ class _Connection:
 
 
 _DEAD_ON_ARRIVAL = 0.5  # seconds: a reused connection reset sooner never reached the server's work
+_CHECKED_IDLE = 1.0  # seconds: an idle connection kept longer is checked before it is used again
 
 
 class _Client:
@@ -4200,6 +4202,7 @@ class _Client:
 
     def __init__(self) -> None:
         self._idle: dict[tuple[str, str, int], list[_Connection]] = {}
+        self._closing: set[tuple[str, str, int]] = set()  # origins seen closing a connection they kept alive
 
     def request(
         self,
@@ -4213,12 +4216,12 @@ class _Client:
         once: bool = False,
     ) -> tuple[int, dict[str, str], bytes]:
         """One request's (status, headers, body), the body decoded. An idle connection the
-        server closed meanwhile (uvicorn after 5 s; a proxy after each answer) is seen before
-        it is used, as urllib3 sees it, and left. One found dead on arrival all the same (reset
-        at once, not a byte back) sends the request again at once, on a new connection, never
-        another idle one: nothing was answered, so it is no retry. Reset later, the server may
-        have taken the request: that is the retry rule's, counted. ``once``: a request that must
-        never go twice (a batch's submission) goes on a new connection and is never sent again."""
+        server closed (uvicorn after 5 s; a proxy after each answer) is seen before use, as urllib3
+        sees it, and left: checked when kept over ``_CHECKED_IDLE``, or always once its origin closed
+        one (the check is a system call and, at 64 threads, a GIL handoff a request). One dead on
+        arrival all the same (reset at once, not a byte back) goes again at once on a new
+        connection: nothing was answered, no retry. Reset later, the server may have taken it: the
+        retry rule's, counted. ``once`` (a batch's submission): a new connection, never sent again."""
         scheme, host, port, path = _origin(url)
         if (idle := self._idle.get(key := (scheme, host, port))) is None:
             idle = self._idle.setdefault(key, [])
@@ -4229,7 +4232,7 @@ class _Client:
                     conn = idle.pop()
                 except IndexError:
                     break
-                if conn.dropped():
+                if (key in self._closing or time.monotonic() - conn.idle > _CHECKED_IDLE) and conn.dropped():
                     conn.close()
                     conn = None
             reused = conn is not None
@@ -4242,9 +4245,11 @@ class _Client:
                 conn.close()
                 stale = isinstance(e, ConnectionResetError | BrokenPipeError | ConnectionAbortedError)
                 if reused and stale and not conn.buffer and time.monotonic() - sent < _DEAD_ON_ARRIVAL and not once:
+                    self._closing.add(key)
                     continue
                 raise
             if keep:
+                conn.idle = time.monotonic()
                 idle.append(conn)
             else:
                 conn.close()

@@ -85,14 +85,39 @@ def test_a_request_held_then_dropped_on_a_reused_connection_is_a_counted_retry(c
     assert model.ledger.retries == 1 and server.connections == 2
 
 
-def test_an_idle_connection_the_server_closed_is_left_before_it_is_used(complete, asks) -> None:
-    # closed after its answer, with no Connection: close (as tinyproxy does): seen idle, never sent on
+@pytest.fixture
+def checks(monkeypatch) -> list[bool]:
+    """What each check of an idle connection before its reuse found (True: the server closed it)."""
+    found: list[bool] = []
+    dropped = ae._Connection.dropped
+    monkeypatch.setattr(ae._Connection, "dropped", lambda conn: found.append(dropped(conn)) or found[-1])
+    return found
+
+
+@pytest.mark.parametrize("idle_checked_after", [ae._CHECKED_IDLE, 0.01])
+def test_an_idle_connection_the_server_closed_is_left_before_it_is_used(
+    complete, asks, checks, monkeypatch, idle_checked_after
+) -> None:
+    # closed after its answer, with no Connection: close (as tinyproxy does). Kept under a second, the
+    # first reuse goes unchecked: reset on arrival, sent again at once on a new connection (no retry), and
+    # the origin is known to close them: the next is checked, seen closed and never sent on. Kept longer
+    # (a server's idle timeout), every reuse is checked from the first
+    monkeypatch.setattr(ae, "_CHECKED_IDLE", idle_checked_after)
     with RawHTTP([(response(), True), (response(), True), response()]) as server:
-        model, _ = complete(server)
+        model, provider = complete(server)
         for user in "xyz":
             time.sleep(0.05)  # the close reaches the client before the next request
             asks(model, [{"user": user}])
     assert model.ledger.retries == 0 and server.connections == 3 and len(server.requests) == 3
+    learned = idle_checked_after > 0.05
+    assert checks == ([True] if learned else [True, True]) and bool(provider._http._closing) is learned
+
+
+def test_a_connection_reused_at_once_to_an_origin_that_keeps_them_is_not_checked(complete, asks, checks) -> None:
+    with RawHTTP([response(), response(), response()]) as server:
+        model, _ = complete(server)
+        asks(model, [{"user": "x"}] * 3)
+    assert checks == [] and server.connections == 1
 
 
 def test_an_answer_cut_off_on_a_reused_connection_is_not_sent_again_unseen(complete, asks) -> None:
