@@ -7,6 +7,7 @@
     python tests/benchmark.py --rate-limit 40 --concurrency 32   # 800 case runs on a key limited to 40/s
     python tests/benchmark.py --limiter            # the limiter's rigs (#49), on a virtual clock
     python tests/benchmark.py --against 2bb5272    # each run made by this tree, then by that commit's module
+    python tests/benchmark.py --against 2bb5272 --instructions   # each side's instructions, counted by valgrind
 
 A stand-in OpenAI-compatible server runs in its own process (asyncio protocols,
 keep-alive, each answer sent a fixed latency after its request arrived, optional
