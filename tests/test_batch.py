@@ -46,6 +46,11 @@ def toy_answer(received) -> Answer:
 
 @pytest.fixture
 def toy(tmp_path: Path) -> Path:
+    return toy_project(tmp_path)
+
+
+def toy_project(tmp_path: Path) -> Path:
+    """The toy suite, its contenders the batch's lineup."""
     project = tmp_path / "toy"
     for folder in ("evals", "toy_suite"):
         source = ROOT / "examples" / "toy_suite" / folder
@@ -132,29 +137,6 @@ def test_an_agent_continues_turn_by_turn_a_batch_each_with_the_same_tables(tmp_p
         "tool",
         "assistant",
     ]
-
-
-@pytest.mark.parametrize(("sent", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
-def test_sigterm_or_ctrl_c_during_the_wait_then_resume_collects_the_batch_and_sends_nothing_twice(
-    toy: Path, sent: signal.Signals, code: int
-) -> None:
-    api = BatchAPI(toy_answer, polls=10**9)  # never done while the first run waits
-    with OpenAICompatible(api) as server:
-        env = {"OPENROUTER_BASE_URL": server.url + "/api/v1", "OPENROUTER_API_KEY": "sk-or-batch", **POLL}
-        returncode, _, err = _interrupted_batch_run(toy, api, server, sent)
-        assert returncode == code, err
-        assert "(batch_1, 4 requests): it goes on at the provider; --resume --batch collects it" in err
-        assert len(api.submitted) == 1 and api.sync == 0
-        api.polls = 1  # the batch ends at OpenRouter meanwhile
-        done = run_agent_evals(
-            "run", "--batch", "--local", "-m", "openai/gpt-4o-mini", "-d", "animals", "--resume", cwd=toy, env=env
-        )
-        assert done.returncode == 0, done.stderr
-        assert len(api.submitted) == 1 and api.sync == 0  # collected, never sent again
-    assert "(batch_1, 4 requests): completed, 4 of 4 done" in done.stderr
-    newest = read_logs(toy)[-1]
-    assert [row["error"] for row in newest["rows"]] == [None] * 4
-    assert newest["summary"]["usage"]["cost_usd"] == pytest.approx(0.0008)
 
 
 def test_a_batch_refused_stops_that_contender_alone_and_sync_fallback_asks_instead(toy: Path) -> None:
@@ -427,38 +409,6 @@ def _resume_hint(toy: Path, api: BatchAPI, server: OpenAICompatible) -> str:
     return hint
 
 
-def test_the_printed_resume_command_as_printed_collects_the_batch_and_pays_nothing_twice(toy: Path) -> None:
-    import shlex
-
-    api = BatchAPI(toy_answer, polls=10**9)
-    with OpenAICompatible(api) as server:
-        hint = _resume_hint(toy, api, server)
-        assert hint == "agent-evals run --batch --local -m openai/gpt-4o-mini -d animals --resume"
-        api.polls = 1  # the batch ends at the provider meanwhile
-        env = {"OPENROUTER_BASE_URL": server.url + "/api/v1", "OPENROUTER_API_KEY": "sk-or-batch", **POLL}
-        done = run_agent_evals(*shlex.split(hint)[1:], cwd=toy, env=env)
-        assert done.returncode == 0, done.stderr
-        assert len(api.submitted) == 1 and api.sync == 0  # 0 synchronous calls, 0 resubmissions
-    assert [row["error"] for row in read_logs(toy)[-1]["rows"]] == [None] * 4
-
-
-def test_a_resume_without_batch_still_collects_the_batches_that_run_sent(toy: Path) -> None:
-    api = BatchAPI(toy_answer, polls=10**9)
-    with OpenAICompatible(api) as server:
-        _resume_hint(toy, api, server)
-        api.polls = 1
-        env = {"OPENROUTER_BASE_URL": server.url + "/api/v1", "OPENROUTER_API_KEY": "sk-or-batch", **POLL}
-        done = run_agent_evals(
-            "run", "--local", "-m", "openai/gpt-4o-mini", "-d", "animals", "--resume", cwd=toy, env=env
-        )
-        assert done.returncode == 0, done.stderr
-        assert len(api.submitted) == 1 and api.sync == 0  # the batch's answers, never asked again
-    assert "resume: 1 batch that run sent are collected first" in done.stderr
-    newest = read_logs(toy)[-1]
-    assert [row["error"] for row in newest["rows"]] == [None] * 4
-    assert newest["summary"]["usage"]["cost_usd"] == pytest.approx(0.0008)
-
-
 def _journal(toy: Path) -> Path:
     """The stopped run's journal, alone: its log is removed, as a kill -9 leaves it (never written)."""
     folder = toy / "log" / "agent-evals"
@@ -466,52 +416,6 @@ def _journal(toy: Path) -> Path:
         log.unlink()
     (journal,) = folder.glob("*.jsonl")
     return journal
-
-
-@pytest.mark.parametrize(
-    ("damage", "said"),
-    [
-        (lambda b: {**b, "id": 12345}, "an id that is no batch's: 12345"),
-        (lambda b: {**b, "id": "../../key"}, "an id that is no batch's: '../../key'"),
-        (lambda b: {**b, "id": "batch_1\nerror: forged"}, "an id that is no batch's: 'batch_1\\nerror: forged'"),
-        (lambda b: {**b, "requests": {k: v.replace("#0", "#²") for k, v in b["requests"].items()}}, "case#repeat"),
-        (lambda b: {**b, "requests": []}, "no requests"),
-    ],
-    ids=["numeric id", "a path for an id", "newlines in the id", "a repeat in superscript", "no requests"],
-)
-def test_a_batch_record_that_cannot_be_read_stops_the_resume_naming_it(toy: Path, damage, said) -> None:
-    api = BatchAPI(toy_answer, polls=10**9)
-    with OpenAICompatible(api) as server:
-        hint = _resume_hint(toy, api, server)
-        journal = _journal(toy)
-        lines = journal.read_text().splitlines()
-        lines = [json.dumps({"batch": damage(json.loads(x)["batch"])}) if '"id"' in x else x for x in lines]
-        journal.write_text("\n".join(lines) + "\n")
-        env = {"OPENROUTER_BASE_URL": server.url + "/api/v1", "OPENROUTER_API_KEY": "sk-or-batch", **POLL}
-        done = run_agent_evals(*hint.split()[1:], cwd=toy, env=env)
-        assert len(api.submitted) == 1 and api.sync == 0, done.stderr  # nothing sent again
-    (line,) = [x for x in done.stderr.splitlines() if x.startswith("error:")]
-    assert done.returncode == 2 and journal.name in line and "batch record" in line and said in line, done.stderr
-    assert "may be running at the provider" in line
-
-
-def test_a_batch_record_cut_short_or_sent_without_its_id_stops_the_resume_naming_it(toy: Path) -> None:
-    api = BatchAPI(toy_answer, polls=10**9)
-    with OpenAICompatible(api) as server:
-        hint = _resume_hint(toy, api, server)
-        journal = _journal(toy)
-        whole = journal.read_text().splitlines()
-        env = {"OPENROUTER_BASE_URL": server.url + "/api/v1", "OPENROUTER_API_KEY": "sk-or-batch", **POLL}
-        # killed while writing the id's record: the line ends half way
-        cut = [x[: len(x) // 2] if '"id"' in x else x for x in whole]
-        journal.write_text("\n".join(cut))
-        first = run_agent_evals(*hint.split()[1:], cwd=toy, env=env)
-        # killed between sending the batch and writing its id: the round's record alone
-        journal.write_text("\n".join(x for x in whole if '"id"' not in x) + "\n")
-        second = run_agent_evals(*hint.split()[1:], cwd=toy, env=env)
-        assert len(api.submitted) == 1 and api.sync == 0  # nothing sent again
-    assert first.returncode == 2 and "a --batch record, was cut short" in first.stderr, first.stderr
-    assert second.returncode == 2 and "was being sent when the run ended, and its id was never written" in second.stderr
 
 
 @pytest.mark.parametrize("inline", [False, True], ids=["pages", "inline"])
@@ -744,33 +648,6 @@ class HeldJudge(BatchAPI):
             self.looks += 1
             return Answer(200, self._object(batch_id, "in_progress", (0, 0)))
         return super()._look(batch_id)
-
-
-def test_a_run_stopped_while_the_judges_batch_waits_resumes_collecting_it_and_pays_nothing_twice(
-    make_suite, tmp_path
-) -> None:
-    helper = JUDGED_SCORER + "\nae.configure(adapter=ae.EchoAdapter(), scorer=S())\n"
-    lineup = "request_types: [prompt]\ndefaults:\n  max_tokens: 64\nvendors:\n  openai:\n    - model: gpt-4o-mini\n"
-    project = make_suite(helper=helper, config=lineup + "judge: openai/gpt-4.1-mini\n", cases=many(4))
-    api = HeldJudge(judged_answer)
-    with OpenAICompatible(api) as server:
-        env = {"OPENROUTER_BASE_URL": server.url + "/api/v1", "OPENROUTER_API_KEY": "sk-or-batch", **POLL}
-
-        def waiting() -> bool:  # the judge's batch sent, and looked at while it waits
-            return len(api.submitted) >= 2 and api.looks >= 6
-
-        code, _, err = _stopped_when(project, server, ["run", "--batch", "--local"], waiting, signal.SIGTERM)
-        assert code == 143 and len(api.submitted) == 2, err
-        assert "it goes on at the provider; --resume --batch collects it" in err
-        api.held = False  # the judge's batch ends at OpenRouter meanwhile
-        done = run_agent_evals("run", "--batch", "--local", "--resume", "--format", "json", cwd=project, env=env)
-        assert done.returncode == 0, done.stderr
-    assert len(api.submitted) == 2 and api.sync == 0  # the judge's batch collected, never sent again
-    document = json.loads(done.stdout)
-    assert document["judge"]["usage"]["cost_usd"] == pytest.approx(4 * 0.001)  # paid once
-    (row,) = document["datasets"][0]["leaderboard"]
-    assert row["errors"] == 0 and row["metrics"]["correct"]["mean"] == 0.75
-    assert row["cost_usd"] == pytest.approx(4 * 0.0002)
 
 
 def test_a_judge_under_batch_is_held_to_the_contenders_rules(make_suite, monkeypatch) -> None:

@@ -155,39 +155,6 @@ def test_a_run_that_decides_within_the_budget_is_not_refused_for_its_every_case_
 CLOSE = SLOPPY.replace("% 3 else", "% 8 else")
 
 
-def test_a_decided_run_stopped_by_the_budget_resumes_its_rounds_as_if_never_stopped(
-    make_suite, cli, tmp_path, monkeypatch
-) -> None:
-    lineup = "request_types: [prompt]\nvendors:\n  fake:\n    - model: echo\n    - model: sloppy\n"
-    project = make_suite(helper=CLOSE, config=lineup, cases=many(400))
-    code, _, whole = cli("compare", "--local", "--until-decided", "-p", "3", cwd=project)
-    assert code == 0 and "decided [ds] fake/sloppy" in whole, whole
-    uninterrupted = {log["contender"]["model"]: {row["case"] for row in log["rows"]} for log in read_logs(project)}
-    assert 40 < len(uninterrupted["fake/echo"]) < 400
-    project.rename(tmp_path / "whole")
-    project = make_suite(helper=CLOSE, config=lineup, cases=many(400))
-    seen = walks(monkeypatch)
-    code, _, err = cli("compare", "--local", "--until-decided", "--budget", "0.1", "-p", "3", cwd=project)
-    assert code == 1 and "error: budget reached: $0.1000 of $0.1000; " in err, err
-    assert "decided [" not in err
-    # a case run the budget stopped before it spent goes back to waiting; the run's end finds it stopped
-    ends = [walk[-1] for walk in seen.values()]
-    assert len(seen) == 800 and ends.count("done") == 100 and ends.count("stopped") == 700, ends
-    code, _, err = cli("compare", "--local", "--until-decided", "--resume", "-p", "3", cwd=project)
-    assert code == 0, err
-    assert "resume: 100 finished cases" in err
-    # the same decision after the same cases as the run that never stopped, and no case asked twice
-    assert [line for line in err.splitlines() if line.startswith("decided [")] == [
-        line for line in whole.splitlines() if line.startswith("decided [")
-    ]
-    last = max(log["stamp"] for log in read_logs(project))
-    newest = {log["contender"]["model"]: log for log in read_logs(project) if log["stamp"] == last}
-    assert {model: {row["case"] for row in log["rows"]} for model, log in newest.items()} == uninterrupted
-    first = {log["contender"]["model"]: log["rows"] for log in read_logs(project) if log["stamp"] != last}
-    for model, rows in first.items():  # what the first run asked is carried over as it was, not asked again
-        assert all(row in newest[model]["rows"] for row in rows) and sum(map(len, first.values())) == 100
-
-
 def test_three_contenders_spend_alpha_over_both_comparisons() -> None:
     decider = ae._Decider("ds", ["a", "b", "c"], "exact", threading.Lock(), ae._Stop(), [])
     todo, verdicts = decider.join(0, [None] * 100)

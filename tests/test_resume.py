@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -12,10 +13,39 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from servers import Answer, OpenAICompatible, chat_answer
+from servers import Answer, BatchAPI, OpenAICompatible, chat_answer
+from test_batch import (
+    JUDGED_SCORER,
+    POLL,
+    HeldJudge,
+    _interrupted_batch_run,
+    _journal,
+    _resume_hint,
+    _stopped_when,
+    judged_answer,
+    toy_answer,
+    toy_project,
+)
+from test_decide import CLOSE
+from test_rate_limits import FOUR, Timed
+from test_spend_once import LINEUP, SYNC, cases
+from test_survival import hostile_helper, run, suite_maker
 
 import agent_evals as ae
-from conftest import EXACT_HELPER, ROOT, many, read_logs
+from conftest import EXACT_HELPER, ROOT, many, read_logs, run_agent_evals, walks
+
+
+@pytest.fixture
+def toy(tmp_path: Path) -> Path:
+    """The toy suite the batch's resume tests run (test_batch's)."""
+    return toy_project(tmp_path)
+
+
+@pytest.fixture
+def suite(tmp_path: Path):
+    """A suite maker, as the survival tests have it."""
+    return suite_maker(tmp_path)
+
 
 HELPER = EXACT_HELPER
 
@@ -313,3 +343,262 @@ def test_a_journal_holds_whole_rows_in_order_and_nothing_after_its_close(tmp_pat
     assert path.read_bytes() == b"".join(rows)
     with pytest.raises(FileExistsError):  # created exclusively: two runs never share one
         ae._Journal(path)
+
+
+@pytest.mark.parametrize(("sent", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_sigterm_or_ctrl_c_during_the_wait_then_resume_collects_the_batch_and_sends_nothing_twice(
+    toy: Path, sent: signal.Signals, code: int
+) -> None:
+    api = BatchAPI(toy_answer, polls=10**9)  # never done while the first run waits
+    with OpenAICompatible(api) as server:
+        env = {"OPENROUTER_BASE_URL": server.url + "/api/v1", "OPENROUTER_API_KEY": "sk-or-batch", **POLL}
+        returncode, _, err = _interrupted_batch_run(toy, api, server, sent)
+        assert returncode == code, err
+        assert "(batch_1, 4 requests): it goes on at the provider; --resume --batch collects it" in err
+        assert len(api.submitted) == 1 and api.sync == 0
+        api.polls = 1  # the batch ends at OpenRouter meanwhile
+        done = run_agent_evals(
+            "run", "--batch", "--local", "-m", "openai/gpt-4o-mini", "-d", "animals", "--resume", cwd=toy, env=env
+        )
+        assert done.returncode == 0, done.stderr
+        assert len(api.submitted) == 1 and api.sync == 0  # collected, never sent again
+    assert "(batch_1, 4 requests): completed, 4 of 4 done" in done.stderr
+    newest = read_logs(toy)[-1]
+    assert [row["error"] for row in newest["rows"]] == [None] * 4
+    assert newest["summary"]["usage"]["cost_usd"] == pytest.approx(0.0008)
+
+
+def test_the_printed_resume_command_as_printed_collects_the_batch_and_pays_nothing_twice(toy: Path) -> None:
+    import shlex
+
+    api = BatchAPI(toy_answer, polls=10**9)
+    with OpenAICompatible(api) as server:
+        hint = _resume_hint(toy, api, server)
+        assert hint == "agent-evals run --batch --local -m openai/gpt-4o-mini -d animals --resume"
+        api.polls = 1  # the batch ends at the provider meanwhile
+        env = {"OPENROUTER_BASE_URL": server.url + "/api/v1", "OPENROUTER_API_KEY": "sk-or-batch", **POLL}
+        done = run_agent_evals(*shlex.split(hint)[1:], cwd=toy, env=env)
+        assert done.returncode == 0, done.stderr
+        assert len(api.submitted) == 1 and api.sync == 0  # 0 synchronous calls, 0 resubmissions
+    assert [row["error"] for row in read_logs(toy)[-1]["rows"]] == [None] * 4
+
+
+def test_a_resume_without_batch_still_collects_the_batches_that_run_sent(toy: Path) -> None:
+    api = BatchAPI(toy_answer, polls=10**9)
+    with OpenAICompatible(api) as server:
+        _resume_hint(toy, api, server)
+        api.polls = 1
+        env = {"OPENROUTER_BASE_URL": server.url + "/api/v1", "OPENROUTER_API_KEY": "sk-or-batch", **POLL}
+        done = run_agent_evals(
+            "run", "--local", "-m", "openai/gpt-4o-mini", "-d", "animals", "--resume", cwd=toy, env=env
+        )
+        assert done.returncode == 0, done.stderr
+        assert len(api.submitted) == 1 and api.sync == 0  # the batch's answers, never asked again
+    assert "resume: 1 batch that run sent are collected first" in done.stderr
+    newest = read_logs(toy)[-1]
+    assert [row["error"] for row in newest["rows"]] == [None] * 4
+    assert newest["summary"]["usage"]["cost_usd"] == pytest.approx(0.0008)
+
+
+@pytest.mark.parametrize(
+    ("damage", "said"),
+    [
+        (lambda b: {**b, "id": 12345}, "an id that is no batch's: 12345"),
+        (lambda b: {**b, "id": "../../key"}, "an id that is no batch's: '../../key'"),
+        (lambda b: {**b, "id": "batch_1\nerror: forged"}, "an id that is no batch's: 'batch_1\\nerror: forged'"),
+        (lambda b: {**b, "requests": {k: v.replace("#0", "#²") for k, v in b["requests"].items()}}, "case#repeat"),
+        (lambda b: {**b, "requests": []}, "no requests"),
+    ],
+    ids=["numeric id", "a path for an id", "newlines in the id", "a repeat in superscript", "no requests"],
+)
+def test_a_batch_record_that_cannot_be_read_stops_the_resume_naming_it(toy: Path, damage, said) -> None:
+    api = BatchAPI(toy_answer, polls=10**9)
+    with OpenAICompatible(api) as server:
+        hint = _resume_hint(toy, api, server)
+        journal = _journal(toy)
+        lines = journal.read_text().splitlines()
+        lines = [json.dumps({"batch": damage(json.loads(x)["batch"])}) if '"id"' in x else x for x in lines]
+        journal.write_text("\n".join(lines) + "\n")
+        env = {"OPENROUTER_BASE_URL": server.url + "/api/v1", "OPENROUTER_API_KEY": "sk-or-batch", **POLL}
+        done = run_agent_evals(*hint.split()[1:], cwd=toy, env=env)
+        assert len(api.submitted) == 1 and api.sync == 0, done.stderr  # nothing sent again
+    (line,) = [x for x in done.stderr.splitlines() if x.startswith("error:")]
+    assert done.returncode == 2 and journal.name in line and "batch record" in line and said in line, done.stderr
+    assert "may be running at the provider" in line
+
+
+def test_a_batch_record_cut_short_or_sent_without_its_id_stops_the_resume_naming_it(toy: Path) -> None:
+    api = BatchAPI(toy_answer, polls=10**9)
+    with OpenAICompatible(api) as server:
+        hint = _resume_hint(toy, api, server)
+        journal = _journal(toy)
+        whole = journal.read_text().splitlines()
+        env = {"OPENROUTER_BASE_URL": server.url + "/api/v1", "OPENROUTER_API_KEY": "sk-or-batch", **POLL}
+        # killed while writing the id's record: the line ends half way
+        cut = [x[: len(x) // 2] if '"id"' in x else x for x in whole]
+        journal.write_text("\n".join(cut))
+        first = run_agent_evals(*hint.split()[1:], cwd=toy, env=env)
+        # killed between sending the batch and writing its id: the round's record alone
+        journal.write_text("\n".join(x for x in whole if '"id"' not in x) + "\n")
+        second = run_agent_evals(*hint.split()[1:], cwd=toy, env=env)
+        assert len(api.submitted) == 1 and api.sync == 0  # nothing sent again
+    assert first.returncode == 2 and "a --batch record, was cut short" in first.stderr, first.stderr
+    assert second.returncode == 2 and "was being sent when the run ended, and its id was never written" in second.stderr
+
+
+def test_a_run_stopped_while_the_judges_batch_waits_resumes_collecting_it_and_pays_nothing_twice(
+    make_suite, tmp_path
+) -> None:
+    helper = JUDGED_SCORER + "\nae.configure(adapter=ae.EchoAdapter(), scorer=S())\n"
+    lineup = "request_types: [prompt]\ndefaults:\n  max_tokens: 64\nvendors:\n  openai:\n    - model: gpt-4o-mini\n"
+    project = make_suite(helper=helper, config=lineup + "judge: openai/gpt-4.1-mini\n", cases=many(4))
+    api = HeldJudge(judged_answer)
+    with OpenAICompatible(api) as server:
+        env = {"OPENROUTER_BASE_URL": server.url + "/api/v1", "OPENROUTER_API_KEY": "sk-or-batch", **POLL}
+
+        def waiting() -> bool:  # the judge's batch sent, and looked at while it waits
+            return len(api.submitted) >= 2 and api.looks >= 6
+
+        code, _, err = _stopped_when(project, server, ["run", "--batch", "--local"], waiting, signal.SIGTERM)
+        assert code == 143 and len(api.submitted) == 2, err
+        assert "it goes on at the provider; --resume --batch collects it" in err
+        api.held = False  # the judge's batch ends at OpenRouter meanwhile
+        done = run_agent_evals("run", "--batch", "--local", "--resume", "--format", "json", cwd=project, env=env)
+        assert done.returncode == 0, done.stderr
+    assert len(api.submitted) == 2 and api.sync == 0  # the judge's batch collected, never sent again
+    document = json.loads(done.stdout)
+    assert document["judge"]["usage"]["cost_usd"] == pytest.approx(4 * 0.001)  # paid once
+    (row,) = document["datasets"][0]["leaderboard"]
+    assert row["errors"] == 0 and row["metrics"]["correct"]["mean"] == 0.75
+    assert row["cost_usd"] == pytest.approx(4 * 0.0002)
+
+
+def test_a_decided_run_stopped_by_the_budget_resumes_its_rounds_as_if_never_stopped(
+    make_suite, cli, tmp_path, monkeypatch
+) -> None:
+    lineup = "request_types: [prompt]\nvendors:\n  fake:\n    - model: echo\n    - model: sloppy\n"
+    project = make_suite(helper=CLOSE, config=lineup, cases=many(400))
+    code, _, whole = cli("compare", "--local", "--until-decided", "-p", "3", cwd=project)
+    assert code == 0 and "decided [ds] fake/sloppy" in whole, whole
+    uninterrupted = {log["contender"]["model"]: {row["case"] for row in log["rows"]} for log in read_logs(project)}
+    assert 40 < len(uninterrupted["fake/echo"]) < 400
+    project.rename(tmp_path / "whole")
+    project = make_suite(helper=CLOSE, config=lineup, cases=many(400))
+    seen = walks(monkeypatch)
+    code, _, err = cli("compare", "--local", "--until-decided", "--budget", "0.1", "-p", "3", cwd=project)
+    assert code == 1 and "error: budget reached: $0.1000 of $0.1000; " in err, err
+    assert "decided [" not in err
+    # a case run the budget stopped before it spent goes back to waiting; the run's end finds it stopped
+    ends = [walk[-1] for walk in seen.values()]
+    assert len(seen) == 800 and ends.count("done") == 100 and ends.count("stopped") == 700, ends
+    code, _, err = cli("compare", "--local", "--until-decided", "--resume", "-p", "3", cwd=project)
+    assert code == 0, err
+    assert "resume: 100 finished cases" in err
+    # the same decision after the same cases as the run that never stopped, and no case asked twice
+    assert [line for line in err.splitlines() if line.startswith("decided [")] == [
+        line for line in whole.splitlines() if line.startswith("decided [")
+    ]
+    last = max(log["stamp"] for log in read_logs(project))
+    newest = {log["contender"]["model"]: log for log in read_logs(project) if log["stamp"] == last}
+    assert {model: {row["case"] for row in log["rows"]} for model, log in newest.items()} == uninterrupted
+    first = {log["contender"]["model"]: log["rows"] for log in read_logs(project) if log["stamp"] != last}
+    for model, rows in first.items():  # what the first run asked is carried over as it was, not asked again
+        assert all(row in newest[model]["rows"] for row in rows) and sum(map(len, first.values())) == 100
+
+
+@pytest.mark.parametrize("sent", ["SIGINT", "SIGTERM"])
+def test_a_paced_run_stopped_sends_nothing_it_held_back_and_resume_asks_it(make_suite, sent) -> None:
+    """A key limited to 2 requests a second, four contenders at -p 4: the run is paced, then
+    stopped (Ctrl-C, or a scheduler's SIGTERM). The requests the pace held back are never sent
+    (at most those in flight arrive after the signal: they went before it), the held cases are
+    not run (never error rows), and --resume asks them."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from conftest import ROOT, run_agent_evals
+
+    bucket = Timed(2.0, 2.0)
+    project = make_suite(helper=EXACT_HELPER, config=FOUR, cases=many(10))
+    with OpenAICompatible(bucket) as server:
+        env = {"OPENROUTER_BASE_URL": server.url + "/api/v1", "OPENROUTER_API_KEY": "sk-or-shared", "NO_COLOR": "1"}
+        environ = {k: v for k, v in os.environ.items() if not k.startswith(("OPENROUTER", "AGENT_EVALS"))}
+        child = subprocess.Popen(
+            [sys.executable, str(ROOT / "agent_evals.py"), "compare", "--local", "-p", "4"],
+            cwd=project,
+            env={**environ, **env},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        deadline = time.monotonic() + 60
+        while not (bucket.refused >= 10 and bucket.served >= 6) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        time.sleep(1.0)  # paced: requests wait their turn
+        at = time.monotonic()
+        child.send_signal(getattr(signal, sent))
+        _, err = child.communicate(timeout=60)
+        late = [t for t in bucket.arrived if t > at]
+        served = bucket.served
+        bucket.rate = bucket.burst = 100.0  # what the resume asks needs no second wait at 2 a second
+        resumed = run_agent_evals("compare", "--local", "--resume", "--format", "json", cwd=project, env=env, limit=120)
+    assert child.returncode == 128 + getattr(signal, sent), err
+    assert len(late) <= 16, (len(late), err)  # four contenders' -p 4 in flight at most: never the held-back queue
+    logs = read_logs(project)
+    rows = [row for log in logs for row in log["rows"]]
+    assert served < 40 and not [r for r in rows if r["error"] and "not sent" in r["error"]], err
+    assert resumed.returncode == 0, resumed.stderr
+    document = __import__("json").loads(resumed.stdout)
+    assert sum(r["runs"] for r in document["datasets"][0]["leaderboard"]) == 40
+    errors = [row["error"] for log in read_logs(project) for row in log["rows"] if row["error"]]
+    assert all(r["errors"] == 0 for r in document["datasets"][0]["leaderboard"]), errors
+
+
+def test_a_shard_resumes_only_a_run_of_its_own(make_suite, cli, monkeypatch) -> None:
+    project = make_suite(helper=SYNC, config=LINEUP, cases=cases())
+    monkeypatch.setenv("AGENT_EVALS_RUN_ID", "r1")
+    code, _, err = cli("compare", "--local", "--shard", "2/2", cwd=project)
+    assert code == 0, err
+    code, _, err = cli("compare", "--local", "--shard", "1/2", "--resume")
+    assert code == 2 and "--resume: no logs or journals in log/agent-evals; nothing to resume for shard 1/2" in err
+    sibling = next((project / "log" / "agent-evals").glob("*.json"))
+    code, _, err = cli("compare", "--local", "--shard", "1/2", "--resume", str(sibling))
+    assert code == 2 and "that is not a run of shard 1/2; give one of its own, or the folder" in err
+    code, _, err = cli("compare", "--local", "--shard", "2/2", "--resume", "latest")
+    assert code == 0 and "-shard2of2 are not asked again" in err, err
+
+
+def test_at_the_budget_the_run_stops_with_one_line_and_resume_continues(tmp_path: Path) -> None:
+    agent = tmp_path / "agent_suite"
+    shutil.copytree(ROOT / "examples" / "agent_suite", agent, ignore=shutil.ignore_patterns("log", "__pycache__"))
+    # the forecast counts one call a case (input size); the agent makes two: the budget stops it mid-run. One
+    # case at a time (-p 1): which case meets the limit never depends on a busy machine's timing
+    done = run_agent_evals("compare", "--local", "-m", "fake/tooluser", "--budget", "0.005", "-p", "1", cwd=agent)
+    assert done.returncode == 1, done.stderr
+    assert "forecast: $0.0040 to $0.0160 (from the inputs alone" in done.stderr
+    line = "error: budget reached: $0.0050 of $0.0050; 3 of 4 cases asked; --resume with a higher --budget continues"
+    assert line in done.stderr
+    (log,) = read_logs(agent)
+    assert log["summary"]["usage"]["cost_usd"] == pytest.approx(0.005)  # never past it
+    assert sum("budget reached" in str(row["error"]) for row in log["rows"]) == 1
+    done = run_agent_evals("compare", "--local", "-m", "fake/tooluser", "--budget", "0.02", "--resume", cwd=agent)
+    assert done.returncode == 0, done.stderr
+    newest = read_logs(agent)[-1]
+    assert [row["error"] for row in newest["rows"]] == [None] * 4 and newest["summary"]["scored"] == 4
+    assert "forecast: $0.0040 expected" in done.stderr  # the two cases left, at two calls each (history)
+
+
+def test_a_journal_cut_short_by_a_kill_is_resumed_with_one_warning(suite) -> None:
+    project = suite(hostile_helper("pass"))
+    code, _, err = run(project, "compare", "--local")
+    assert code == 0, err
+    (journal,) = (project / "log" / "agent-evals").glob("*.jsonl")
+    for log in (project / "log" / "agent-evals").glob("*.json"):
+        log.unlink()  # as if killed before the log was written
+    lines = journal.read_text().splitlines()
+    journal.write_text("\n".join(lines[:3]) + "\n" + lines[3][:20])  # the last row cut mid-write
+    code, out, err = run(project, "compare", "--local", "--resume")
+    assert code == 0, err
+    assert "1 line cut short (a killed run?) left out" in err
+    assert "resume: 2 finished cases" in err and "│ 100.0% │" in out

@@ -399,17 +399,3 @@ def test_report_over_a_killed_shard_names_what_is_partial_and_missing_and_ranks_
         assert shard_process(project, spec).wait(timeout=60) == 0
     code, out, err = cli("report", str(project / "log" / "agent-evals"), cwd=project)
     assert code == 0 and "warning" not in err and "case-weighted, ranked by" in out, err
-
-
-def test_a_shard_resumes_only_a_run_of_its_own(make_suite, cli, monkeypatch) -> None:
-    project = make_suite(helper=SYNC, config=LINEUP, cases=cases())
-    monkeypatch.setenv("AGENT_EVALS_RUN_ID", "r1")
-    code, _, err = cli("compare", "--local", "--shard", "2/2", cwd=project)
-    assert code == 0, err
-    code, _, err = cli("compare", "--local", "--shard", "1/2", "--resume")
-    assert code == 2 and "--resume: no logs or journals in log/agent-evals; nothing to resume for shard 1/2" in err
-    sibling = next((project / "log" / "agent-evals").glob("*.json"))
-    code, _, err = cli("compare", "--local", "--shard", "1/2", "--resume", str(sibling))
-    assert code == 2 and "that is not a run of shard 1/2; give one of its own, or the folder" in err
-    code, _, err = cli("compare", "--local", "--shard", "2/2", "--resume", "latest")
-    assert code == 0 and "-shard2of2 are not asked again" in err, err

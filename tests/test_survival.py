@@ -190,6 +190,12 @@ def cases(ok: int = 3, bad: int = 2) -> dict[str, str]:
 
 @pytest.fixture
 def suite(tmp_path: Path) -> Callable[..., Path]:
+    return suite_maker(tmp_path)
+
+
+def suite_maker(tmp_path: Path) -> Callable[..., Path]:
+    """A suite of a helper and a config, its cases written under ``tmp_path``."""
+
     def make(helper: str, config: str = CONFIG, files: dict[str, str | bytes] | None = None) -> Path:
         project = tmp_path / "project"
         write(
@@ -640,21 +646,6 @@ def test_a_log_of_the_wrong_shape_is_one_line_naming_it(suite, command, document
     assert (code, out) == (2, ""), err
     assert "x.20260101-000000-000.json: not an agent-evals log of this version (" in err
     assert len(err.strip().splitlines()) == 1
-
-
-def test_a_journal_cut_short_by_a_kill_is_resumed_with_one_warning(suite) -> None:
-    project = suite(hostile_helper("pass"))
-    code, _, err = run(project, "compare", "--local")
-    assert code == 0, err
-    (journal,) = (project / "log" / "agent-evals").glob("*.jsonl")
-    for log in (project / "log" / "agent-evals").glob("*.json"):
-        log.unlink()  # as if killed before the log was written
-    lines = journal.read_text().splitlines()
-    journal.write_text("\n".join(lines[:3]) + "\n" + lines[3][:20])  # the last row cut mid-write
-    code, out, err = run(project, "compare", "--local", "--resume")
-    assert code == 0, err
-    assert "1 line cut short (a killed run?) left out" in err
-    assert "resume: 2 finished cases" in err and "│ 100.0% │" in out
 
 
 def test_verify_names_an_expected_answer_with_no_input_and_an_input_that_is_a_folder(suite) -> None:
