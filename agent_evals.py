@@ -12411,15 +12411,14 @@ def _traceback_if_debug(args: argparse.Namespace | None) -> None:
 def _few_collections() -> Iterator[None]:
     """A command keeps its cases and results alive to its end: the cyclic collector, at its
     default of a pass each 700 allocations, would walk them again and again for no garbage.
-    What the imports made is frozen out of its reach and the young generation is collected
-    each 50,000 allocations, as CPython's own docs suggest of a long-lived heap (``gc.freeze``);
-    both are put back after. At the process's exit everything is frozen (an exit handler
-    registered first runs last): the interpreter's last pass would walk the results only to
-    free them as it frees the rest."""
+    What the imports made is frozen out of its reach (``gc.freeze``) and the young generation
+    is collected each 50,000 allocations; both are put back after. At the process's exit
+    everything is frozen (an exit handler, registered once however many commands run): the
+    interpreter's last pass would walk the results only to free them as it frees the rest."""
     import gc
 
-    if not _EXITING:
-        _EXITING.append(atexit.register(gc.freeze))
+    atexit.unregister(gc.freeze)
+    atexit.register(gc.freeze)
     thresholds = gc.get_threshold()
     gc.freeze()
     gc.set_threshold(50_000, 10, 10)
@@ -12428,9 +12427,6 @@ def _few_collections() -> Iterator[None]:
     finally:
         gc.set_threshold(*thresholds)
         gc.unfreeze()
-
-
-_EXITING: list[object] = []  # the exit handler, once registered
 
 
 def _catch_ctrl_c() -> dict[int, Any]:
