@@ -5262,19 +5262,22 @@ class _Values(Mapping[str, float]):
     truth by people's labels (averaged as its value is), or None where the unit lies past its
     dataset's labelled sample (``_units``); a unit not in ``labels`` is exact (an error counted as
     wrong). ``answers``: each judged unit's answers, by their hashes: two runs' same answers have
-    the same truth, so their difference is known without a label (``_alike``). What reads the
-    labels takes a ``_Values`` by its type; a plain mapping of values has none to carry."""
+    the same truth, so their difference is known without a label (``_alike``). ``plan``: by
+    dataset, (its answers labelled, its planned sample) where the plan is not all labelled, so
+    the figure is the judge's until ``label`` asks the rest. What reads the labels takes a
+    ``_Values`` by its type; a plain mapping of values has none to carry."""
 
-    __slots__ = ("answers", "by_unit", "labels")
+    __slots__ = ("answers", "by_unit", "labels", "plan")
 
     def __init__(
         self,
         values: Mapping[str, float] | None = None,
         labels: Mapping[str, float | None] = {},
         answers: Mapping[str, str] = {},
+        plan: Mapping[str, tuple[int, int]] = {},
     ) -> None:
         self.by_unit = dict(values or {})
-        self.labels, self.answers = dict(labels), dict(answers)
+        self.labels, self.answers, self.plan = dict(labels), dict(answers), dict(plan)
 
     def __getitem__(self, unit: str) -> float:
         return self.by_unit[unit]
@@ -5301,7 +5304,7 @@ class _Values(Mapping[str, float]):
     def only(self, keys: Iterable[str]) -> _Values:
         kept = {k: self[k] for k in keys if k in self}
         answers = {k: v for k, v in self.answers.items() if k in kept}
-        return _Values(kept, {k: v for k, v in self.labels.items() if k in kept}, answers)
+        return _Values(kept, {k: v for k, v in self.labels.items() if k in kept}, answers, self.plan)
 
     def judged(self) -> _Values:
         """The judge's figure, its labels set aside."""
@@ -5800,7 +5803,7 @@ def _case_values(
     the cases drawn from them. ``flaky`` (a case whose repeats disagree): ``mean`` takes
     its mean, ``wrong`` its worst repeat (all k right, pass^k, for 0/1 scores), ``exclude`` none.
     ``labels``: people's, by ``_label_key``, given for a judged metric (``_units``)."""
-    entries = []
+    entries, planned, marked = [], _planned(labels, metric), set[str]()
     for r in results:
         value = r.score.metrics.get(metric) if r.score is not None else None
         judged = labels is not None and value is not None and r.reply is not None
@@ -5810,19 +5813,35 @@ def _case_values(
             key = _label_key(r, metric) if judged else None
             label = labels.get(key) if key and labels else None
             unit = _unit(r.case.dataset, r.case.id, r.case.metadata.get(CLUSTER))
+            if key and key[:2] in planned:
+                marked.add(unit)
             entries.append(((unit, r.case.id), float(value), label, key[3] if key else None))
-    return _units(entries, flaky)
+    return _units(entries, flaky, marked)
 
 
-def _units(entries: Iterable[tuple[tuple[str, str], float, float | None, str | None]], flaky: str) -> _Values:
+def _planned(labels: Mapping[tuple[str, ...], float] | None, metric: str) -> set[tuple[str, ...]]:
+    """The cases (dataset, id) some answer of which people labelled in turn for ``metric``:
+    whichever contender's or run's answer it was, and whatever the case said then, the case was
+    drawn into its dataset's planned sample (``_units``)."""
+    return {key[:2] for key in labels or () if len(key) == len(_LABEL_KEYS) and key[4] == metric}
+
+
+def _units(
+    entries: Iterable[tuple[tuple[str, str], float, float | None, str | None]], flaky: str, marked: Collection[str] = ()
+) -> _Values:
     """Each unit's mean over its cases, each case's repeats taken as ``flaky`` says, from
-    ``entries``: (unit and case, value, label, the answer's hash where a judge gave the value). A judged unit's
-    truth (its labels in place of the judge's values) is kept for the units of its dataset's
-    labelled sample: the longest run of units, in one random order of each dataset's units (the
-    same for every contender and every run, ``_order``), whose judged answers all carry a label.
-    So the sample is a random draw whoever labelled what, and when: prediction-powered inference
-    needs nothing less, and a label given out of that order waits until the gap before it is
-    filled (it counts for the judge's agreement at once). A unit past the sample: None."""
+    ``entries``: (unit and case, value, label, the answer's hash where a judge gave the value).
+    A judged unit's truth (its labels in place of the judge's values) is kept for the units of
+    its dataset's planned sample: the longest run of units, in one random order of each
+    dataset's units (the same for every contender and every run, ``_order``), that people
+    labelled in turn, for this answer or another's (``marked``). The plan is fixed by where the
+    labelling reached, never by this contender's answers: a new run reusing its baseline's
+    labels has the baseline's plan, and where one of its answers in it (a changed one) lacks a
+    label, the whole dataset is the judge's until ``label`` asks it. A sample that ended where
+    a run's answers changed would be chosen by them (changed answers are where a model is
+    unsure): measured +3.3 to +10.6 points off. So the sample is a random draw whoever labelled
+    what, and when, and a label given out of that order waits until the gap before it is filled
+    (it counts for the judge's agreement at once). A unit past the sample: None."""
     repeats: dict[tuple[str, str], list[float]] = {}
     answers: dict[str, list[str]] = {}
     gaps, entries = set[str](), list(entries)
@@ -5832,21 +5851,26 @@ def _units(entries: Iterable[tuple[tuple[str, str], float, float | None, str | N
             answers.setdefault(unit, []).append(f"{case}\0{answer}")
             if label is None:
                 gaps.add(unit)
-    judged = set(answers)
     values = _means(repeats, flaky)
-    labels = dict[str, float | None].fromkeys(judged & values.keys())
-    if judged - gaps:  # some unit's answers all carry labels: its truth, the labels in place of the judge's
-        truths: dict[tuple[str, str], list[float]] = {}
-        for key, value, label, _ in entries:
-            truths.setdefault(key, []).append(value if label is None else label)
-        truth, ended = _means(truths, flaky), set[str]()
-        for unit in sorted(labels, key=_order):
-            dataset = unit.split("/", 1)[0]
-            if unit in gaps:
-                ended.add(dataset)
-            elif dataset not in ended:
-                labels[unit] = truth[unit]
-    return _Values(values, labels, {unit: "\0".join(sorted(found)) for unit, found in answers.items()})
+    labels = dict[str, float | None].fromkeys(set(answers) & values.keys())
+    plans: dict[str, list[str]] = {}
+    ended = set[str]()
+    for unit in sorted(labels, key=_order):
+        dataset = unit.split("/", 1)[0]
+        if unit not in marked and unit in gaps:  # nobody labelled it in turn: the plan ends here
+            ended.add(dataset)
+        elif dataset not in ended:
+            plans.setdefault(dataset, []).append(unit)
+    truths: dict[tuple[str, str], list[float]] = {}
+    for key, value, label, _ in entries:
+        truths.setdefault(key, []).append(value if label is None else label)
+    truth, short = _means(truths, flaky), {}
+    for dataset, plan in plans.items():
+        if (held := sum(u not in gaps for u in plan)) == len(plan):
+            labels |= {u: truth[u] for u in plan}
+        else:
+            short[dataset] = (held, len(plan))
+    return _Values(values, labels, {unit: "\0".join(sorted(found)) for unit, found in answers.items()}, short)
 
 
 def _order(unit: str) -> tuple[str, str]:
@@ -9163,7 +9187,7 @@ def _row_values(
     ``flaky`` says: see ``_case_values``; errors out unless ``errors_as`` gives them a value);
     a judged metric's (one its record declares so, or any once people's ``labels`` are given)
     with the labels of its answers (``_units``)."""
-    entries = []
+    entries, planned, marked = [], _planned(labels, metric), set[str]()
     judged = any(
         isinstance(m, dict) and m.get("name") == metric and m.get("judged") for m in record.get("metrics") or ()
     )
@@ -9176,8 +9200,10 @@ def _row_values(
             if (judged or (labels and isinstance(known, str))) and not row.get("error"):
                 answer = _answer_hash(row.get("output"))
             label = labels.get((record["dataset"], str(row["case"]), str(known), answer, metric)) if answer else None
+            if answer and (record["dataset"], str(row["case"])) in planned:
+                marked.add(unit)
             entries.append(((unit, row["case"]), float(value), label, answer))
-    return _units(entries, flaky)
+    return _units(entries, flaky, marked)
 
 
 def _row_errors(record: Mapping[str, Any]) -> tuple[set[str], set[str]]:
@@ -10132,7 +10158,8 @@ def _merged(parts: Sequence[_Values]) -> _Values:
     """Datasets' values as one, with their labels (``_corrected`` weighs each dataset's part)."""
     labels = {k: v for part in parts for k, v in part.labels.items()}
     answers = {k: v for part in parts for k, v in part.answers.items()}
-    return _Values({k: v for part in parts for k, v in part.items()}, labels, answers)
+    plan = {k: v for part in parts for k, v in part.plan.items()}
+    return _Values({k: v for part in parts for k, v in part.items()}, labels, answers, plan)
 
 
 def _unlike(rows: Sequence[_Row]) -> list[str]:
@@ -10173,6 +10200,13 @@ def _labelled(
     return pairs, keys
 
 
+def _in_sample(results: Sequence[RunResult], metric: str, values: _Values) -> int:
+    """How many of these judged answers lie in the labelled sample that corrects ``values``."""
+    sample = {unit for unit, label in values.labels.items() if label is not None}
+    judged = (r for r in results if r.score is not None and r.reply is not None and metric in r.score.metrics)
+    return sum(_unit(r.case.dataset, r.case.id, r.case.metadata.get(CLUSTER)) in sample for r in judged)
+
+
 def _judge_spend(experiments: Sequence[Experiment]) -> Usage:
     return Usage.total(r.judge_usage for e in experiments for r in e.results)
 
@@ -10202,14 +10236,23 @@ def _judged_lines(
             for e in (e for e in experiments if e.dataset == dataset):
                 pairs, keys = _labelled(e.results, metric.name, e.labels)
                 edited |= {key[1] for key in keys if key[2] not in hashes.get((key[0], key[1]), {key[2]})}
-                if pairs and (estimate := _rows([e], metrics)[0].estimate(metric.name)):
-                    raw = _mean(_case_values(e.results, metric.name).values())
-                    figures = {**estimate.to_json(), "labels": len(pairs), "judged": raw}
+                row = _rows([e], metrics)[0]
+                raw = _mean(_case_values(e.results, metric.name).values())
+                if pairs and (estimate := row.estimate(metric.name)) and estimate.method == "corrected":
+                    used = _in_sample(e.results, metric.name, row.values[metric.name])
+                    figures = {**estimate.to_json(), "labels": used, "agreement_only": len(pairs) - used, "judged": raw}
                     corrected.setdefault(id(e), {})[metric.name] = figures
                     rates = f"; judge {rates}" if (rates := _rates(pairs)) else ""
+                    more = f" ({len(pairs) - used} more for agreement only)" if len(pairs) > used else ""
                     shown.append(
                         f"{e.contender.label} {_fmt_pct(estimate.mean)}{_fmt_interval(estimate.low, estimate.high)} "
-                        f"(judged {_fmt_pct(raw)}, {_n(len(pairs), 'label')}{rates})"
+                        f"(judged {_fmt_pct(raw)}, corrected from {_n(used, 'label')}{more}{rates})"
+                    )
+                elif short := row.values[metric.name].plan.get(dataset):
+                    held, planned = short
+                    shown.append(
+                        f"{e.contender.label} judged {_fmt_pct(raw)}, uncorrected: {held} of its planned {planned} "
+                        f"labelled (agent-evals label asks the other {planned - held})"
                     )
                 every += pairs
                 each[e.contender.label] = pairs

@@ -85,7 +85,7 @@ def test_labels_asked_blind_correct_a_biased_judge(make_suite, cli, monkeypatch,
     assert (
         "the judge agrees on" in line
         and "(sensitivity 100%, specificity" in line
-        and re.search(r"\(judged 83\.3%, 30 labels; judge sensitivity 100%, specificity \d+%\)", line)
+        and re.search(r"\(judged 83\.3%, corrected from 30 labels; judge sensitivity 100%, specificity \d+%\)", line)
     )
     # an edited case drops its label, and says so
     (label,) = [r for r in rows if r["case"] == rows[0]["case"]]
@@ -93,7 +93,8 @@ def test_labels_asked_blind_correct_a_biased_judge(make_suite, cli, monkeypatch,
     expected.write_text(json.dumps({"v": 999}))
     code, out, err = cli("compare", "--local")
     assert "labels [ds] correct: 1 case edited since labelled: their labels left out" in out
-    assert ", 29 labels; judge sensitivity" in out
+    # its case is still in the planned sample, now a gap: the judge's figure until it is labelled again
+    assert "fake/echo effort=default judged 83.3%, uncorrected: 29 of its planned 30 labelled (agent-evals label asks the other 1)" in out
 
 
 def test_label_refuses_a_suite_with_no_judged_metric(make_suite, cli) -> None:
@@ -352,7 +353,7 @@ def test_the_judge_example_shows_a_lenient_judge_corrected_by_its_labels(tmp_pat
     assert [r["judge_usd"] for r in listed] == [pytest.approx(0.032)] * 2
     summary = run_agent_evals("report", "--format", "markdown", listed[0]["stamp"], cwd=suite)
     assert "- judge: $0.0320, apart from the contenders' cost" in summary.stdout, summary.stderr
-    assert "(judged 100.0%, 10 labels; judge sensitivity 100%, specificity 0%)" in summary.stdout
+    assert "(judged 100.0%, corrected from 10 labels; judge sensitivity 100%, specificity 0%)" in summary.stdout
     assert run_agent_evals("compare", "--local", "--html", "page.html", cwd=suite).returncode == 0
     page = (suite / "page.html").read_text()
     assert "<h2>Judged metrics</h2><p>judge: $0.0320, apart from the contenders&#x27; cost</p>" in page

@@ -820,7 +820,7 @@ def test_compare_names_the_contender_a_judge_errs_on_and_its_rates() -> None:
     lines, _ = ae._judged_lines([fair, pleasing], [JUDGED])
     (said,) = [line for line in lines if line.startswith("judged [ds] acc:")]
     assert re.search(
-        r"acme/pleasing effort=default [\d.]+% \[.*\] \(judged [\d.]+%, 150 labels; judge sensitivity \d+%, specificity [12]\d%\)",
+        r"acme/pleasing effort=default [\d.]+% \[.*\] \(judged [\d.]+%, corrected from 150 labels; judge sensitivity \d+%, specificity [12]\d%\)",
         said,
     ), said
     (bias,) = [line for line in lines if line.startswith("judge bias")]
