@@ -8273,6 +8273,8 @@ class LocalTracker(Tracker):
             "planned": self.context.get("planned"),  # the case runs of the whole run (its shard's)
             "plan": self.context.get("plan"),  # and its experiments
             "rescored_from": self.context.get("rescored_from"),
+            # where people's labels of this suite are, from the log's folder: diff, report and runs read them
+            "labels": os.path.relpath(self.context["labels"], self.context["log_dir"]) if "labels" in self.context else None,
             "metrics": [
                 {"name": m.name, "description": m.description, "primary": m.primary, "judged": m.judged}
                 for m in self.context.get("metrics", ())
@@ -8867,13 +8869,28 @@ def _labels_in(path: Path, text: str) -> dict[tuple[str, ...], float]:
     return labels
 
 
-def _suite_labels() -> dict[tuple[str, ...], float]:
-    """People's labels beside the suite found from here (or AGENT_EVALS_HELPER): ``report``'s
-    and ``diff``'s, which read logs; none where no suite is."""
-    try:
-        return _read_labels(_find_suite(None, None)[2] / LABELS.parent)
-    except ConfigError:
-        return {}
+def _suite_labels(logs: Iterable[tuple[Path, object]], flag: str = "") -> dict[tuple[str, ...], float]:
+    """People's labels of the suite these ``logs`` came from, for the commands that read logs
+    (``diff``, ``report``, ``runs``), from whatever folder they run in. ``logs``: each log's
+    path and the labels folder its header names (relative to the log's folder; None before
+    logs said). Tried in turn: those folders, a log's suite by the layout (``evals/`` beside
+    ``log/agent-evals``), the suite found from here (or AGENT_EVALS_HELPER). None found: with
+    a ``flag``, one line saying the judged figures are compared as judged."""
+    folders: dict[Path, None] = {}
+    for log, named in logs:
+        if isinstance(named, str):
+            folders[log.parent / named] = None
+        if log.parent.parts[-2:] == LOG_DIR.parts:
+            folders[log.parent.parent.parent / "evals" / LABELS.parent] = None
+    with contextlib.suppress(ConfigError):
+        folders[_find_suite(None, None)[2] / LABELS.parent] = None
+    for folder in folders:
+        if folder.is_dir():
+            return _read_labels(folder)
+    if flag:
+        looked = ", ".join(map(_display, folders)) or "no suite found from here"
+        _warn(f"{flag}: no labels found for these logs' suite ({looked}): judged figures are compared as judged")
+    return {}
 
 
 def _add_label(path: Path, key: Sequence[str], value: float) -> None:
@@ -11876,7 +11893,8 @@ def _cmd_diff(args: argparse.Namespace) -> int:
     primary = next((m["name"] for m in declared if m.get("primary")), next(iter(metrics), ""))
     _check_exclude(args.flaky, {**old, **new}, primary, "diff")
     # people's labels correct the judged metrics: a paired correction
-    labels = _suite_labels() if any(m.get("judged") for m in declared) else {}
+    logged = [(Path(r["read_from"]), r.get("labels")) for r in [*old.values(), *new.values()]]
+    labels = _suite_labels(logged, "diff") if any(m.get("judged") for m in declared) else {}
     changes = _compare_runs(old, new, list(metrics), args.flaky, labels)
     effect = None
     if args.effect is not None:
@@ -12880,6 +12898,7 @@ def _session(args: argparse.Namespace, plan: _Plan, stamp: str) -> _Session:
         **{"suite": suite.name, "project": args.project or suite.config.project, "command": args.command},
         **{"project_id": os.environ.get("BRAINTRUST_PROJECT_ID"), "stamp": stamp, "log_dir": plan.log_dir},
         "root": suite.project_root,
+        "labels": suite.root / LABELS.parent,
         **{"resumed_from": plan.resumed_from, "adapter_metadata": _adapter_metadata(suite.adapter)},
         **{"metrics": suite.metrics, "shard": args.shard, "tracker": plan.remote and plan.remote.name},
         "run_id": _run_id(os.environ) if args.shard else None,
@@ -13231,7 +13250,8 @@ def _cmd_report(args: argparse.Namespace) -> int:
     partial: list[str] = []
     records = _records_of(args.logs, "report", partial)
     metrics = _logged_metrics(records.values())
-    labels = _suite_labels() if any(m.judged for m in metrics) else {}
+    logged = [(Path(str(r["read_from"])), r.get("labels")) for r in records.values()]
+    labels = _suite_labels(logged, "report") if any(m.judged for m in metrics) else {}
     experiments = sorted(
         (_logged_experiment(r, labels=labels) for r in records.values()), key=lambda e: (e.dataset, e.order)
     )
@@ -13564,7 +13584,7 @@ def _cmd_runs(args: argparse.Namespace) -> int:
     for path in listing:
         if match := _STAMP.search(path.name):
             by_stamp.setdefault(match[1], []).append(path)
-    labels = _suite_labels()  # a judged primary metric's best is its corrected figure
+    labels = _suite_labels([(folder / "log", None)])  # a judged primary metric's best is its corrected figure
     runs = [_run_line(stamp, files, labels) for stamp, files in sorted(by_stamp.items(), reverse=True)]
     headers = ["stamp", "command", "suite", "experiments", "cases", "errors", "cost", "judge", "best primary", "state"]
     if args.format == "json":

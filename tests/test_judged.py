@@ -567,3 +567,40 @@ def test_label_at_a_real_terminal_counts_names_refuses_a_grade_and_keeps_labels_
     assert "label: interrupted; 2 labels kept in evals/labels/labels.jsonl" in text
     rows = (project / "evals" / "labels" / "labels.jsonl").read_text().splitlines()
     assert [json.loads(r)["label"] for r in rows] == [1.0, 0.0]
+
+
+def test_diff_report_and_runs_read_the_labels_of_the_logs_suite_from_any_folder(tmp_path, cli) -> None:
+    """Labels travel with the runs: ``diff`` of two runs of examples/judge_suite gives the same
+    corrected figures from inside the suite, from the folder above (where CI runs) and from its
+    evals/; so do ``report`` and ``runs``. Logs copied where no suite is are compared as judged,
+    and one line says the labels were not found."""
+    from conftest import ROOT
+
+    suite = tmp_path / "repo" / "judge_suite"
+    shutil.copytree(ROOT / "examples" / "judge_suite", suite, ignore=shutil.ignore_patterns("log", "__pycache__"))
+    for _ in range(2):
+        assert cli("compare", "--local", "-q", cwd=suite)[0] == 0
+    old, new = sorted((suite / "log" / "agent-evals").glob("*sloppy*.json"))
+    assert json.loads(old.read_text())["labels"] == "../../evals/labels"
+
+    def sloppy(out: str) -> str:
+        return next(line for line in out.splitlines() if "fake/sloppy" in line)
+
+    seen = {}
+    for where in (suite, suite.parent, suite / "evals"):
+        code, out, err = cli("diff", str(old), str(new), cwd=where)
+        assert code == 0 and "no labels found" not in err, err
+        seen[where] = sloppy(out)
+        code, out, err = cli("report", "--format", "json", str(new), cwd=where)
+        board = json.loads(out)["datasets"][0]["leaderboard"]
+        assert {r["contender"]["model"]: r["metrics"]["correct"]["mean"] for r in board}["fake/sloppy"] == pytest.approx(0.6)
+        code, out, err = cli("runs", "--format", "json", str(suite / "log" / "agent-evals"), cwd=where)
+        assert [r["best_primary"] for r in json.loads(out)["runs"]] == ["correct 100.0% corrected fake/careful [capitals]"] * 2
+    assert len(set(seen.values())) == 1 and re.search(r"│ +60\.0% │ +60\.0% │", seen[suite]), seen
+    away = tmp_path / "artifacts"
+    away.mkdir()
+    for log in (old, new):
+        shutil.copy(log, away / log.name)
+    code, out, err = cli("diff", str(away / old.name), str(away / new.name), cwd=tmp_path)
+    assert code == 0 and "diff: no labels found for these logs' suite" in err and "compared as judged" in err
+    assert re.search(r"│ +100\.0% │ +100\.0% │", sloppy(out))  # the judge's figure, said to be one
