@@ -5395,6 +5395,51 @@ def _ppi(
     return best
 
 
+AIM = 60  # the labelled cases where label's confidence sequence is tightest (its rho): set by simulation
+EARLIEST = 10  # label decides nothing before this many cases are labelled: a few labels' spread says little
+
+
+def _sequence(
+    pairs: Sequence[tuple[float, float]], judge: Sequence[float], alpha: float = ALPHA
+) -> tuple[float, float, float]:
+    """A mean (of one contender's truth, or of a difference between two) from people's labels in
+    the one order, valid however many are looked at and whenever the looking stops: the point,
+    low and high of an asymptotic confidence sequence (Waudby-Smith, Arbour, Sinha, Kennedy and
+    Ramdas, "Time-uniform central limit theory and asymptotic confidence sequences", 2024) over
+    the PPI++ terms  lam_t * mean(judge) + (y_t - lam_t * f_t),  ``pairs`` the labelled (f, y) in
+    order, ``judge`` every unit's f. Each lam_t is fitted on the labels before t alone (clipped
+    PPI++, Angelopoulos, Duchi and Zrnic 2023), so each term's mean is the truth's whatever came
+    before. The spread counts ``_spread``'s pseudo-disagreements; the sequence is tightest near
+    ``AIM`` labelled cases (its rho^2 = (-2 log a + log(1 - 2 log a)) / AIM).
+
+    >>> [round(v, 3) for v in _sequence([(1.0, 1.0), (0.0, 0.0)] * 20, [1.0, 0.0] * 100)]
+    [0.5, 0.291, 0.709]
+    """
+    terms = _terms(pairs, judge)
+    mean = sum(terms) / len(terms)
+    half = _half(_spread(terms), len(terms), alpha)
+    return mean, mean - half, mean + half
+
+
+def _terms(pairs: Sequence[tuple[float, float]], judge: Sequence[float], fixed: float | None = None) -> list[float]:
+    """``_sequence``'s PPI++ terms, each lam fitted on the labels before it (or ``fixed``)."""
+    big, whole, spread, terms = len(judge), sum(judge) / len(judge), _variance(judge), []
+    for t, (f, y) in enumerate(pairs):
+        lam = 0.0 if fixed is None else fixed
+        if fixed is None and t >= LABELS_LEAST and spread > 0:
+            seen = pairs[:t]
+            lam = _covariance([a for a, _ in seen], [b for _, b in seen]) / ((1 + t / big) * spread)
+        lam = min(1.0, max(0.0, lam))
+        terms.append(lam * whole + y - lam * f)
+    return terms
+
+
+def _half(spread: float, t: int, alpha: float) -> float:
+    """The asymptotic confidence sequence's half-width after ``t`` terms of variance ``spread``."""
+    rho2 = (-2 * math.log(alpha) + math.log(1 - 2 * math.log(alpha))) / AIM
+    return math.sqrt(spread * 2 * (t * rho2 + 1) / (t * t * rho2) * math.log(math.sqrt(t * rho2 + 1) / alpha))
+
+
 def _labels_needed(judge: Sequence[float], pairs: Sequence[tuple[float, float]], half: float = 0.05) -> tuple[int, int]:
     """The labels that would bring a judged figure's 95% interval to ±``half`` by ``_ppi``'s
     variance (the cases' own sampling counted), as [with the judge, by the labels alone]: the
@@ -8273,8 +8318,11 @@ class LocalTracker(Tracker):
             "planned": self.context.get("planned"),  # the case runs of the whole run (its shard's)
             "plan": self.context.get("plan"),  # and its experiments
             "rescored_from": self.context.get("rescored_from"),
+            "baseline": self.context.get("baseline"),
             # where people's labels of this suite are, from the log's folder: diff, report and runs read them
-            "labels": os.path.relpath(self.context["labels"], self.context["log_dir"]) if "labels" in self.context else None,
+            "labels": os.path.relpath(self.context["labels"], self.context["log_dir"])
+            if "labels" in self.context
+            else None,
             "metrics": [
                 {"name": m.name, "description": m.description, "primary": m.primary, "judged": m.judged}
                 for m in self.context.get("metrics", ())
@@ -12231,6 +12279,23 @@ _FLAGS: tuple[tuple[str, tuple[str, ...], dict[str, Any]], ...] = (
         {"nargs": "?", "metavar": "LOG", "help": "a log of the run whose answers to label (the newest)"},
     ),
     ("label", ("--metric",), {"metavar": "NAME", "help": "the judged metric to label (the first declared)"}),
+    (
+        "label",
+        ("--baseline",),
+        {
+            "metavar": "OLD",
+            "help": "the question: did the run regress against OLD (a stamp or log)? labels both runs' answers "
+            "case by case and stops once decided (the default when the run was compared with --baseline)",
+        },
+    ),
+    (
+        "label",
+        ("--versus",),
+        {"nargs": 2, "metavar": ("A", "B"), "help": "the question: which of two contenders (ids or parts) is better?"},
+    ),
+    ("label", ("--bar",), {"metavar": "PCT", "help": "the question: is each contender above PCT percent?"}),
+    ("label", ("--cap",), {"type": int, "metavar": "N", "help": "ask at most N labels this time"}),
+    ("label", ("--fixed",), {**_ON, "help": "no question: label the planned sample in order, as many as you give"}),
     ("cache", ("action",), {"choices": ("stats", "clear"), "help": "stats: what it holds; clear: empty it"}),
     (
         "models",
@@ -12899,6 +12964,8 @@ def _session(args: argparse.Namespace, plan: _Plan, stamp: str) -> _Session:
         **{"project_id": os.environ.get("BRAINTRUST_PROJECT_ID"), "stamp": stamp, "log_dir": plan.log_dir},
         "root": suite.project_root,
         "labels": suite.root / LABELS.parent,
+        # the run this one is compared with (--baseline): label's question by default
+        "baseline": next((str(r.get("stamp")) for r in (plan.baseline or {}).values()), None),
         **{"resumed_from": plan.resumed_from, "adapter_metadata": _adapter_metadata(suite.adapter)},
         **{"metrics": suite.metrics, "shard": args.shard, "tracker": plan.remote and plan.remote.name},
         "run_id": _run_id(os.environ) if args.shard else None,
@@ -13311,7 +13378,12 @@ def _cmd_label(args: argparse.Namespace) -> int:
     if (path.parent.exists() and not path.parent.is_dir()) or (path.exists() and not path.is_file()):
         raise ConfigError(f"label: {_display(path)} cannot be written (something else is in its place): move it aside")
     labels = _read_labels(path.parent)
-    queues = _label_queues(_read_run(args.log or True, suite.project_root / LOG_DIR, "label"), metric, labels, cases)
+    run = _read_run(args.log or True, suite.project_root / LOG_DIR, "label")
+    if args.cap is not None and args.cap < 1:
+        raise ConfigError(f"label --cap {args.cap}: expected a number of labels of at least 1")
+    if questions := _questions(args, run, suite.project_root / LOG_DIR, metric, cases):
+        return _label_until_decided(questions, labels, path, metric, args.cap)
+    queues = _label_queues(run, metric, labels, cases)
     graded = any(v not in (0.0, 1.0) for _, _, items, _ in queues for *_, v in items)
     missing = sum(len(items) - sum(item[0] in labels for item in items) for _, _, items, _ in queues)
     if not queues:
@@ -13322,7 +13394,7 @@ def _cmd_label(args: argparse.Namespace) -> int:
     print(f"label: labels for ±5 points: {' · '.join(_need_said(name, need) for name, _, _, need in queues)}")
     added = 0
     try:
-        while queue := min((q for q in queues if q[2]), key=lambda q: q[1][0], default=None):
+        while (queue := min((q for q in queues if q[2]), key=lambda q: q[1][0], default=None)) and added != args.cap:
             name, counts, items, _ = queue
             key, case, output, verdict = items.pop(0)
             if key not in labels:  # not labelled since: another contender's same answer may have been
@@ -13355,6 +13427,118 @@ def _need_said(name: str, need: tuple[int, int, bool]) -> str:
 
 
 _Queue = tuple[str, list[int], list[tuple[tuple[str, ...], Case, object, float]], tuple[int, int, bool]]
+_Item = tuple[tuple[str, ...], Case, object, float]  # an answer to label: its key, case, output, the judge's verdict
+
+
+def _judged_answers(
+    record: Mapping[str, Any], metric: str, known: Mapping[tuple[str, str], Case]
+) -> dict[str, list[_Item]]:
+    """A logged experiment's judged answers by unit, those of cases as they are now."""
+    units: dict[str, list[_Item]] = {}
+    for row in record.get("rows", ()):
+        case = known.get((str(row.get("dataset", record.get("dataset"))), str(row.get("case"))))
+        verdict = (row.get("metrics") or {}).get(metric)
+        if case is None or verdict is None or row.get("error") or row.get("case_hash") != _case_hash(case):
+            continue
+        key = _label_key(_result_from_row(row, case), metric)
+        units.setdefault(_unit(case.dataset, case.id, row.get(CLUSTER)), []).append(
+            (key, case, row.get("output"), float(verdict))
+        )
+    return units
+
+
+@dataclasses.dataclass
+class _Question:
+    """One line of what ``label`` is asked to decide: a run against its baseline, two contenders,
+    or one against a bar. ``sides``: the answers of each side by unit (the second None against a
+    bar); ``records``: what the gate reads to check the same verdict; ``at``: cases labelled."""
+
+    name: str
+    sides: tuple[dict[str, list[_Item]], dict[str, list[_Item]] | None]
+    records: tuple[Mapping[str, Any], Mapping[str, Any] | None]
+    kind: str  # baseline, versus, bar
+    bar: float = 0.0
+    at: int = 0
+    said: str = ""
+
+    @property
+    def units(self) -> list[str]:
+        """The cases both sides answered, in their dataset's one order."""
+        first, second = self.sides
+        return sorted(first.keys() & (second or first).keys(), key=_order)
+
+
+def _questions(
+    args: argparse.Namespace,
+    run: Mapping[tuple[str, str], Mapping[str, Any]],
+    log_dir: Path,
+    metric: str,
+    cases: Sequence[Case],
+) -> list[_Question]:
+    """What ``label`` is to decide: --baseline's, --versus' or --bar's lines, or, with none of
+    them (nor --fixed), the gate of a run that was compared with a baseline; [] for none."""
+    known = {(c.dataset, c.id): c for c in cases}
+    asked = [
+        flag for flag, value in (("--baseline", args.baseline), ("--versus", args.versus), ("--bar", args.bar)) if value
+    ]
+    if len(asked) > 1 or (asked and args.fixed):
+        raise ConfigError(f"label: {' and '.join(asked + ['--fixed'] * args.fixed)} ask different questions: give one")
+    if args.fixed:
+        return []
+
+    def named(record: Mapping[str, Any]) -> str:
+        who = record.get("contender") or {}
+        return f"[{record.get('dataset')}] " + " ".join(
+            str(who[k]) for k in ("model", "effort", "temperature") if who.get(k) is not None
+        )
+
+    if args.bar:
+        bar = _percent(args.bar, f"label --bar {args.bar}") / 100
+        return [
+            _Question(named(r), (_judged_answers(r, metric, known), None), (r, None), "bar", bar) for r in run.values()
+        ]
+    if args.versus:
+        picked: list[dict[object, Mapping[str, Any]]] = []
+        for part in args.versus:
+            found: dict[object, Mapping[str, Any]] = {}
+            for record in (r for r in run.values() if part in named(r)):
+                if record.get("dataset") in found:
+                    raise ConfigError(f"label --versus {part}: names more than one contender; give more of its id")
+                found[record.get("dataset")] = record
+            if not found:
+                names = ", ".join(sorted(dict.fromkeys(named(r) for r in run.values())))
+                raise ConfigError(f"label --versus {part}: no contender of the run is named so; it has {names}")
+            picked.append(found)
+        first, second = picked
+        lines = [
+            _Question(
+                f"{named(a)} against {named(second[d]).split('] ', 1)[1]}",
+                (_judged_answers(a, metric, known), _judged_answers(second[d], metric, known)),
+                (a, second[d]),
+                "versus",
+            )
+            for d, a in first.items()
+            if d in second and a is not second[d]
+        ]
+        if not lines:
+            raise ConfigError(f"label --versus {' '.join(args.versus)}: no dataset where they are two contenders")
+        return lines
+    stamp = args.baseline or next((r.get("baseline") for r in run.values() if isinstance(r.get("baseline"), str)), None)
+    if not stamp:
+        return []
+    old = _read_run(stamp, log_dir, "label --baseline")
+    if not old.keys() & run.keys():
+        raise ConfigError(f"label --baseline {stamp}: no contender and dataset of the run is in that one")
+    return [
+        _Question(
+            named(new),
+            (_judged_answers(new, metric, known), _judged_answers(old[key], metric, known)),
+            (new, old[key]),
+            "baseline",
+        )
+        for key, new in run.items()
+        if key in old
+    ]
 
 
 def _label_queues(
@@ -13386,6 +13570,141 @@ def _label_queues(
         need = (*_labels_needed([item[3] for item in todo], pairs), len(pairs) >= LABELS_LEAST)
         queues.append((f"[{record.get('dataset')}] {name}", [held, len(todo)], todo[held:], need))
     return queues
+
+
+def _label_until_decided(
+    questions: list[_Question], labels: dict[tuple[str, ...], float], path: Path, metric: str, cap: int | None
+) -> int:
+    """``label`` with a question: each line's cases asked in their dataset's one order, both
+    sides' answers of a case together (a shared answer once), and after each case an
+    anytime-valid interval (``_sequence``, at ALPHA over the lines) of the corrected difference
+    (or of the figure against the bar): a line is decided once the interval leaves 0 (the bar)
+    and the figure the gate reads says the same, from ``EARLIEST`` cases on; asked until every
+    line is decided, its cases run out, or ``cap`` labels were given."""
+    alpha, added, quit_ = ALPHA / len(questions), 0, False
+    graded = any(
+        v not in (0.0, 1.0) for q in questions for side in q.sides for it in (side or {}).values() for *_, v in it
+    )
+    total = sum(len(_to_ask(q, q.units, {})) for q in questions)
+    print(
+        f"label: {_n(len(questions), 'line')} to decide ({questions[0].kind}), up to {_n(total, 'answer')} to label: "
+        "each case's answers in one random order, until each line is decided"
+    )
+    try:
+        while not quit_ and (left := [q for q in questions if not q.said and q.at < len(q.units)]) and added != cap:
+            question = min(left, key=lambda q: q.at)
+            for item in _to_ask(question, question.units[question.at : question.at + 1], labels):
+                value = _ask_label(item[1], item[2], item[3], graded, added + 1, total)
+                if value is None or value < 0:
+                    quit_ = value is None
+                    if value is not None:  # a skip: the cases are asked in order, so the line ends here
+                        question.said = f"undecided {question.name}: skipped after {_n(question.at, 'case')} labelled"
+                    break
+                _add_label(path, item[0], value)
+                labels[item[0]], added = value, added + 1
+                if added == cap:
+                    break
+            else:
+                question.at += 1
+                if said := _settle(question, labels, metric, alpha):
+                    question.said = said
+                    print(f"  {said}")
+    except KeyboardInterrupt:
+        print(f"\nlabel: interrupted; {_n(added, 'label')} kept in {_display(path)}")
+        return EXIT_INTERRUPTED
+    for question in questions:
+        if not question.said.startswith("decided"):
+            print(question.said or _undecided(question, labels, alpha))
+    print(f"label: {_n(added, 'label')} added to {_display(path)} ({len(labels)} in all); compare and diff use them")
+    return EXIT_OK
+
+
+def _to_ask(question: _Question, units: Sequence[str], labels: Mapping[tuple[str, ...], float]) -> list[_Item]:
+    """The answers of these cases, both sides', that carry no label yet (a shared answer once)."""
+    found = {item[0]: item for unit in units for side in question.sides for item in (side or {}).get(unit, ())}
+    return [item for key, item in found.items() if key not in labels]
+
+
+def _question_pairs(
+    question: _Question, labels: Mapping[tuple[str, ...], float]
+) -> tuple[list[tuple[float, float]], list[float]]:
+    """A question's (judge's, people's) value of each case labelled so far, in order, and the
+    judge's value of every case: a contender's own, or the difference between two sides."""
+
+    def value(unit: str, labelled: bool) -> float:
+        first, second = (
+            [labels[k] if labelled else v for k, _, _, v in side[unit]] if side else [0.0] for side in question.sides
+        )
+        return sum(first) / len(first) - sum(second) / len(second)
+
+    judge = [value(u, False) for u in question.units]
+    return [(judge[i], value(u, True)) for i, u in enumerate(question.units[: question.at])], judge
+
+
+def _settle(question: _Question, labels: Mapping[tuple[str, ...], float], metric: str, alpha: float) -> str:
+    """The line's verdict once decided ("": not yet): the anytime-valid interval leaves 0 (the
+    bar) and the figure the gate and the tables read (corrected over the planned sample, now the
+    cases labelled) says the same beyond chance."""
+    if question.at < min(EARLIEST, len(question.units)):
+        return ""
+    pairs, judge = _question_pairs(question, labels)
+    point, low, high = _sequence(pairs, judge, alpha)
+    if question.at < len(question.units) and low <= question.bar <= high:
+        return ""
+    new, old = question.records
+    if old is None:
+        estimate = _estimate_of(_row_values(new, metric, labels))
+        if estimate is None or estimate.method != "corrected" or estimate.low <= question.bar <= estimate.high:
+            return ""
+        side = "above" if estimate.low > question.bar else "below"
+        said = f"{side} {_fmt_pct(question.bar)}: {_fmt_pct(estimate.mean)}{_fmt_interval(estimate.low, estimate.high)}"
+    else:
+        paired = _paired(_row_values(new, metric, labels), _row_values(old, metric, labels))
+        if paired is None or paired.how != "corrected" or not paired.significant or paired.low is None:
+            return ""
+        words = ("regressed", "improved") if question.kind == "baseline" else ("worse", "better")
+        said = f"{words[paired.delta > 0]} by {abs(paired.delta) * 100:.1f} points"
+        said += _fmt_interval(paired.low, paired.high or 0.0, signed=True)
+    asked = len(
+        {k for u in question.units[: question.at] for side in question.sides for k, *_ in (side or {}).get(u, ())}
+    )
+    return (
+        f"decided [{metric}] {question.name}: {said} after {_n(asked, 'label')} ({_n(question.at, 'case')}); "
+        f"{_fixed_labels(pairs, judge, question.sides[1] is not None, point - question.bar)}"
+    )
+
+
+def _fixed_labels(pairs: Sequence[tuple[float, float]], judge: Sequence[float], two: bool, gap: float) -> str:
+    """What a fixed sample of uniform labels, each side corrected apart (PPI++ at lambda 1, the
+    judge's own disagreements), needs to see ``gap`` 80% of the time at the 5% level, from the
+    spreads the labels so far show, the cases' own sampling counted."""
+    residual = _spread([y - f for f, y in pairs]) * (1 + two)
+    room = gap * gap / (_Z95 + _Z80) ** 2 - _variance([y for _, y in pairs]) / len(judge)
+    if room <= 0:
+        return "a fixed sample of equal power would need every answer labelled"
+    labels = min(math.ceil(residual / room), len(judge)) * (1 + two)
+    return f"a fixed sample of equal power needs about {_n(labels, 'label')}"
+
+
+def _undecided(question: _Question, labels: Mapping[tuple[str, ...], float], alpha: float) -> str:
+    """An undecided line: where its interval stands and, at the rate so far, how many more
+    labels would decide it."""
+    if not question.at:
+        return f"undecided {question.name}: nothing labelled yet"
+    pairs, judge = _question_pairs(question, labels)
+    point, low, high = _sequence(pairs, judge, alpha)
+    signed = question.sides[1] is not None
+    now = (
+        f"undecided {question.name} after {_n(question.at, 'case')}: {_fmt_interval(low, high, signed=signed).strip()}"
+    )
+    if question.at >= len(question.units):
+        return f"{now}; every case is labelled, and its cases cannot tell"
+    spread, gap = _spread(_terms(pairs, judge)), abs(point - question.bar)
+    more = next((t for t in range(question.at, len(judge) + 1) if _half(spread, t, alpha) < gap), None)
+    if more is None:
+        return f"{now}; at this rate the run's {_n(len(judge), 'case')} are too few to decide it"
+    per = len(_to_ask(question, question.units[: question.at], {})) / question.at
+    return f"{now}; at this rate about {_n(math.ceil((more - question.at) * per), 'label')} more"
 
 
 def _ask_label(case: Case, output: object, verdict: float, graded: bool, number: int, total: int) -> float | None:

@@ -604,3 +604,93 @@ def test_diff_report_and_runs_read_the_labels_of_the_logs_suite_from_any_folder(
     code, out, err = cli("diff", str(away / old.name), str(away / new.name), cwd=tmp_path)
     assert code == 0 and "diff: no labels found for these logs' suite" in err and "compared as judged" in err
     assert re.search(r"│ +100\.0% │ +100\.0% │", sloppy(out))  # the judge's figure, said to be one
+
+
+# A model whose right answers fall from 85% to 55% (RATE) over 300 cases that share their
+# difficulty across runs (80% of cases keep their draw), judged by a lenient judge: it passes a
+# right answer 95% of the time and a wrong one half the time.
+GATED = """
+import hashlib, os
+import agent_evals as ae
+
+def draw(*parts):
+    return int(hashlib.sha256("/".join(map(str, parts)).encode()).hexdigest()[:8], 16) / 2**32
+
+def answer(system, user):
+    v = int(user.rsplit(":", 1)[1].strip(" }\\n"))
+    rate, kept = float(os.environ["RATE"]), draw("kept", v) < 0.8
+    u = draw("u", v) if kept else draw("fresh", v, os.environ["RATE"])
+    return ("right" if u < rate else "wrong") + f" {v}" + ("" if kept else f" {os.environ['RATE']}")
+
+class Adapter(ae.Adapter):
+    def call(self, case, model):
+        completion = model.complete("", case.input)
+        return ae.Reply(output=completion.text, usage=completion.usage)
+
+class S(ae.Scorer):
+    def metrics(self):
+        return [ae.Metric("correct", "the judge's verdict", primary=True, judged=True)]
+
+    def call(self, case, reply, context):
+        right = reply.output.startswith("right")
+        verdict = float(draw("judge", reply.output) < (0.95 if right else 0.5))
+        return ae.Score(value=verdict, metrics={"correct": verdict})
+
+ae.configure(adapter=Adapter(), scorer=S(), providers=[ae.FakeProvider({"model": answer})])
+"""
+
+
+def test_label_asks_the_gates_question_until_decided_and_the_gate_then_fails_on_the_corrected_figure(
+    make_suite, cli, monkeypatch
+) -> None:
+    """On a pseudo-terminal, as a person labels: a run compared with its baseline (85% -> 55%
+    right, the lenient judge hiding much of the fall); ``label`` with no flag asks that gate's
+    question, both runs' answers of each case in the one order, and stops by itself once its
+    anytime-valid interval and the gate's corrected figure agree, within 120 labels; then
+    ``compare --baseline OLD --fail-on-regression`` fails the gate on the corrected difference."""
+    import os
+    import pty
+    import select
+    import subprocess
+    import sys
+
+    from conftest import ROOT, many
+
+    project = make_suite(helper=GATED, config=LINEUP.replace("echo", "model"), cases=many(300))
+    monkeypatch.setenv("RATE", "0.85")
+    assert cli("compare", "--local", "-q", cwd=project)[0] == 0
+    (old,) = (project / "log" / "agent-evals").glob("*.json")
+    monkeypatch.setenv("RATE", "0.55")
+    code, out, _ = cli("compare", "--local", "-q", "--baseline", str(old), cwd=project)
+    assert code == 0 and "labels in" not in out
+    main, child = pty.openpty()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENROUTER", "AGENT_EVALS"))}
+    proc = subprocess.Popen(
+        [sys.executable, str(ROOT / "agent_evals.py"), "label"],
+        cwd=project,
+        env={**env, "NO_COLOR": "1"},
+        stdin=child,
+        stdout=child,
+        stderr=child,
+        start_new_session=True,
+    )
+    os.close(child)
+    screen, asked = b"", 0
+    while b" added to evals/labels/labels.jsonl" not in screen:
+        ready, _, _ = select.select([main], [], [], 300)
+        assert ready and asked <= 400, screen.decode()[-2000:]  # a hang failsafe, and never past every answer
+        screen += os.read(main, 65536)
+        if screen.endswith(b"(s skips, q quits): "):  # the truth: right when the answer is a right one
+            shown = re.findall(r"answer:\r?\n  (\w+)", screen.decode())[-1]
+            os.write(main, b"y\n" if shown == "right" else b"n\n")
+            asked += 1
+    assert proc.wait(timeout=300) == 0
+    os.close(main)
+    text = screen.decode().replace("\r\n", "\n")
+    assert "label: 1 line to decide (baseline)" in text
+    decided = re.search(r"decided \[correct\] \[ds\] fake/model default: regressed by [\d.]+ points .* after (\d+) labels", text)
+    assert decided and int(decided[1]) == asked <= 120, text[-3000:]
+    assert re.search(r"a fixed sample of equal power needs about \d+ labels", text)
+    code, out, err = cli("compare", "--local", "-q", "--baseline", str(old), "--fail-on-regression", cwd=project)
+    assert code == 1 and "gate failed: --fail-on-regression: [ds] fake/model effort=default correct fell" in err
+    assert "(corrected t, p=" in err
