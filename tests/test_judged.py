@@ -94,7 +94,10 @@ def test_labels_asked_blind_correct_a_biased_judge(make_suite, cli, monkeypatch,
     code, out, err = cli("compare", "--local")
     assert "labels [ds] correct: 1 case edited since labelled: their labels left out" in out
     # its case is still in the planned sample, now a gap: the judge's figure until it is labelled again
-    assert "fake/echo effort=default judged 83.3%, uncorrected: 29 of its planned 30 labelled (agent-evals label asks the other 1)" in out
+    assert (
+        "fake/echo effort=default judged 83.3%, uncorrected: 29 of its planned 30 labelled (agent-evals label asks the other 1)"
+        in out
+    )
 
 
 def test_label_refuses_a_suite_with_no_judged_metric(make_suite, cli) -> None:
@@ -593,9 +596,13 @@ def test_diff_report_and_runs_read_the_labels_of_the_logs_suite_from_any_folder(
         seen[where] = sloppy(out)
         code, out, err = cli("report", "--format", "json", str(new), cwd=where)
         board = json.loads(out)["datasets"][0]["leaderboard"]
-        assert {r["contender"]["model"]: r["metrics"]["correct"]["mean"] for r in board}["fake/sloppy"] == pytest.approx(0.6)
+        assert {r["contender"]["model"]: r["metrics"]["correct"]["mean"] for r in board}[
+            "fake/sloppy"
+        ] == pytest.approx(0.6)
         code, out, err = cli("runs", "--format", "json", str(suite / "log" / "agent-evals"), cwd=where)
-        assert [r["best_primary"] for r in json.loads(out)["runs"]] == ["correct 100.0% corrected fake/careful [capitals]"] * 2
+        assert [r["best_primary"] for r in json.loads(out)["runs"]] == [
+            "correct 100.0% corrected fake/careful [capitals]"
+        ] * 2
     assert len(set(seen.values())) == 1 and re.search(r"│ +60\.0% │ +60\.0% │", seen[suite]), seen
     away = tmp_path / "artifacts"
     away.mkdir()
@@ -688,7 +695,9 @@ def test_label_asks_the_gates_question_until_decided_and_the_gate_then_fails_on_
     os.close(main)
     text = screen.decode().replace("\r\n", "\n")
     assert "label: 1 line to decide (baseline)" in text
-    decided = re.search(r"decided \[correct\] \[ds\] fake/model default: regressed by [\d.]+ points .* after (\d+) labels", text)
+    decided = re.search(
+        r"decided \[correct\] \[ds\] fake/model default: regressed by [\d.]+ points .* after (\d+) labels", text
+    )
     assert decided and int(decided[1]) == asked <= 120, text[-3000:]
     assert re.search(r"a fixed sample of equal power needs about \d+ labels", text)
     code, out, err = cli("compare", "--local", "-q", "--baseline", str(old), "--fail-on-regression", cwd=project)
