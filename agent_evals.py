@@ -5324,10 +5324,23 @@ def _strata(values: _Values) -> dict[str, list[str]]:
     return out
 
 
-def _corrected(values: _Values) -> tuple[float, float, int, float, float] | None:
-    """A judged figure corrected by people's labels: (mean, variance, degrees of freedom, low,
-    high); None when a dataset with judged units has fewer than ``LABELS_LEAST`` labelled (the
-    figure is then the judge's alone). Each dataset's part is ``_ppi``'s; over several, their
+@dataclass(frozen=True, slots=True)
+class _Figure:
+    """A judged figure corrected by people's labels: ``alone`` when the labels alone gave it
+    (the judge's verdicts too unlike them, or they too few, to narrow it)."""
+
+    mean: float
+    var: float
+    df: int
+    low: float
+    high: float
+    alone: bool = False
+
+
+def _corrected(values: _Values) -> _Figure | None:
+    """A judged figure corrected by people's labels (``_Figure``); None when a dataset with
+    judged units has fewer than ``LABELS_LEAST`` labelled (the figure is then the judge's
+    alone). Each dataset's part is ``_ppi``'s; over several, their
     case-weighted sum, its variance their squared weights', its degrees of freedom the fewest."""
     if not any(v is not None for v in values.labels.values()):
         return None
@@ -5341,16 +5354,14 @@ def _corrected(values: _Values) -> tuple[float, float, int, float, float] | None
         parts.append((len(units) / total, _ppi(exact, judge, pairs)))
     if len(parts) == 1:
         return parts[0][1]
-    mean = sum(w * part[0] for w, part in parts)
-    var = sum(w * w * part[1] for w, part in parts)
-    df = min(part[2] for _, part in parts)
+    mean = sum(w * part.mean for w, part in parts)
+    var = sum(w * w * part.var for w, part in parts)
+    df = min(part.df for _, part in parts)
     half = _t_quantile(0.975, df) * math.sqrt(var)
-    return mean, var, df, mean - half, mean + half
+    return _Figure(mean, var, df, mean - half, mean + half, all(part.alone for _, part in parts))
 
 
-def _ppi(
-    exact: Sequence[float], judge: Sequence[float], pairs: Sequence[tuple[float, float]]
-) -> tuple[float, float, int, float, float]:
+def _ppi(exact: Sequence[float], judge: Sequence[float], pairs: Sequence[tuple[float, float]]) -> _Figure:
     """One dataset's mean from its exact values, its judged values and the (judged, label)
     pairs of its labelled sample (drawn at random from the judged: ``_units``), with its
     variance, degrees of freedom and 95% interval: prediction-powered inference (Angelopoulos
@@ -5365,19 +5376,22 @@ def _ppi(
     interval is Student's t on n - 1 degrees of freedom, and the labels alone (λ = 0, Wilson's
     interval for 0/1 labels) are taken whenever they give the narrower interval.
 
-    >>> [round(v, 3) for v in _ppi([], [1.0, 1.0, 0.0, 0.0], [(1.0, 1.0), (0.0, 0.0)])]
-    [0.5, 0.043, 1, 0.095, 0.905]
+    >>> f = _ppi([], [1.0, 1.0, 0.0, 0.0], [(1.0, 1.0), (0.0, 0.0)])
+    >>> [round(v, 3) for v in (f.mean, f.var, f.df, f.low, f.high)], f.alone
+    ([0.5, 0.043, 1, 0.095, 0.905], True)
     """
     big, judged, n = len(exact) + len(judge), len(judge), len(pairs)
     labels = [y for _, y in pairs]
     if n >= judged:  # every judged unit labelled: the labels are the truth
         known = _estimate([*exact, *labels])
         assert known is not None
-        return known.mean, known.se**2, max(1, big - 1), known.low, known.high
+        return _Figure(known.mean, known.se**2, max(1, big - 1), known.low, known.high)
     share, f, y = judged / big, [f for f, _ in pairs], labels
     spread_f = _variance(judge)
     slope = _covariance(f, y) / spread_f if spread_f > 0 else 0.0
-    best: tuple[float, float, int, float, float] | None = None
+    if spread_f > 0 and (min(f) == max(f) or min(y) == max(y)):  # no slope to fit (0/0): PPI's own lam, 1
+        slope = 1.0
+    best: _Figure | None = None
     for lam in dict.fromkeys((min(1.0, max(0.0, slope)), 0.0)):
         r = [b - lam * a for a, b in pairs]
         settled = [*exact, *(lam * v for v in judge)]
@@ -5385,11 +5399,11 @@ def _ppi(
         var = _variance(settled) / big + share * share * _spread(r) / n + 2 * share * lam * _covariance(f, r) / big
         var = max(var, share * share * _spread(r) * (1 / n - 1 / judged))  # the sample's own part is never less
         half = _t_quantile(0.975, n - 1) * math.sqrt(var)
-        found = (mean, var, n - 1, mean - half, mean + half)
+        found = _Figure(mean, var, n - 1, mean - half, mean + half, not lam)
         if not lam and not exact and all(v in (0.0, 1.0) for v in labels):  # the labels alone: Wilson's
             center, half = _wilson(sum(labels) / n, n)
-            found = (mean, (half / _Z95) ** 2, n - 1, center - half, center + half)
-        if best is None or found[4] - found[3] < best[4] - best[3]:
+            found = _Figure(mean, (half / _Z95) ** 2, n - 1, center - half, center + half, True)
+        if best is None or found.high - found.low < best.high - best.low:
             best = found
     assert best is not None
     return best
@@ -5525,7 +5539,7 @@ def _spread(gaps: Sequence[float]) -> float:
 def _point(values: _Values) -> float | None:
     """The figure a metric's values give, from 0 to 1: corrected by labels where they correct it."""
     if (corrected := _corrected(values)) is not None:
-        return min(1.0, max(0.0, corrected[0]))
+        return min(1.0, max(0.0, corrected.mean))
     return min(1.0, max(0.0, sum(values.values()) / len(values))) if values else None
 
 
@@ -5533,11 +5547,11 @@ def _estimate_of(values: _Values) -> _Estimate | None:
     """``_estimate``, or the corrected figure with its interval where labels correct it."""
     if (corrected := _corrected(values)) is None:
         return _estimate(list(values.values()))
-    mean, var, _, low, high = corrected
+    mean, var, low, high = corrected.mean, corrected.var, corrected.low, corrected.high
     return _Estimate(min(1.0, max(0.0, mean)), len(values), math.sqrt(var), max(0.0, low), min(1.0, high), "corrected")
 
 
-def _alike(first: _Values, second: _Values) -> tuple[tuple[float, float, int, float, float] | None, str, int]:
+def _alike(first: _Values, second: _Values) -> tuple[_Figure | None, str, int]:
     """Two sets of values made one thing to compare: their differences over the units both
     hold, corrected by labels (``_corrected``'s figure) only when both sides are (a unit's
     difference is labelled when each side's value is exact or labelled), else None: the
@@ -5565,7 +5579,7 @@ def _alike(first: _Values, second: _Values) -> tuple[tuple[float, float, int, fl
             d = list(diff.values())
             mean, var = sum(d) / len(d), _variance(d) / len(d)
             half = _t_quantile(0.975, max(1, len(d) - 1)) * math.sqrt(var)
-            figure = (mean, var, max(1, len(d) - 1), mean - half, mean + half)
+            figure = _Figure(mean, var, max(1, len(d) - 1), mean - half, mean + half)
         return figure, "corrected" if figure else "too few labels shared", 0
     other = b if truth[0] is a else a
     lacking = sum(1 for k, y in truth[0].labels.items() if y is not None and other.labels.get(k, 0.0) is None)
@@ -5642,7 +5656,7 @@ def _paired(first: _Values, second: _Values) -> _Paired | None:
         return None
     figure, how, lacking = _alike(first, second)
     if figure is not None:
-        delta, var, df, *_ = figure
+        delta, var, df = figure.mean, figure.var, figure.df
         se, half = math.sqrt(var), _t_quantile(0.975, df) * math.sqrt(var)
         p = 2 * (1 - _t_cdf(abs(delta) / se, df)) if se > 0 else 1.0 if delta == 0 else 2.0 ** (1 - n)
         low, high = max(-1.0, delta - half), min(1.0, delta + half)
@@ -10285,11 +10299,40 @@ def _labelled(
     return pairs, keys
 
 
-def _in_sample(results: Sequence[RunResult], metric: str, values: _Values) -> int:
-    """How many of these judged answers lie in the labelled sample that corrects ``values``."""
+def _corrected_said(
+    experiment: Experiment, values: _Values, pairs: Sequence[tuple[float, float]], raw: float | None
+) -> tuple[str, dict[str, object]] | None:
+    """A contender's corrected figure as the judged line says it, and as the JSON document
+    holds it: the labels that corrected it (the rest counted for agreement only), or, where the
+    labels alone gave it, that the judge's figure was left uncorrected and what would correct it."""
+    estimate = _estimate_of(values)
+    if estimate is None or estimate.method != "corrected":
+        return None
+    used = _in_sample(experiment.results, values)
+    figures = {**estimate.to_json(), "labels": used, "agreement_only": len(pairs) - used, "judged": raw}
+    rates = f"; judge {rates}" if (rates := _rates(pairs)) else ""
+    more = f" ({len(pairs) - used} more for agreement only)" if len(pairs) > used else ""
+    how = f"judged {_fmt_pct(raw)}, corrected from {_n(used, 'label')}{more}{rates}"
+    if (figure := _corrected(values)) and figure.alone:
+        figures["method"] = "labels alone"
+        need = _labels_needed(
+            [values[u] for u in values.labels], [(values[u], y) for u, y in values.labels.items() if y is not None]
+        )
+        reach = f"about {_n(need[0] or need[1], 'label')} give ±5 points" if any(need) else "±5 points needs more cases"
+        how = (
+            f"by its {_n(used, 'label')} alone: the judge's {_fmt_pct(raw)} left uncorrected, its verdicts too unlike "
+            f"the labels or the labels too few to narrow it; {reach}{rates}"
+        )
+    return (
+        f"{experiment.contender.label} {_fmt_pct(estimate.mean)}{_fmt_interval(estimate.low, estimate.high)} ({how})",
+        figures,
+    )
+
+
+def _in_sample(results: Sequence[RunResult], values: _Values) -> int:
+    """How many of these answers lie in the labelled sample that corrects ``values``."""
     sample = {unit for unit, label in values.labels.items() if label is not None}
-    judged = (r for r in results if r.score is not None and r.reply is not None and metric in r.score.metrics)
-    return sum(_unit(r.case.dataset, r.case.id, r.case.metadata.get(CLUSTER)) in sample for r in judged)
+    return sum(_unit(r.case.dataset, r.case.id, r.case.metadata.get(CLUSTER)) in sample for r in results if r.reply)
 
 
 def _judge_spend(experiments: Sequence[Experiment]) -> Usage:
@@ -10323,16 +10366,9 @@ def _judged_lines(
                 edited |= {key[1] for key in keys if key[2] not in hashes.get((key[0], key[1]), {key[2]})}
                 row = _rows([e], metrics)[0]
                 raw = _mean(_case_values(e.results, metric.name).values())
-                if pairs and (estimate := row.estimate(metric.name)) and estimate.method == "corrected":
-                    used = _in_sample(e.results, metric.name, row.values[metric.name])
-                    figures = {**estimate.to_json(), "labels": used, "agreement_only": len(pairs) - used, "judged": raw}
-                    corrected.setdefault(id(e), {})[metric.name] = figures
-                    rates = f"; judge {rates}" if (rates := _rates(pairs)) else ""
-                    more = f" ({len(pairs) - used} more for agreement only)" if len(pairs) > used else ""
-                    shown.append(
-                        f"{e.contender.label} {_fmt_pct(estimate.mean)}{_fmt_interval(estimate.low, estimate.high)} "
-                        f"(judged {_fmt_pct(raw)}, corrected from {_n(used, 'label')}{more}{rates})"
-                    )
+                if pairs and (said := _corrected_said(e, row.values[metric.name], pairs, raw)):
+                    corrected.setdefault(id(e), {})[metric.name] = said[1]
+                    shown.append(said[0])
                 elif short := row.values[metric.name].plan.get(dataset):
                     held, planned = short
                     shown.append(

@@ -83,8 +83,8 @@ def gate_agrees(d: np.ndarray, g: np.ndarray, same: np.ndarray, t: int, sign: fl
     pairs = list(zip(g[labelled].tolist(), d[labelled].tolist(), strict=True))
     if len(pairs) < ae.LABELS_LEAST:
         return False
-    _, _, _, low, high = ae._ppi(exact, g[judged].tolist(), pairs)
-    return low > 0 if sign > 0 else high < 0
+    figure = ae._ppi(exact, g[judged].tolist(), pairs)
+    return figure.low > 0 if sign > 0 else figure.high < 0
 
 
 def trajectory(pop: dict, rng: np.random.Generator, check: bool) -> tuple[bool, float, int]:
@@ -148,7 +148,8 @@ def main() -> None:
                 if gap:
                     fixed.append(pop)
             mean_labels = float(np.mean(labels))
-            line = f"{sens:.2f}/{spec:.2f}  {gap:+.2f}  {decided / args.runs:7.1%}  {wrong / args.runs:5.1%}  {mean_labels:6.1f}"
+            line = f"{sens:.2f}/{spec:.2f}  {gap:+.2f}  {decided / args.runs:7.1%}  {wrong / args.runs:5.1%}"
+            line += f"  {mean_labels:6.1f}"
             if gap:
                 power = decided / args.runs
                 sizes = [fixed_labels(pop, power) for pop in fixed[:200]]
@@ -160,7 +161,8 @@ def main() -> None:
                 worst = max(worst, decided / args.runs)
             print(line)
     print(
-        f"no difference: decided at most {worst:.1%}; a 10-point difference: {min(savings):.1%} to {max(savings):.1%} fewer labels"
+        f"no difference: decided at most {worst:.1%}; "
+        f"a 10-point difference: {min(savings):.1%} to {max(savings):.1%} fewer labels"
     )
 
 

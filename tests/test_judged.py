@@ -76,7 +76,8 @@ def test_labels_asked_blind_correct_a_biased_judge(make_suite, cli, monkeypatch,
     # the figure the tables rank by: PPI++ over the judge's 60 values and the 30 labelled
     labelled = {int(r["case"][2:]): r["label"] for r in rows}
     judge = {v: float(v % 3 != 0 or v % 6 == 0) for v in range(1, 61)}
-    mean, var, _, low, high = ae._ppi([], list(judge.values()), [(judge[v], y) for v, y in labelled.items()])
+    fig = ae._ppi([], list(judge.values()), [(judge[v], y) for v, y in labelled.items()])
+    mean, var, low, high = fig.mean, fig.var, fig.low, fig.high
     assert (fixed["mean"], fixed["se"] ** 2, fixed["low"], fixed["high"]) == pytest.approx((mean, var, low, high))
     assert fixed["judged"] == 50 / 60 and fixed["method"] == "corrected"
     assert all(label == float(v % 3 != 0) for v, label in labelled.items())  # what the person said
@@ -95,8 +96,8 @@ def test_labels_asked_blind_correct_a_biased_judge(make_suite, cli, monkeypatch,
     assert "labels [ds] correct: 1 case edited since labelled: their labels left out" in out
     # its case is still in the planned sample, now a gap: the judge's figure until it is labelled again
     assert (
-        "fake/echo effort=default judged 83.3%, uncorrected: 29 of its planned 30 labelled (agent-evals label asks the other 1)"
-        in out
+        "fake/echo effort=default judged 83.3%, uncorrected: 29 of its planned 30 labelled "
+        "(agent-evals label asks the other 1)" in out
     )
 
 
@@ -240,7 +241,7 @@ def test_labels_given_in_the_report_are_downloaded_and_compare_reads_them(make_s
     code, out, _ = cli("compare", "--local", "--format", "json", "--html", str(page), cwd=project)
     (fixed,) = json.loads(out)["corrected"]
     judge = {v: float(v % 3 != 0 or v % 6 == 0) for v in range(1, 61)}
-    mean = ae._ppi([], list(judge.values()), [(judge[v], float(v % 3 != 0)) for v in order[:50]])[0]
+    mean = ae._ppi([], list(judge.values()), [(judge[v], float(v % 3 != 0)) for v in order[:50]]).mean
     assert fixed["mean"] == pytest.approx(mean)  # the queue's 50 correct it; the chosen one does not
     html = page.read_text()
     assert html.count('class="lab done"') == 50 and html.count('class="lab chosen"') == 1
@@ -356,7 +357,11 @@ def test_the_judge_example_shows_a_lenient_judge_corrected_by_its_labels(tmp_pat
     assert [r["judge_usd"] for r in listed] == [pytest.approx(0.032)] * 2
     summary = run_agent_evals("report", "--format", "markdown", listed[0]["stamp"], cwd=suite)
     assert "- judge: $0.0320, apart from the contenders' cost" in summary.stdout, summary.stderr
-    assert "(judged 100.0%, corrected from 10 labels; judge sensitivity 100%, specificity 0%)" in summary.stdout
+    # a judge that passes every answer cannot be corrected, only replaced: the line says so
+    assert (
+        "fake/sloppy effort=default 60.0% \\[31.3–83.2\\] (by its 10 labels alone: the judge's 100.0% left "
+        "uncorrected, its verdicts too unlike the labels or the labels too few to narrow it"
+    ) in summary.stdout
     assert run_agent_evals("compare", "--local", "--html", "page.html", cwd=suite).returncode == 0
     page = (suite / "page.html").read_text()
     assert "<h2>Judged metrics</h2><p>judge: $0.0320, apart from the contenders&#x27; cost</p>" in page
