@@ -5902,7 +5902,7 @@ def _planned(labels: Mapping[tuple[str, ...], float] | None, metric: str) -> set
     """The cases (dataset, id) some answer of which people labelled in turn for ``metric``:
     whichever contender's or run's answer it was, and whatever the case said then, the case was
     drawn into its dataset's planned sample (``_units``)."""
-    return {key[:2] for key in labels or () if len(key) == len(_LABEL_KEYS) and key[4] == metric}
+    return {key[:2] for key in labels or () if key[4:] == (metric,)}  # a chosen one's key ends past it
 
 
 def _units(
@@ -11356,8 +11356,9 @@ tr.side td>div{position:sticky;left:.3rem;max-width:calc(100vw - 2.5rem)}
 .side h4{margin:.4rem 0 .1rem;font-size:12px}
 .lab{display:block;white-space:nowrap}.lab button{font-size:11px;margin:.1rem}.lab input{width:4rem}
 .lab button[aria-pressed=true]{outline:2px solid var(--accent);font-weight:700}
-.lab.done::after,.lab.chosen::after{content:"labelled";font-size:11px;color:var(--muted)}
-.lab.chosen::after{content:"labelled out of turn: asked again in its turn"}.lab.next{outline:2px dashed var(--accent)}
+.lab.done::after,.lab.chosen::after{content:"labelled " attr(data-said);font-size:11px;color:var(--muted)}
+.lab.chosen::after{content:"labelled " attr(data-said) " out of turn: asked again in its turn"}
+.lab.next{outline:2px dashed var(--accent)}
 """
 
 _HTML_SCRIPT = """
@@ -11439,12 +11440,16 @@ function mark(key, value, chosen, line) {
   byKey.get(key).forEach(function (b) {
     b.classList.remove("chosen", "next");
     b.classList.add(chosen ? "chosen" : "done");  // a chosen one stays in the queue: asked again in its turn
-    var judged = parseFloat(b.getAttribute("data-judged")), grade = b.querySelector("input");
+    var grade = b.querySelector("input");
     if (grade) { grade.value = value; }
+    b.setAttribute("data-said", said(value));
     b.querySelectorAll("button").forEach(function (button) {
-      button.setAttribute("aria-pressed", String((button.getAttribute("data-agree") === "1") === (judged === value)));
+      button.setAttribute("aria-pressed", String(parseFloat(button.getAttribute("data-value")) === value));
     });
   });
+}
+function said(value) {  // a label as the cell says it, beside the judge's verdict
+  return value === 1 ? "right" : value === 0 ? "wrong" : String(value);
 }
 function refresh() {
   try { localStorage.setItem(store, JSON.stringify(Object.fromEntries(labels))); } catch (e) { /* none kept */ }
@@ -11465,10 +11470,7 @@ boxes.forEach(function (box) {
     refresh();
   }
   box.querySelectorAll("button").forEach(function (button) {
-    button.addEventListener("click", function () {
-      var judged = parseFloat(box.getAttribute("data-judged"));
-      label(button.getAttribute("data-agree") === "1" ? judged : 1 - judged);
-    });
+    button.addEventListener("click", function () { label(parseFloat(button.getAttribute("data-value"))); });
   });
   var grade = box.querySelector("input");
   if (grade) { grade.addEventListener("change", function () { var v = parseFloat(grade.value);
@@ -11895,9 +11897,10 @@ def _html_cases(
 def _html_label(
     result: RunResult, metric: str, ranks: Mapping[tuple[str, ...], int], labels: Mapping[tuple[str, ...], float]
 ) -> str:
-    """A judged cell's controls: agree or disagree with the judge's verdict (a 0/1 one), or
-    a grade; the script keeps each label for the download (labels-*.jsonl). Its place in
-    the queue (``_html_queue``: "label next" walks it), or its label when it has one."""
+    """A judged cell's controls: is this answer right or wrong (a 0/1 verdict), as ``label``
+    asks it, or a grade; the script keeps each label for the download (labels-*.jsonl). Its
+    place in the queue (``_html_queue``: "label next" walks it), or its label when it has one:
+    the button it pressed stays pressed, and the cell says the label beside the judge's."""
     value = result.score.metrics.get(metric) if result.score is not None and result.reply is not None else None
     if value is None:
         return ""
@@ -11906,11 +11909,13 @@ def _html_label(
     mark = "" if label is None else " done" if key in labels else " chosen"  # a chosen one stays in the queue
     attributes = f'class="lab{mark}" data-key="{_h(_json_dumps(key))}"'
     attributes += f' data-next="{ranks[key]}"' if key in ranks else ""
-    attributes += f' data-label="{label:g}"' if label is not None else ""
+    if label is not None:
+        attributes += f' data-label="{label:g}" data-said="{ {1.0: "right", 0.0: "wrong"}.get(label, f"{label:g}") }"'
     if value in (0, 1):
+        pressed = [f' aria-pressed="{str(label == v).lower()}"' if label is not None else "" for v in (1, 0)]
         return (
-            f'<span {attributes} data-judged="{value:g}"><button type=button data-agree=1>agree</button>'
-            "<button type=button data-agree=0>disagree</button></span>"
+            f'<span {attributes} data-judged="{value:g}"><button type=button data-value=1{pressed[0]}>right</button>'
+            f"<button type=button data-value=0{pressed[1]}>wrong</button></span>"
         )
     return f'<span {attributes}><input type=number min=0 max=1 step=0.05 aria-label="your grade"></span>'
 
@@ -13482,13 +13487,13 @@ def _need_said(name: str, need: tuple[int, int, bool]) -> str:
     return f"{name} about {judge} (labels alone: {alone})" if judge else f"{name} out of reach with the judge"
 
 
-_Queue = tuple[str, list[int], list[tuple[tuple[str, ...], Case, object, float]], tuple[int, int, bool]]
 _Item = tuple[tuple[str, ...], Case, object, float]  # an answer to label: its key, case, output, the judge's verdict
+if TYPE_CHECKING:
+    _Logged = Mapping[str, Any]  # a logged experiment's record, as _read_record reads it
+_Queue = tuple[str, list[int], list[_Item], tuple[int, int, bool]]
 
 
-def _judged_answers(
-    record: Mapping[str, Any], metric: str, known: Mapping[tuple[str, str], Case]
-) -> dict[str, list[_Item]]:
+def _judged_answers(record: _Logged, metric: str, known: Mapping[tuple[str, str], Case]) -> dict[str, list[_Item]]:
     """A logged experiment's judged answers by unit, those of cases as they are now."""
     units: dict[str, list[_Item]] = {}
     for row in record.get("rows", ()):
@@ -13511,7 +13516,7 @@ class _Question:
 
     name: str
     sides: tuple[dict[str, list[_Item]], dict[str, list[_Item]] | None]
-    records: tuple[Mapping[str, Any], Mapping[str, Any] | None]
+    records: tuple[_Logged, _Logged | None]
     kind: str  # baseline, versus, bar
     bar: float = 0.0
     at: int = 0
@@ -13525,80 +13530,63 @@ class _Question:
 
 
 def _questions(
-    args: argparse.Namespace,
-    run: Mapping[tuple[str, str], Mapping[str, Any]],
-    log_dir: Path,
-    metric: str,
-    cases: Sequence[Case],
+    args: argparse.Namespace, run: Mapping[tuple[str, str], _Logged], log_dir: Path, metric: str, cases: Sequence[Case]
 ) -> list[_Question]:
     """What ``label`` is to decide: --baseline's, --versus' or --bar's lines, or, with none of
     them (nor --fixed), the gate of a run that was compared with a baseline; [] for none."""
     known = {(c.dataset, c.id): c for c in cases}
-    asked = [
-        flag for flag, value in (("--baseline", args.baseline), ("--versus", args.versus), ("--bar", args.bar)) if value
-    ]
+    asked = [flag for flag in ("baseline", "versus", "bar") if getattr(args, flag)]
     if len(asked) > 1 or (asked and args.fixed):
-        raise ConfigError(f"label: {' and '.join(asked + ['--fixed'] * args.fixed)} ask different questions: give one")
+        raise ConfigError(
+            f"label: --{' and --'.join(asked + ['fixed'] * args.fixed)} ask different questions: give one"
+        )
     if args.fixed:
         return []
-
-    def named(record: Mapping[str, Any]) -> str:
-        who = record.get("contender") or {}
-        return f"[{record.get('dataset')}] " + " ".join(
-            str(who[k]) for k in ("model", "effort", "temperature") if who.get(k) is not None
-        )
-
     if args.bar:
         bar = _percent(args.bar, f"label --bar {args.bar}") / 100
         return [
-            _Question(named(r), (_judged_answers(r, metric, known), None), (r, None), "bar", bar) for r in run.values()
+            _Question(_logged_name(r), (_judged_answers(r, metric, known), None), (r, None), "bar", bar)
+            for r in run.values()
         ]
     if args.versus:
-        picked: list[dict[object, Mapping[str, Any]]] = []
-        for part in args.versus:
-            found: dict[object, Mapping[str, Any]] = {}
-            for record in (r for r in run.values() if part in named(r)):
-                if record.get("dataset") in found:
-                    raise ConfigError(f"label --versus {part}: names more than one contender; give more of its id")
-                found[record.get("dataset")] = record
-            if not found:
-                names = ", ".join(sorted(dict.fromkeys(named(r) for r in run.values())))
-                raise ConfigError(f"label --versus {part}: no contender of the run is named so; it has {names}")
-            picked.append(found)
-        first, second = picked
-        lines = [
-            _Question(
-                f"{named(a)} against {named(second[d]).split('] ', 1)[1]}",
-                (_judged_answers(a, metric, known), _judged_answers(second[d], metric, known)),
-                (a, second[d]),
-                "versus",
-            )
-            for d, a in first.items()
-            if d in second and a is not second[d]
-        ]
-        if not lines:
+        first, second = (_contender_named(run, part) for part in args.versus)
+        pairs = [(a, second[d]) for d, a in first.items() if d in second and a is not second[d]]
+        if not pairs:
             raise ConfigError(f"label --versus {' '.join(args.versus)}: no dataset where they are two contenders")
-        return lines
-    stamp = args.baseline or next((r.get("baseline") for r in run.values() if isinstance(r.get("baseline"), str)), None)
-    if not stamp:
+    elif stamp := args.baseline or next(
+        (r["baseline"] for r in run.values() if isinstance(r.get("baseline"), str)), None
+    ):
+        old = _read_run(stamp, log_dir, "label --baseline")
+        if not (pairs := [(new, old[key]) for key, new in run.items() if key in old]):
+            raise ConfigError(f"label --baseline {stamp}: no contender and dataset of the run is in that one")
+    else:
         return []
-    old = _read_run(stamp, log_dir, "label --baseline")
-    if not old.keys() & run.keys():
-        raise ConfigError(f"label --baseline {stamp}: no contender and dataset of the run is in that one")
     return [
         _Question(
-            named(new),
-            (_judged_answers(new, metric, known), _judged_answers(old[key], metric, known)),
-            (new, old[key]),
-            "baseline",
+            _logged_name(a) + (f" against {_logged_name(b).split('] ', 1)[1]}" if args.versus else ""),
+            (_judged_answers(a, metric, known), _judged_answers(b, metric, known)),
+            (a, b),
+            "versus" if args.versus else "baseline",
         )
-        for key, new in run.items()
-        if key in old
+        for a, b in pairs
     ]
 
 
+def _contender_named(run: Mapping[tuple[str, str], _Logged], part: str) -> dict[object, _Logged]:
+    """The one contender of a run that ``part`` of its name names, by dataset (``label --versus``)."""
+    found: dict[object, _Logged] = {}
+    for record in (r for r in run.values() if part in _logged_name(r)):
+        if record.get("dataset") in found:
+            raise ConfigError(f"label --versus {part}: names more than one contender; give more of its id")
+        found[record.get("dataset")] = record
+    if not found:
+        names = ", ".join(sorted(dict.fromkeys(_logged_name(r) for r in run.values())))
+        raise ConfigError(f"label --versus {part}: no contender of the run is named so; it has {names}")
+    return found
+
+
 def _label_queues(
-    records: Mapping[tuple[str, str], Mapping[str, Any]],
+    records: Mapping[tuple[str, str], _Logged],
     metric: str,
     labels: Mapping[tuple[str, ...], float],
     cases: Sequence[Case],
@@ -13608,24 +13596,21 @@ def _label_queues(
     the labels that bring it to ±5 points with the judge and alone, and whether its labels
     tell yet: ``_labels_needed``)."""
     queues: list[_Queue] = []
-    known_cases = {(c.dataset, c.id): c for c in cases}
+    known = {(c.dataset, c.id): c for c in cases}
     for record in records.values():
-        units: dict[str, list[tuple[tuple[str, ...], Case, object, float]]] = {}
-        for row in record.get("rows", ()):
-            case = known_cases.get((str(row.get("dataset")), str(row.get("case"))))
-            verdict = (row.get("metrics") or {}).get(metric)
-            if case is None or verdict is None or row.get("error") or row.get("case_hash") != _case_hash(case):
-                continue
-            key = _label_key(_result_from_row(row, case), metric)
-            unit = _unit(case.dataset, case.id, row.get(CLUSTER))
-            units.setdefault(unit, []).append((key, case, row.get("output"), float(verdict)))
-        todo, held = _in_order(units, lambda item: item[0] in labels)
-        who = record.get("contender") or {}
-        name = " ".join(str(who[k]) for k in ("model", "effort", "temperature") if who.get(k) is not None)
+        todo, held = _in_order(_judged_answers(record, metric, known), lambda item: item[0] in labels)
         pairs = [(verdict, labels[key]) for key, _, _, verdict in todo[:held]]
         need = (*_labels_needed([item[3] for item in todo], pairs), len(pairs) >= LABELS_LEAST)
-        queues.append((f"[{record.get('dataset')}] {name}", [held, len(todo)], todo[held:], need))
+        queues.append((_logged_name(record), [held, len(todo)], todo[held:], need))
     return queues
+
+
+def _logged_name(record: _Logged) -> str:
+    """A logged experiment as ``label`` names it: ``[dataset] model effort temperature``."""
+    who = record.get("contender") or {}
+    return f"[{record.get('dataset')}] " + " ".join(
+        str(who[k]) for k in ("model", "effort", "temperature") if who.get(k) is not None
+    )
 
 
 def _label_until_decided(
@@ -13638,10 +13623,8 @@ def _label_until_decided(
     and the figure the gate reads says the same, from ``EARLIEST`` cases on; asked until every
     line is decided, its cases run out, or ``cap`` labels were given."""
     alpha, added, quit_ = ALPHA / len(questions), 0, False
-    graded = any(
-        v not in (0.0, 1.0) for q in questions for side in q.sides for it in (side or {}).values() for *_, v in it
-    )
-    total = sum(len(_to_ask(q, q.units, {})) for q in questions)
+    every = [item for q in questions for item in _to_ask(q, q.units, {})]
+    graded, total = any(v not in (0.0, 1.0) for *_, v in every), len(every)
     print(
         f"label: {_n(len(questions), 'line')} to decide ({questions[0].kind}), up to {_n(total, 'answer')} to label: "
         "each case's answers in one random order, until each line is decided"

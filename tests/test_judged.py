@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+
 import builtins
 import json
 import re
@@ -200,9 +202,8 @@ def test_labels_given_in_the_report_are_downloaded_and_compare_reads_them(make_s
         row = box.find_element(By.XPATH, "./ancestor::tr")
         return int(row.find_element(By.TAG_NAME, "td").get_attribute("textContent").split("/")[1])
 
-    def answer(box) -> None:  # agree when the judge is right
-        judged, truth = float(box.get_attribute("data-judged")), float(case_of(box) % 3 != 0)
-        button = box.find_element(By.CSS_SELECTOR, f"button[data-agree='{int(judged == truth)}']")
+    def answer(box) -> None:  # what the person knows: right when the answer is what was expected
+        button = box.find_element(By.CSS_SELECTOR, f"button[data-value='{int(case_of(box) % 3 != 0)}']")
         driver.execute_script("arguments[0].click()", button)
 
     driver = chrome(tmp_path, 1280)
@@ -245,6 +246,11 @@ def test_labels_given_in_the_report_are_downloaded_and_compare_reads_them(make_s
     assert fixed["mean"] == pytest.approx(mean)  # the queue's 50 correct it; the chosen one does not
     html = page.read_text()
     assert html.count('class="lab done"') == 50 and html.count('class="lab chosen"') == 1
+    # each labelled cell says the label's verdict beside the judge's, its button pressed: a wrong
+    # answer the judge passed (v a multiple of 6) reads "right" judged and "wrong" labelled
+    wrong_passed = next(v for v in order[:50] if v % 6 == 0)
+    cell = html.split(f"a/{wrong_passed:03d}</td>")[1].split("</tr>")[0]
+    assert 'data-judged="1"' in cell and 'data-said="wrong"' in cell and 'data-value=0 aria-pressed="true"' in cell
     code, out, _ = cli("compare", "--local", cwd=project)
     assert code == 0 and "the judge agrees on " in out and " of 51 labels" in out  # agreement: all 51
     first = project / "evals" / "datasets" / "ds" / "cases" / rows[0]["case"] / "expected.json"
@@ -708,3 +714,113 @@ def test_label_asks_the_gates_question_until_decided_and_the_gate_then_fails_on_
     code, out, err = cli("compare", "--local", "-q", "--baseline", str(old), "--fail-on-regression", cwd=project)
     assert code == 1 and "gate failed: --fail-on-regression: [ds] fake/model effort=default correct fell" in err
     assert "(corrected t, p=" in err
+
+
+def versus_suite(make_suite):
+    """GATED's suite with two contenders of fixed rates: good (85% right) and weak (55%)."""
+    helper = GATED.replace(
+        'providers=[ae.FakeProvider({"model": answer})]',
+        'providers=[ae.FakeProvider({"good": lambda s, u: at(0.85, u), "weak": lambda s, u: at(0.55, u)})]',
+    ).replace(
+        "def answer(system, user):",
+        "def at(rate, user):\n    os.environ['RATE'] = str(rate)\n    return answer('', user)\n\ndef answer(system, user):",
+    )
+    config = "request_types: [prompt]\nvendors:\n  fake:\n    - model: good\n    - model: weak\n"
+    return make_suite(helper=helper, config=config, cases=many_cases(300))
+
+
+def many_cases(n: int) -> dict[str, str]:
+    from conftest import many
+
+    return many(n)
+
+
+def truthful(capsys, said: list[str], script: Sequence[str] = ()) -> Callable[[str], str]:
+    """A person at the terminal who answers each label truthfully (y for a right answer), after
+    the scripted answers first; what the screen showed is kept in ``said``."""
+    queue = list(script)
+
+    def person(prompt: str) -> str:
+        screen = capsys.readouterr().out
+        said.append(screen)
+        if queue:
+            return queue.pop(0)
+        return "y" if re.findall(r"answer:\n  (\w+)", screen)[-1] == "right" else "n"
+
+    return person
+
+
+def test_label_versus_and_bar_decide_with_few_labels_and_say_what_they_did(
+    make_suite, cli, monkeypatch, capsys
+) -> None:
+    """``label --versus good weak`` asks both contenders' answers of each case and stops once
+    good is shown better; ``--bar 50`` then decides each contender against 50% (weak's 55% is
+    too close to tell within its cap: said, with how many more labels at this rate)."""
+    project = versus_suite(make_suite)
+    assert cli("compare", "--local", "-q", cwd=project)[0] == 0
+    said: list[str] = []
+    monkeypatch.setattr(builtins, "input", truthful(capsys, said))
+    code, out, err = cli("label", "--versus", "good", "weak")
+    text = "".join(said) + out
+    assert code == 0, err
+    assert "label: 1 line to decide (versus)" in text
+    decided = re.search(
+        r"decided \[correct\] \[ds\] fake/good default against fake/weak default: better by [\d.]+ points \[\+[\d.]+, \+[\d.]+\] after (\d+) labels \((\d+) cases\)",
+        text,
+    )
+    assert decided and int(decided[1]) <= 2 * int(decided[2]), text[-2000:]
+    labelled = len((project / "evals" / "labels" / "labels.jsonl").read_text().splitlines())
+    assert labelled == int(decided[1])
+    said.clear()
+    code, out, err = cli("label", "--bar", "50", "--cap", "30")
+    text = "".join(said) + out
+    assert code == 0, err
+    assert re.search(r"decided \[correct\] \[ds\] fake/good default: above 50\.0%: [\d.]+% \[[\d.]+–[\d.]+\]", text), (
+        text[-2000:]
+    )
+    assert re.search(r"undecided \[ds\] fake/weak default after \d+ cases: \[[\d.]+–[\d.]+\]; at this rate", text), (
+        text[-2000:]
+    )
+    assert "labels added to evals/labels/labels.jsonl" in out
+
+
+def test_label_questions_refuse_what_they_cannot_ask_and_keep_every_label(make_suite, cli, monkeypatch, capsys) -> None:
+    """Bad questions are one line each, naming the flag; a skip ends that line (said), q stops
+    with the labels kept, and Ctrl-C exits 130 with them kept too."""
+    project = versus_suite(make_suite)
+    assert cli("compare", "--local", "-q", cwd=project)[0] == 0
+    for argv, said in (
+        (("--versus", "good", "good"), "label --versus good good: no dataset where they are two contenders"),
+        (
+            ("--versus", "nosuch", "weak"),
+            "label --versus nosuch: no contender of the run is named so; it has [ds] fake/good default, [ds] fake/weak default",
+        ),
+        (("--versus", "fake", "weak"), "label --versus fake: names more than one contender; give more of its id"),
+        (("--bar", "0.5"), "label --bar 0.5: 0.5 is a percentage here"),
+        (("--bar", "80", "--versus", "a", "b"), "label: --versus and --bar ask different questions: give one"),
+        (("--cap", "0"), "label --cap 0: expected a number of labels of at least 1"),
+        (("--baseline", "nosuch"), "label --baseline nosuch"),
+    ):
+        code, out, err = cli("label", *argv, cwd=project)
+        assert code == 2 and said in err and "Traceback" not in err, (argv, err)
+    shown: list[str] = []
+    monkeypatch.setattr(builtins, "input", truthful(capsys, shown, ["s", "q"]))  # a skip, then stop
+    code, out, _ = cli("label", "--bar", "50")
+    said = "".join(shown) + out
+    assert code == 0 and "undecided [ds] fake/good default: skipped after 0 cases labelled" in said
+    assert "undecided [ds] fake/weak default: nothing labelled yet" in said and "label: 0 labels added" in out
+    monkeypatch.setattr(builtins, "input", truthful(capsys, shown, ["y", "q"]))
+    code, out, _ = cli("label", "--versus", "good", "weak")
+    assert code == 0 and "label: 1 label added" in out
+
+    monkeypatch.setattr(builtins, "input", truthful(capsys, shown, ["q"]))
+    code, out, _ = cli("label", "--fixed")  # no question: the planned sample in order, as before
+    assert code == 0 and "label: answers in each labelled sample: [ds] fake/good default " in out
+
+    def interrupted(prompt: str) -> str:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(builtins, "input", interrupted)
+    code, out, _ = cli("label", "--versus", "good", "weak")
+    assert code == 130 and "label: interrupted; 0 labels kept in evals/labels/labels.jsonl" in out
+    assert len((project / "evals" / "labels" / "labels.jsonl").read_text().splitlines()) == 1
