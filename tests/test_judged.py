@@ -815,7 +815,7 @@ def test_label_questions_refuse_what_they_cannot_ask_and_keep_every_label(make_s
 
     monkeypatch.setattr(builtins, "input", truthful(capsys, shown, ["q"]))
     code, out, _ = cli("label", "--fixed")  # no question: the planned sample in order, as before
-    assert code == 0 and "label: answers in each labelled sample: [ds] fake/good default " in out
+    assert code == 0 and "label: answers in each labelled sample: [ds] fake/good default " in "".join(shown)
 
     def interrupted(prompt: str) -> str:
         raise KeyboardInterrupt
