@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-
 import builtins
 import json
 import re
 import shutil
 import time
+from collections.abc import Callable, Sequence
 
 import pytest
 
@@ -526,20 +525,15 @@ def test_a_judged_run_under_budget_never_spends_past_it_against_a_server_billing
     assert 0.04 < sum(billed) <= 0.10, (sum(billed), done.stderr)  # it spent, and never past the budget
 
 
-def test_label_at_a_real_terminal_counts_names_refuses_a_grade_and_keeps_labels_on_ctrl_c(make_suite, cli) -> None:
-    """label on a pseudo-terminal, as a person types: each answer shown as [k of N]; 0.5 at a
-    y/n prompt refused; the contender named after each answer; Ctrl-C (the terminal's own
-    interrupt) ends it with how many labels were kept and where, and they are on disk."""
+def label_on_a_terminal(project):
+    """``agent-evals label`` run in ``project`` on a pseudo-terminal: the process and the terminal's side to type on."""
     import os
     import pty
-    import select
     import subprocess
     import sys
 
     from conftest import ROOT
 
-    project = make_suite(helper=JUDGED, config=LINEUP, cases=cases(8))
-    assert cli("compare", "--local", cwd=project)[0] == 0
     main, child = pty.openpty()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENROUTER", "AGENT_EVALS"))}
     proc = subprocess.Popen(
@@ -552,6 +546,19 @@ def test_label_at_a_real_terminal_counts_names_refuses_a_grade_and_keeps_labels_
         start_new_session=True,
     )
     os.close(child)
+    return proc, main
+
+
+def test_label_at_a_real_terminal_counts_names_refuses_a_grade_and_keeps_labels_on_ctrl_c(make_suite, cli) -> None:
+    """label on a pseudo-terminal, as a person types: each answer shown as [k of N]; 0.5 at a
+    y/n prompt refused; the contender named after each answer; Ctrl-C (the terminal's own
+    interrupt) ends it with how many labels were kept and where, and they are on disk."""
+    import os
+    import select
+
+    project = make_suite(helper=JUDGED, config=LINEUP, cases=cases(8))
+    assert cli("compare", "--local", cwd=project)[0] == 0
+    proc, main = label_on_a_terminal(project)
     screen = b""
 
     def until(text: bytes) -> None:
@@ -667,12 +674,9 @@ def test_label_asks_the_gates_question_until_decided_and_the_gate_then_fails_on_
     anytime-valid interval and the gate's corrected figure agree, within 120 labels; then
     ``compare --baseline OLD --fail-on-regression`` fails the gate on the corrected difference."""
     import os
-    import pty
     import select
-    import subprocess
-    import sys
 
-    from conftest import ROOT, many
+    from conftest import many
 
     project = make_suite(helper=GATED, config=LINEUP.replace("echo", "model"), cases=many(300))
     monkeypatch.setenv("RATE", "0.85")
@@ -681,18 +685,7 @@ def test_label_asks_the_gates_question_until_decided_and_the_gate_then_fails_on_
     monkeypatch.setenv("RATE", "0.55")
     code, out, _ = cli("compare", "--local", "-q", "--baseline", str(old), cwd=project)
     assert code == 0 and "labels in" not in out
-    main, child = pty.openpty()
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENROUTER", "AGENT_EVALS"))}
-    proc = subprocess.Popen(
-        [sys.executable, str(ROOT / "agent_evals.py"), "label"],
-        cwd=project,
-        env={**env, "NO_COLOR": "1"},
-        stdin=child,
-        stdout=child,
-        stderr=child,
-        start_new_session=True,
-    )
-    os.close(child)
+    proc, main = label_on_a_terminal(project)
     screen, asked = b"", 0
     while b" added to evals/labels/labels.jsonl" not in screen:
         ready, _, _ = select.select([main], [], [], 300)
@@ -723,7 +716,8 @@ def versus_suite(make_suite):
         'providers=[ae.FakeProvider({"good": lambda s, u: at(0.85, u), "weak": lambda s, u: at(0.55, u)})]',
     ).replace(
         "def answer(system, user):",
-        "def at(rate, user):\n    os.environ['RATE'] = str(rate)\n    return answer('', user)\n\ndef answer(system, user):",
+        "def at(rate, user):\n    os.environ['RATE'] = str(rate)\n    return answer('', user)\n\n"
+        "def answer(system, user):",
     )
     config = "request_types: [prompt]\nvendors:\n  fake:\n    - model: good\n    - model: weak\n"
     return make_suite(helper=helper, config=config, cases=many_cases(300))
@@ -765,7 +759,8 @@ def test_label_versus_and_bar_decide_with_few_labels_and_say_what_they_did(
     assert code == 0, err
     assert "label: 1 line to decide (versus)" in text
     decided = re.search(
-        r"decided \[correct\] \[ds\] fake/good default against fake/weak default: better by [\d.]+ points \[\+[\d.]+, \+[\d.]+\] after (\d+) labels \((\d+) cases\)",
+        r"decided \[correct\] \[ds\] fake/good default against fake/weak default: better by [\d.]+ points "
+        r"\[\+[\d.]+, \+[\d.]+\] after (\d+) labels \((\d+) cases\)",
         text,
     )
     assert decided and int(decided[1]) <= 2 * int(decided[2]), text[-2000:]
@@ -793,7 +788,8 @@ def test_label_questions_refuse_what_they_cannot_ask_and_keep_every_label(make_s
         (("--versus", "good", "good"), "label --versus good good: no dataset where they are two contenders"),
         (
             ("--versus", "nosuch", "weak"),
-            "label --versus nosuch: no contender of the run is named so; it has [ds] fake/good default, [ds] fake/weak default",
+            "label --versus nosuch: no contender of the run is named so; "
+            "it has [ds] fake/good default, [ds] fake/weak default",
         ),
         (("--versus", "fake", "weak"), "label --versus fake: names more than one contender; give more of its id"),
         (("--bar", "0.5"), "label --bar 0.5: 0.5 is a percentage here"),
