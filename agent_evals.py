@@ -1311,6 +1311,7 @@ class Provider:
     timeout: float = _SETTING["timeout"].default  # seconds to wait for an answer; reasoning models think for minutes
     connect_timeout: float = _SETTING["connect_timeout"].default
     check_models: bool = True  # the lineup's ids are checked against its catalog before the run
+    unread = ""  # why its catalog could not be read to its end, when it could not (None from catalog())
     drop_params: bool = False  # LiteLLM: settings a deployment refuses are dropped (sent as drop_params)
     openrouter_cache: bool = False  # OpenRouter's response cache may answer (X-OpenRouter-Cache: true)
     retries: int = _SETTING["retries"].default  # tries after the first, for failures worth retrying
@@ -3246,8 +3247,13 @@ def _judge_of(suite: _Suite, model_id: str | None) -> tuple[str, Provider] | Non
     if provider.prefix is None:  # a catch-all (OpenRouter) is not asked for a model a missing provider serves
         _refuse_fall_through(model_id, suite.providers, where)
     catalog = provider.catalog()
-    if catalog and model_id not in catalog:
-        raise ConfigError(f"{where}: {provider.name} does not list it{_hint(model_id, catalog)}")
+    if catalog is None and provider.unread and provider.check_models:
+        raise ConfigError(f"judge {_unread(model_id, provider)}")
+    listed = _catalog_id(provider, model_id, catalog) if catalog else model_id
+    if listed is None:
+        raise ConfigError(f"{where}: {provider.name} does not list it{_hint(model_id, catalog or ())}")
+    if retired := _expiry(model_id, provider.name, getattr(provider, "expiring", {}).get(listed, "")):
+        raise ConfigError(f"judge {retired[0]}")
     return model_id, provider
 
 
@@ -3305,6 +3311,8 @@ def _catalog_problems(lineup: _Lineup) -> list[str]:
     for model_id, provider in {c.model: p for c, p in lineup.contenders}.items():
         try:
             catalog = provider.catalog()
+            if catalog is None and provider.unread and provider.check_models:
+                problems.append(_unread(model_id, provider))
         except ProviderError as e:
             if e.stops_run:  # a server that is not there, a refused key: its own line says the fix (exit 2:
                 raise ConfigError(str(e)) from None  # found before any model was called)
@@ -3326,6 +3334,14 @@ def _catalog_problems(lineup: _Lineup) -> list[str]:
         if ends := getattr(provider, "expiring", {}).get(listed):
             problems += _expiry(model_id, provider.name, ends)
     return problems
+
+
+def _unread(model_id: str, provider: Provider) -> str:
+    """A model that a catalog read only in part cannot check: refused before anything is sent."""
+    return (
+        f"{model_id}: {provider.name}'s catalog could not be read to its end ({provider.unread}), "
+        "so model ids, prices and expiry go unchecked; try again, or set defaults.check_models: false to ask unchecked"
+    )
 
 
 def _expiry(model_id: str, provider: str, ends: str) -> list[str]:
@@ -4740,7 +4756,8 @@ class OpenRouter(Provider):
         last): each page once, never off this server's /models, at most 100."""
         import urllib.parse
 
-        base, path, seen = urllib.parse.urlsplit(self.base_url), "/models", set[str]()
+        base, path = urllib.parse.urlsplit(self.base_url), "/models"
+        seen = {path}
         while True:
             data, *_ = self._request("catalog", "GET", path, None)
             yield data
@@ -4789,9 +4806,11 @@ class OpenRouter(Provider):
         except ProviderError as e:
             if e.stops_run and (cached is None or proxied):  # a refused key, a server not there: nothing to go on
                 raise
-            fallback = "using the cached one" if cached else "no catalog to list or check model ids against"
-            self.notes.append(f"{self.title} catalog not fetched ({e}); {fallback}")
-            return prices if cached is not None else None
+            self.unread = str(e)
+            if cached is not None:  # what goes unchecked is what changed since: said, the run goes on
+                _warn(f"{self.title} catalog not read to its end ({e}); the lineup is checked against the cached one")
+                return prices
+            return None
         # OpenAI's shape, which OpenRouter extends with pricing, context_length and expiration_date;
         # a local server's ids (llama3.2:1b) carry no vendor, so they get the provider's own prefix
         fetched = {}

@@ -692,20 +692,71 @@ def test_a_paginated_catalog_is_read_page_by_page_and_an_expiring_model_is_said(
     assert "openai/gpt-4o-mini:batch" in (catalog.catalog() or [])
 
 
-@pytest.mark.parametrize("link", ["https://elsewhere.example/api/v1/models?offset=500", "/api/v1/models"])
-def test_a_catalog_page_that_leads_elsewhere_or_in_circles_is_read_no_further(env, make_suite, cli, link) -> None:
+@pytest.mark.parametrize(
+    "link", ["https://elsewhere.example/api/v1/models?offset=500", "/api/v1/models", "/api/v1/models?offset=0"]
+)
+def test_a_catalog_that_cannot_be_read_to_its_end_stops_the_run_before_any_chat(env, make_suite, cli, link) -> None:
+    """A catalog whose next page is elsewhere or loops (back to the first page, or to itself
+    under another name): each page read once, the first included, and the run refused in one
+    line before anything is sent (a typo in the lineup would go unchecked): 0 chats. With a
+    cached catalog, one line says the lineup is checked against it; defaults.check_models:
+    false asks unchecked."""
     env.catalog = None
     env.respond = lambda r: (
         Answer(200, {"data": [{"id": "openai/gpt-4.1-mini"}], "links": {"next": link}})
         if r.method == "GET"
         else chat_answer(r.body["messages"][-1]["content"])
     )
-    project = make_suite(helper=ROUTED, config=ONE_MODEL)
-    code, _, err = cli("compare", "--local", "-v", cwd=project)
+    project = make_suite(helper=ROUTED, config=ONE_MODEL.replace("gpt-4.1-mini", "gpt-4.1-mimi"))
+    code, _, err = cli("compare", "--local", cwd=project)
     asked = [r.path for r in env.requests if r.path.startswith("/api/v1/models")]
-    assert code == 0 and len(asked) <= 2, err  # the lineup goes unchecked rather than against part of a catalog
+    assert code == 2 and env.chats() == [] and len(asked) == len(set(asked)) <= 2, (asked, err)
     why = "its next page is elsewhere" if link.startswith("https") else "its pages go round in circles"
-    assert f"note: OpenRouter catalog not fetched (openrouter: GET /models: {why} (" in err, err
+    (line,) = [x for x in err.splitlines() if x.startswith("error:")]
+    assert line.startswith(
+        f"error: openai/gpt-4.1-mimi: openrouter's catalog could not be read to its end (openrouter: GET /models: {why} ("
+    )
+    assert line.endswith(
+        "so model ids, prices and expiry go unchecked; try again, or set defaults.check_models: false to ask unchecked"
+    )
+    unchecked = ONE_MODEL.replace("defaults:\n", "defaults:\n  check_models: false\n")
+    project = make_suite(helper=ROUTED, config=unchecked)
+    code, _, err = cli("compare", "--local", cwd=project)
+    assert code == 0 and len(env.chats()) == 4, err
+    # a catalog read whole once, then stale: the run goes on against it, and says so
+    broken, (env.respond, _) = env.respond, paged_catalog({"openai/gpt-4.1-mini": None}, total=10)
+    project = make_suite(helper=ROUTED, config=ONE_MODEL)
+    assert cli("compare", "--local", cwd=project)[0] == 0
+    (cached,) = (project / "log" / "agent-evals" / "cache").glob("openrouter-models.*.json")
+    cached.write_text(cached.read_text().replace('"fetched_at": ', '"fetched_at": 0, "was": '))
+    env.respond = broken
+    code, _, err = cli("compare", "--local", cwd=project)
+    assert code == 0 and "warning: OpenRouter catalog not read to its end (openrouter: GET /models: " in err, err
+    assert "; the lineup is checked against the cached one" in err
+
+
+def test_a_judge_is_held_to_the_lineups_catalog_checks(env, make_suite, cli) -> None:
+    """The judge, as a contender: past its expiration_date it is refused by name before
+    anything is sent; within 30 days, warned of; a catalog read in part refuses it too."""
+    import datetime
+
+    from test_judged import judge_suite
+
+    soon = (datetime.date.today() + datetime.timedelta(days=5)).isoformat()
+    env.catalog = None
+    env.respond, _ = paged_catalog(
+        {"openai/gpt-4.1-mini": None, "openai/old-judge": "2026-01-31", "openai/new-judge": soon}, total=10
+    )
+    project = make_suite(helper=judge_suite(), config=ONE_MODEL + "judge: openai/old-judge\n")
+    code, _, err = cli("compare", "--local", cwd=project)
+    assert code == 2 and env.chats() == [], err
+    assert err.strip().splitlines()[-1] == (
+        "error: judge openai/old-judge: openrouter retired it on 2026-01-31 (its expiration_date); take it out of "
+        "the lineup"
+    )
+    code, _, err = cli("compare", "--local", "--judge", "openai/new-judge", cwd=project)
+    assert code == 0, err
+    assert f"warning: openai/new-judge: openrouter retires it on {soon}, in 5 days: this suite breaks that day" in err
 
 
 def test_a_lineup_model_past_its_expiration_date_is_refused_before_anything(env, make_suite, cli) -> None:
