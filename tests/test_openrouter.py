@@ -714,7 +714,8 @@ def test_a_catalog_that_cannot_be_read_to_its_end_stops_the_run_before_any_chat(
     why = "its next page is elsewhere" if link.startswith("https") else "its pages go round in circles"
     (line,) = [x for x in err.splitlines() if x.startswith("error:")]
     assert line.startswith(
-        f"error: openai/gpt-4.1-mimi: openrouter's catalog could not be read to its end (openrouter: GET /models: {why} ("
+        "error: openai/gpt-4.1-mimi: openrouter's catalog could not be read to its end "
+        f"(openrouter: GET /models: {why} ("
     )
     assert line.endswith(
         "so model ids, prices and expiry go unchecked; try again, or set defaults.check_models: false to ask unchecked"
