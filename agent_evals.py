@@ -4601,8 +4601,8 @@ class OpenRouter(Provider):
         never sent again blind; the run stops saying what to check at the provider."""
         return ProviderError(
             f"{_UNSURE}: {self.name}: {model_id}: the batch's submission got no answer ({failure}); "
-            f"{_URL_PASSWORD.sub('', self.base_url)} may have taken it: look at its batches there, cancel one "
-            "if it is, then --resume --batch sends it again (it never sends it blind)",
+            f"{_URL_PASSWORD.sub('', self.base_url)} may have taken it: look at its batches there and cancel it if "
+            "it is, then --resume --batch --resend-lost sends it again (without that flag, never)",
             stops_run=True,
         )
 
@@ -6893,6 +6893,7 @@ class _Batch(_Step):
                 unsure = str(e).startswith((_UNSURE, _UNSENT))  # maybe taken, or not sent: its cases are not run
                 sent.append((part, None if unsure else BatchState("failed", error=_redact(str(e))), model))
                 self.write(_json_dumps({"batch": head | {"failed": _redact(str(e))}}) + "\n")
+                decision.sent.append(head | {"failed": _redact(str(e))})  # logged: --resume names what was lost
                 continue
             record: dict[str, object] = {"id": sent[-1][1], **head}
             self.write(_json_dumps({"batch": record}) + "\n")
@@ -9077,12 +9078,26 @@ def _load_previous(
 def _unfinished_batches(
     records: Mapping[tuple[str, str], Mapping[str, object]],
     previous: Mapping[tuple[str, str], Mapping[tuple[str, int], RunResult]],
+    resend: bool = False,
 ) -> dict[tuple[str, str], list[dict[str, object]]]:
     """The batches (``--batch``) an earlier run sent for case runs it did not finish, by
     experiment. A record that cannot be read, or a batch being sent when the run ended (its
     id never written), stops the resume naming it: its batch may be running, and sending its
-    requests again would pay for them twice."""
+    requests again would pay for them twice. So do the batches whose submission got no answer
+    (each named, all in one line), unless ``resend`` (--resend-lost) says none is held."""
     out: dict[tuple[str, str], list[dict[str, object]]] = {}
+    lost = [
+        _lost(record, batch)
+        for record in records.values()
+        for batch in _batch_records(record)
+        if str(batch.get("failed", "")).startswith(_UNSURE)
+    ]
+    if lost and not resend:
+        raise ConfigError(
+            f"--resume: {_n(len(lost), 'batch submission')} of that run got no answer, so the provider may hold "
+            f"{'them' if len(lost) > 1 else 'it'}: {'; '.join(lost)}. Look at your batches there and cancel any it "
+            "holds, then add --resend-lost to send them again (never sent blind: each would be paid twice)"
+        )
     for key, record in records.items():
         done, sending, settled = previous.get(key, {}), [], set()
         batches, where = record.get("batches"), f"--resume: {record.get('read_from', record.get('experiment'))}"
@@ -9106,6 +9121,19 @@ def _unfinished_batches(
                     "or delete that line of the journal to ask its cases again, paying for them twice if it ran"
                 )
     return out
+
+
+def _batch_records(record: Mapping[str, object]) -> list[dict[str, object]]:
+    """A logged experiment's batch records that are records (the rest are named where read)."""
+    batches = record.get("batches")
+    return [b for b in batches if isinstance(b, dict)] if isinstance(batches, list) else []
+
+
+def _lost(record: Mapping[str, object], batch: Mapping[str, object]) -> str:
+    """A batch whose submission got no answer, as the stop and --resume name it."""
+    model = _fields(record.get("contender")).get("model")
+    size = _n(len(_fields(batch.get("requests"))), "request")
+    return f"[{record.get('dataset')}] {batch.get('judge') or model} round {_shown(batch.get('round'))} ({size})"
 
 
 def _batch_runs(batch: object, where: str) -> set[tuple[str, int]]:
@@ -12231,6 +12259,15 @@ _FLAGS: tuple[tuple[str, tuple[str, ...], dict[str, Any]], ...] = (
     ),
     (
         "running/what runs",
+        ("--resend-lost",),
+        {
+            **_ON,
+            "help": "with --resume --batch: send again the batches whose submission got no answer, once you have "
+            "checked the provider holds none of them (without it, the resume sends none)",
+        },
+    ),
+    (
+        "running/what runs",
         ("--batch",),
         {
             **_ON,
@@ -12954,7 +12991,7 @@ def _prepare_run(args: argparse.Namespace, plan: _Plan) -> _Plan:
         edited: set[str] = set()
         records = _read_records(files, "--resume")
         previous = _load_previous(records, every, args.retry_errors, edited)
-        batches = _unfinished_batches(records, previous)
+        batches = _unfinished_batches(records, previous, args.resend_lost)
         if batches and not args.batch:  # collected all the same: they are paid for
             count = sum(len(b) for b in batches.values())
             print(
@@ -13146,6 +13183,14 @@ class _Ending:
         total = sum(len(experiment.cases) * experiment.repeat for experiment in experiments)
         finished = sum(len(experiment.results) for experiment in experiments)
         stopped = None if interrupted or not reason else f"the run stopped after {finished} of {total} cases: {reason}"
+        lost = [
+            _lost({"dataset": e.dataset, "contender": e.contender.to_json()}, batch)
+            for e in experiments
+            for batch in e.batches
+            if str(batch.get("failed", "")).startswith(_UNSURE)
+        ]
+        if stopped and len(lost) > 1:  # each one named: cancelling one and resending the rest pays twice
+            stopped += f" (all {len(lost)} submissions that got no answer: {'; '.join(lost)})"
         if stopped and plan.budget is not None and str(reason).startswith(_BUDGET):
             stopped = plan.budget.stopped(finished, total)
             if session.batch:  # --batch: what the cases put off for a batch it stopped before is unpaid

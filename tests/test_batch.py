@@ -715,16 +715,55 @@ def test_a_batch_submission_that_gets_no_answer_is_never_sent_again_blind(toy: P
         assert len(api.submitted) == 1 and api.sync == 0, stopped.stderr
         (line,) = [x for x in stopped.stderr.splitlines() if x.startswith("error:")]
         assert "the batch's submission got no answer" in line and "look at its batches there" in line
-        assert "--resume --batch sends it again (it never sends it blind)" in line
+        assert "--resume --batch --resend-lost sends it again (without that flag, never)" in line
         assert (
             "finish with: agent-evals run --batch --local -m openai/gpt-4o-mini -d animals --resume" in stopped.stderr
         )
         assert stopped.returncode == 1
         rows = [row for log in read_logs(toy) for row in log["rows"]]
         assert not rows, rows  # not run: never an error row
-        resumed = run_agent_evals(*argv, "--resume", cwd=toy, env=env)
+        refused = run_agent_evals(*argv, "--resume", cwd=toy, env=env)
+        assert refused.returncode == 2 and len(api.submitted) == 1, refused.stderr
+        assert refused.stderr.strip().splitlines()[-1] == (
+            "error: --resume: 1 batch submission of that run got no answer, so the provider may hold it: "
+            "[animals] openai/gpt-4o-mini round 1 (4 requests). Look at your batches there and cancel any it holds, "
+            "then add --resend-lost to send them again (never sent blind: each would be paid twice)"
+        )
+        resumed = run_agent_evals(*argv, "--resume", "--resend-lost", cwd=toy, env=env)
     assert resumed.returncode == 0, resumed.stderr
     assert len(api.submitted) == 2
+
+
+class BothTakenUnanswered(BatchAPI):
+    """A proxy restart: every submission in flight taken by the server, and its answer lost."""
+
+    def _submit(self, received) -> Answer:
+        answer = super()._submit(received)
+        return Answer(drop=True, delay=2.0) if len(self.submitted) <= 2 else answer
+
+
+@pytest.mark.hostile
+def test_two_batch_submissions_lost_at_once_are_both_named_and_neither_is_sent_again_blind(toy: Path) -> None:
+    """Two contenders at -j 2 whose POST /batches answers are both lost: the stop names both
+    (cancelling the one a single line named, then resuming, paid the other twice), and
+    --resume --batch sends neither until --resend-lost says the provider holds none."""
+    api = BothTakenUnanswered(toy_answer)
+    with OpenAICompatible(api) as server:
+        env = {"OPENROUTER_BASE_URL": server.url + "/api/v1", "OPENROUTER_API_KEY": "sk-or-batch", **POLL}
+        argv = ["compare", "--batch", "--local", "-j", "2", "-d", "animals"]
+        stopped = run_agent_evals(*argv, cwd=toy, env=env)
+        assert stopped.returncode == 1 and len(api.submitted) == 2, stopped.stderr
+        (line,) = [x for x in stopped.stderr.splitlines() if x.startswith("error:")]
+        assert "(all 2 submissions that got no answer: " in line, line
+        assert "[animals] openai/gpt-4o-mini round 1 (4 requests)" in line
+        assert "[animals] openai/gpt-4.1-mini round 1 (4 requests)" in line
+        refused = run_agent_evals(*argv, "--resume", cwd=toy, env=env)
+        assert refused.returncode == 2 and len(api.submitted) == 2, refused.stderr
+        assert (
+            "--resume: 2 batch submissions of that run got no answer, so the provider may hold them: " in refused.stderr
+        )
+        resumed = run_agent_evals(*argv, "--resume", "--resend-lost", cwd=toy, env=env)
+    assert resumed.returncode == 0 and len(api.submitted) == 4, resumed.stderr
 
 
 def test_a_round_splits_under_200_000_000_bytes_counted_in_utf8() -> None:
