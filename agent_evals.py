@@ -3675,6 +3675,7 @@ class _Limiter:
         self.rounds: dict[int, list[int]] = {}  # [sent, back, refused] of each round not judged yet
         self.round, self.opened, self.span = 0, -math.inf, self.ROUND  # the round open now: since when, how long
         self.shares, self.ceiling, self.answered = (0.0, 0.0), math.inf, 0  # of the last verdicts, cut, round
+        self.cap, self.until = math.inf, 0.0  # the pace the server's numbers allow, and no send before until
 
     def admit(self, model: Model) -> int:
         """Wait for this request's turn; the round it goes in."""
@@ -3743,11 +3744,53 @@ class _Limiter:
             self.ceiling = rate
         return self._set(pace, now, share if whole else 0.0)
 
+    def told(self, fields: Mapping[str, str]) -> None:
+        """An answer that carries the server's own numbers (``x-ratelimit-limit-requests``, a
+        limit a minute, as OpenAI and LiteLLM's proxy send it, with ``-remaining-requests`` and
+        ``-reset-requests``): paced at that limit from the first such answer, never faster
+        whatever the rounds say, and, when none remains, no request sent before the reset."""
+        limit = _retry_after(fields.get("x-ratelimit-limit-requests"))
+        if not limit or not 0 < limit < 1e9:
+            return
+        with self.turn:
+            now, self.cap = time.monotonic(), max(self.FLOOR, limit / 60)
+            if self.rate is None or self.rate > self.cap:
+                self.window = None
+                self._set(self.cap, now)
+            left = _retry_after(fields.get("x-ratelimit-remaining-requests"))
+            flying = sum(sent - back for sent, back, _ in self.rounds.values())
+            wait = _duration(fields.get("x-ratelimit-reset-requests"))
+            if left is not None and left <= flying and wait and now + wait > self.at:
+                self.until = now + min(wait, 60.0)  # what remains is already on its way: wait for the reset
+                self._set(self.rate, now)  # the pace's turns start again there, spaced as before
+
     def _set(self, rate: float | None, now: float, share: float = 0.0) -> None:
-        """Pace at ``rate`` from ``now`` (None: unpaced; the turn due now stays due), judged afresh."""
-        self.first, self.at = min(self.first + (now - self.at) * (self.rate or 0.0), self.issued), now
-        self.rate = None if rate is None else max(self.FLOOR, rate)
+        """Pace at ``rate`` from ``now`` (None: unpaced; the turn due now stays due), judged afresh;
+        never past what the server said it allows (``cap``)."""
+        self.first = min(self.first + max(0.0, now - self.at) * (self.rate or 0.0), self.issued)
+        self.at = max(now, self.until)
+        rate = rate if rate is not None or self.cap == math.inf else self.cap
+        self.rate = None if rate is None else max(self.FLOOR, min(rate, self.cap))
         self.shares, self.opened, self.rounds = (self.shares[1], share), -math.inf, {}  # waiting: seen within 0.1 s
+
+
+def _duration(value: str | None) -> float | None:
+    """Seconds from a reset header: OpenAI's ``1s``, ``6m0s``, ``20ms``, or a number of seconds
+    (an epoch in seconds or milliseconds counts from now); None for anything else.
+
+    >>> _duration("6m0s"), _duration("20ms"), _duration("1.5"), _duration("soon")
+    (360.0, 0.02, 1.5, None)
+    """
+    text = (value or "").strip()
+    number = r"(\d+(?:\.\d+)?)"
+    parts = re.fullmatch(rf"(?:{number}h)?(?:{number}m(?!s))?(?:{number}s)?(?:(\d+)ms)?", text)
+    if parts and any(parts.groups()):
+        h, m, sec, ms = (float(g or 0) for g in parts.groups())
+        return h * 3600 + m * 60 + sec + ms / 1000
+    seconds = _retry_after(text)
+    if seconds is None or not math.isfinite(seconds):
+        return None
+    return (seconds / 1000 if seconds > 1e12 else seconds) - time.time() if seconds > 1e9 else seconds
 
 
 def _wait_of(fields: Mapping[str, str]) -> tuple[float, str] | None:
@@ -4578,6 +4621,8 @@ class OpenRouter(Provider):
                         raise self._unsure(model_id, failure.failure) from None  # never a second batch sent blind
                     raise failure from None
                 self.answered = time.monotonic()
+                if limiter is not None and "x-ratelimit-limit-requests" in fields:
+                    limiter.told(fields)
                 data, status = self._answer(model_id, status, fields, raw)
                 error = data.get("error") if isinstance(data, dict) else None
                 code = error.get("code") if isinstance(error, dict) else None

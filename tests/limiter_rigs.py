@@ -34,6 +34,11 @@ class Bucket:
     def __init__(self, rate: Callable[[float], float | None], burst: float = 10.0) -> None:
         self.rate, self.burst, self.tokens, self.at = rate, burst, burst, 0.0
 
+    def headers(self, now: float) -> dict[str, str]:
+        """What an OpenAI-style server says on an answer: its limit a minute and what remains."""
+        rate = self.rate(now) or 0.0
+        return {"x-ratelimit-limit-requests": f"{rate * 60:g}", "x-ratelimit-remaining-requests": str(int(self.tokens))}
+
     def __call__(self, now: float) -> bool:
         if (rate := self.rate(now)) is None:
             return True
@@ -47,6 +52,15 @@ class Bucket:
 class Window:
     def __init__(self, per_minute: int) -> None:
         self.per_minute, self.minute, self.count = per_minute, -1, 0
+
+    def headers(self, now: float) -> dict[str, str]:
+        """LiteLLM's proxy's: the limit a minute, what remains of this minute, and when it resets."""
+        left = max(self.per_minute - self.count, 0) if int(now // 60) == self.minute else self.per_minute
+        return {
+            "x-ratelimit-limit-requests": str(self.per_minute),
+            "x-ratelimit-remaining-requests": str(left),
+            "x-ratelimit-reset-requests": f"{60 - now % 60:.3f}",
+        }
 
     def __call__(self, now: float) -> bool:
         if int(now // 60) != self.minute:
@@ -134,9 +148,11 @@ def drive(
     after: float = 0.0,
     step: float = 0.002,
     horizon: float = 3600.0,
+    told: Callable[[float], dict[str, str]] | None = None,
 ) -> Result:
     """Run ``cases`` through ``concurrency`` workers against ``server``; ``paced`` False is a
-    client that waits out each refusal as asked and never paces."""
+    client that waits out each refusal as asked and never paces; ``told``: the headers the
+    server puts on each answer (its own numbers), given to the limiter as the client does."""
     clock = [0.0]
     refusal = ae._Retry("HTTP 429", (retry_after, "retry-after") if retry_after else None, limited=True)
     with _virtual(clock):
@@ -171,6 +187,8 @@ def drive(
                     back = latency if ok or refusal_latency is None else refusal_latency
                     w[0], w[1] = ("answered" if ok else "refused"), now + back
                 elif w[0] in ("answered", "refused") and now >= w[1]:
+                    if limiter is not None and told is not None and w[0] == "answered":
+                        limiter.told(told(w[4]))
                     if limiter is not None:
                         limiter.landed(int(w[2]), w[0] == "refused")
                     if w[0] == "answered":
@@ -221,6 +239,17 @@ def rigs(scale: float = 1.0) -> dict[str, dict[str, float]]:
     for p in (32, 64):
         proxy = drive(Window(600), n(800), p, **LITELLM)
         out[f"at 1 s: LiteLLM's rpm 600, -p {p}"] = {"refused": proxy.share, "x_ideal": proxy.wall / (n(800) / 10)}
+    for p in (32, 64):  # #72's shapes of real nginx: a limit with no burst met with -p at once, a burst under the clump
+        ideal = n(800) / min(40, p) + 1
+        for burst in (1.0, 20.0):
+            key = drive(Bucket(lambda now: 40.0, burst=burst), n(800), p, **REAL)
+            out[f"at 1 s: 40/s, burst {burst:g}, -p {p}"] = {"x_ideal": key.wall / ideal, "refused": key.share}
+        told = Window(600)
+        proxy = drive(told, n(800), p, told=told.headers, **LITELLM)
+        out[f"at 1 s: LiteLLM's rpm 600 with its headers, -p {p}"] = {
+            "refused": proxy.share,
+            "x_ideal": proxy.wall / (n(800) / 10),
+        }
     noisy = drive(Both(Bucket(lambda now: 40.0), Random(0.05)), n(1500), 128, **REAL)
     out["at 1 s: 40/s and 5% refused at random"] = {
         "x_ideal": noisy.wall / (n(1500) / 40 / 0.95),

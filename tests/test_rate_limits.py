@@ -414,3 +414,43 @@ def test_the_bound_on_waiting_for_a_rate_limit_counts_the_queue_behind_the_pace(
     assert stopped.value.stops_run
     limiter.held = 5
     assert tries.wait_limited(refusal, limiter) == pytest.approx(1.0)
+
+
+class Told(Bucket):
+    """A key that says its own numbers on every answer, as OpenAI and LiteLLM's proxy do: its
+    limit a minute (``x-ratelimit-limit-requests``) and what remains of it."""
+
+    def __call__(self, request) -> Answer:
+        answer = super().__call__(request)
+        with self.lock:
+            left = int(min(self.burst, self.tokens + (time.monotonic() - self.at) * self.rate))
+        answer.headers |= {
+            "x-ratelimit-limit-requests": f"{self.rate * 60:g}",
+            "x-ratelimit-remaining-requests": str(left),
+        }
+        return answer
+
+
+def test_a_key_that_says_its_limit_is_paced_at_it_from_its_first_answer(make_suite, cli, monkeypatch) -> None:
+    """The server's own numbers first: a key of 20 requests a second that says so on each
+    answer, met at -p 16 by answers in 20 ms (an unpaced client would ask 800 a second): after
+    the first round (at most -p requests, sent before any answer), at most 1% refused."""
+    told = Told(rate=20, burst=5)
+    code, _, err = run(make_suite, cli, monkeypatch, told, "-p", "16", cases=40)
+    assert code == 0, err
+    assert told.served == 160 and told.refused <= 16 + 0.01 * 160, (told.refused, told.served)
+    assert all(row["error"] is None for log in read_logs(_project()) for row in log["rows"])
+
+
+@pytest.mark.parametrize("concurrency", [32, 64])
+def test_a_server_s_own_numbers_keep_refusals_to_the_first_round(concurrency) -> None:
+    """On the rigs' virtual clock, at 1-s answers: LiteLLM's fixed minute of 600 that says what
+    remains and when it resets is met with no refusal at all and within 5% of its ideal; a
+    token bucket of 40 a second, bursts of 20, that says its limit: refused no more than the
+    first round and 1% besides."""
+    window = rigs.Window(600)
+    proxy = rigs.drive(window, 800, concurrency, told=window.headers, **rigs.LITELLM)
+    assert proxy.refused == 0 and proxy.wall <= 1.05 * (60 + 200 / 10 + 1), proxy
+    bucket = rigs.Bucket(lambda now: 40.0, burst=20)
+    key = rigs.drive(bucket, 800, concurrency, start=concurrency, told=bucket.headers, **rigs.REAL)
+    assert key.refused <= concurrency + 0.01 * 800, key
