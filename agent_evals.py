@@ -3674,8 +3674,10 @@ class _Limiter:
         self.window = None if rate else start  # the slow start's most requests in flight; None once paced
         self.rounds: dict[int, list[int]] = {}  # [sent, back, refused] of each round not judged yet
         self.round, self.opened, self.span = 0, -math.inf, self.ROUND  # the round open now: since when, how long
-        self.shares, self.ceiling, self.answered = (0.0, 0.0), math.inf, 0  # of the last verdicts, cut, round
+        # of the last verdicts, the pace last cut (a pace given, known or documented: probed from gently), round
+        self.shares, self.ceiling, self.answered = (0.0, 0.0), rate or math.inf, 0
         self.cap, self.until = math.inf, 0.0  # the pace the server's numbers allow, and no send before until
+        self.taken = rate  # what the key took when last refused (a cut's pace): what the next run starts at
 
     def admit(self, model: Model) -> int:
         """Wait for this request's turn; the round it goes in."""
@@ -3741,8 +3743,13 @@ class _Limiter:
         clean = (rate + self.ceiling) / 2 if self.ceiling < math.inf else 2 * rate  # halfway back to the last cut
         pace = rate * (1 - share) * (1 + self.PROBE) if share else max(rate * (1 + self.PROBE), clean)
         if self.CUT < share < 1 and max(self.FLOOR, pace) < rate:  # a round refused whole says nothing of the key
-            self.ceiling = rate
+            self.ceiling, self.taken = rate, max(self.FLOOR, pace)
         return self._set(pace, now, share if whole else 0.0)
+
+    @property
+    def kept(self) -> float | None:
+        """The pace a next run on this key starts at: what it took when last refused, if it was."""
+        return min(self.rate, self.taken) if self.rate and self.taken and self.ceiling < math.inf else None
 
     def told(self, fields: Mapping[str, str]) -> None:
         """An answer that carries the server's own numbers (``x-ratelimit-limit-requests``, a
@@ -3814,20 +3821,41 @@ def _wait_of(fields: Mapping[str, str]) -> tuple[float, str] | None:
 
 
 class _Pace:
-    """A run's limiters, one per server and key: a pace belongs to the run that learned it."""
+    """A run's limiters, one per server and key. What a key was seen to take is kept for the
+    next run (``kept``, beside the response cache: as TCP keeps what it learned of a
+    destination, RFC 2140), under a hash of server and key, never the key: a run on a known
+    key starts at that pace, where one that knows nothing sends its first round at once."""
 
     FREE = 20 / 60  # OpenRouter's :free models: 20 requests a minute for the whole account
 
-    def __init__(self, start: float = 8.0) -> None:
-        self.start, self.made = max(8.0, start), threading.Lock()
+    def __init__(self, start: float = 8.0, kept: Path | None = None) -> None:
+        self.start, self.made, self.kept = max(8.0, start), threading.Lock(), kept
         self.limiters: dict[tuple[str, str], _Limiter] = {}
+        self.known: dict[str, float] = {}
+        with contextlib.suppress(OSError, ValueError, AttributeError, RecursionError):
+            found = json.loads(kept.read_text(encoding="utf-8")) if kept else {}
+            self.known = {k: float(v) for k, v in found.items() if isinstance(v, int | float) and 0 < v < 1e6}
+
+    @staticmethod
+    def name(server: str, key: str) -> str:
+        import hashlib
+
+        return hashlib.sha256(f"agent-evals pace\0{server}\0{key}".encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
     def of(self, server: str, key: str, free: bool = False) -> _Limiter:
         name = (server, key + ":free" * free)
         if (known := self.limiters.get(name)) is not None:  # a request's path: no lock
             return known
         with self.made:  # :free models are paced from the first request, at the account's documented rate
-            return self.limiters.setdefault(name, _Limiter(self.start, self.FREE if free else None))
+            rate = self.FREE if free else self.known.get(self.name(*name))
+            return self.limiters.setdefault(name, _Limiter(self.start, rate))
+
+    def keep(self) -> None:
+        """What each key was paced at when the run ended, for the next run (a key never refused
+        keeps what an earlier run learned); a file that cannot be written costs only that."""
+        paced = {self.name(*name): rate for name, limiter in self.limiters.items() if (rate := limiter.kept)}
+        if self.kept is not None and paced:
+            _write_text(self.kept, _json_dumps(self.known | paced), [])
 
     @property
     def held(self) -> int:
@@ -12871,6 +12899,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     stamp = _reserve_stamp(plan.log_dir, args.shard)
     try:
         session, interrupted = _execute(args, plan, stamp)
+        if session.pace is not None:
+            session.pace.keep()
         return _report(args, plan, session, interrupted)
     finally:
         _release_stamp(plan.log_dir, stamp)
@@ -13134,8 +13164,9 @@ def _session(args: argparse.Namespace, plan: _Plan, stamp: str) -> _Session:
         "planned": sum(len(experiment.cases) * experiment.repeat for experiment in experiments),
         "plan": [_label_of(experiment) for experiment in experiments],  # report names those with no log
     }
-    # each run learns its keys' pace anew, its slow start at the run's largest -p
-    pace = _Pace(max((e.parallelism for e in experiments), default=8)) if _limiter_on() else None
+    # each run starts its keys at the pace the last run left them (a key unknown: a slow start at the run's largest -p)
+    kept = plan.log_dir / "cache" / "pace.json"
+    pace = _Pace(max((e.parallelism for e in experiments), default=8), kept) if _limiter_on() else None
     trackers: list[Tracker] = [LocalTracker({**context, "options": {}})]
     if plan.remote:
         trackers.append(plan.remote({**context, "options": suite.config.sections.get(plan.remote.name, {})}))

@@ -149,14 +149,16 @@ def drive(
     step: float = 0.002,
     horizon: float = 3600.0,
     told: Callable[[float], dict[str, str]] | None = None,
+    known: float | None = None,
 ) -> Result:
     """Run ``cases`` through ``concurrency`` workers against ``server``; ``paced`` False is a
     client that waits out each refusal as asked and never paces; ``told``: the headers the
-    server puts on each answer (its own numbers), given to the limiter as the client does."""
+    server puts on each answer (its own numbers), given to the limiter as the client does;
+    ``known``: the pace an earlier run left for the key, which this one starts at."""
     clock = [0.0]
     refusal = ae._Retry("HTTP 429", (retry_after, "retry-after") if retry_after else None, limited=True)
     with _virtual(clock):
-        limiter = ae._Limiter(float(start or concurrency)) if paced else None
+        limiter = ae._Limiter(float(start or concurrency), known) if paced else None
         # each worker: [state, until or ticket, round, refusals of its case, sent]
         workers = [["idle", 0.0, 0, 0, 0.0] for _ in range(concurrency)]
         started = done = sent = refused = refused_after = sent_after = 0
@@ -244,6 +246,17 @@ def rigs(scale: float = 1.0) -> dict[str, dict[str, float]]:
         for burst in (1.0, 20.0):
             key = drive(Bucket(lambda now: 40.0, burst=burst), n(800), p, **REAL)
             out[f"at 1 s: 40/s, burst {burst:g}, -p {p}"] = {"x_ideal": key.wall / ideal, "refused": key.share}
+            again = drive(
+                Bucket(lambda now: 40.0, burst=burst),
+                n(800),
+                p,
+                known=key.limiter.kept if key.limiter else None,
+                **REAL,
+            )
+            out[f"at 1 s: 40/s, burst {burst:g}, -p {p}, the next run"] = {
+                "x_ideal": again.wall / ideal,
+                "refused": again.share,
+            }
         told = Window(600)
         proxy = drive(told, n(800), p, told=told.headers, **LITELLM)
         out[f"at 1 s: LiteLLM's rpm 600 with its headers, -p {p}"] = {

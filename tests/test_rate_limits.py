@@ -6,6 +6,7 @@ OpenRouter and the vendors behind it do; the figures at scale are in tests/bench
 
 from __future__ import annotations
 
+import json
 import math
 import threading
 import time
@@ -454,3 +455,22 @@ def test_a_server_s_own_numbers_keep_refusals_to_the_first_round(concurrency) ->
     bucket = rigs.Bucket(lambda now: 40.0, burst=20)
     key = rigs.drive(bucket, 800, concurrency, start=concurrency, told=bucket.headers, **rigs.REAL)
     assert key.refused <= concurrency + 0.01 * 800, key
+
+
+def test_the_next_run_on_a_key_starts_at_the_pace_the_last_one_left(make_suite, cli, monkeypatch) -> None:
+    """What a key took is kept beside the response cache, under a hash of server and key (the
+    key itself never written): the first run learns it by being refused, the next starts
+    paced and is refused less than the first round the first one sent at once."""
+    bucket = Bucket(rate=20, burst=5)
+    with OpenAICompatible(bucket) as server:
+        monkeypatch.setenv("OPENROUTER_BASE_URL", server.url + "/api/v1")
+        monkeypatch.setenv("OPENROUTER_API_KEY", "sk-or-kept-SECRET-42")
+        project = make_suite(helper=EXACT_HELPER, config=FOUR, cases=many(20))
+        assert cli("compare", "--local", "-p", "16", cwd=project)[0] == 0
+        first = bucket.refused
+        kept = project / "log" / "agent-evals" / "cache" / "pace.json"
+        paces = json.loads(kept.read_text())
+        assert len(paces) == 1 and 0 < next(iter(paces.values())) <= 30, paces
+        assert "SECRET" not in kept.read_text() and "sk-or" not in kept.read_text()
+        assert cli("compare", "--local", "-p", "16", cwd=project)[0] == 0
+    assert first >= 8 and bucket.refused - first <= first / 4, (first, bucket.refused - first, paces)
