@@ -1311,7 +1311,7 @@ class Provider:
     timeout: float = _SETTING["timeout"].default  # seconds to wait for an answer; reasoning models think for minutes
     connect_timeout: float = _SETTING["connect_timeout"].default
     check_models: bool = True  # the lineup's ids are checked against its catalog before the run
-    unread = ""  # why its catalog could not be read to its end, when it could not (None from catalog())
+    unread: str = ""  # why its catalog could not be read to its end, when it could not (None from catalog())
     drop_params: bool = False  # LiteLLM: settings a deployment refuses are dropped (sent as drop_params)
     openrouter_cache: bool = False  # OpenRouter's response cache may answer (X-OpenRouter-Cache: true)
     retries: int = _SETTING["retries"].default  # tries after the first, for failures worth retrying
@@ -3650,16 +3650,14 @@ def _held_back(waits: Sequence[tuple[float, float]]) -> tuple[float, float]:
 
 
 class _Limiter:
-    """How fast one run sends to one server and key, on one rule: while the key refuses, it is
-    sent what it was seen to take. Requests are judged in rounds by when they went (a second, or
-    one turn of a slower pace): once all are back, or at once when ``DENSE`` refusals match all
-    the round could still answer (Google SRE's client throttling at K = 2: random refusals below
-    that pace nothing). Such a round, or one whose answers fell under half the last round's as
-    ``DENSE`` were refused, paces the key at what it answered. Paced, each verdict sets the pace
-    to the share the key took, ``PROBE`` more (as the AWS SDKs' adaptive mode follows the measured
-    rate); a clean round goes halfway back to the pace last cut (BIC), or doubles. Two cuts that
-    leave the refused share as it was are an upstream's: the key goes unpaced. Until paced, a
-    slow start holds ``start`` requests in flight, one more for each answer."""
+    """How fast one run sends to one server and key, on one rule: while the key refuses, it is sent
+    what it was seen to take. Rounds (a second, or one turn of a slower pace) are judged by when
+    their requests went: once all are back, or at once when ``DENSE`` refusals match all it could
+    still answer (Google SRE's client throttling, K = 2). Such a round, or one whose answers fell
+    under half the last's as ``DENSE`` were refused, paces the key at what it answered; then each
+    verdict sets the pace to the share taken, ``PROBE`` more (the AWS SDKs' adaptive mode), and a
+    clean round goes halfway back to the pace last cut (BIC), or doubles. Two cuts that leave the
+    refused share as it was are an upstream's: unpaced. Until paced, a slow start holds ``start``."""
 
     ROUND = 1.0  # seconds of sending judged together
     DENSE = 10  # the fewest refusals in a round that can pace a key
@@ -3676,8 +3674,8 @@ class _Limiter:
         self.round, self.opened, self.span = 0, -math.inf, self.ROUND  # the round open now: since when, how long
         # of the last verdicts, the pace last cut (a pace given, known or documented: probed from gently), round
         self.shares, self.ceiling, self.answered = (0.0, 0.0), rate or math.inf, 0
-        self.cap, self.until = math.inf, 0.0  # the pace the server's numbers allow, and no send before until
-        self.taken = rate  # what the key took when last refused (a cut's pace): what the next run starts at
+        # the pace the server's numbers allow (_heed), no send before until, what the key took when last cut
+        self.cap, self.until, self.taken = math.inf, 0.0, rate
 
     def admit(self, model: Model) -> int:
         """Wait for this request's turn; the round it goes in."""
@@ -3735,7 +3733,6 @@ class _Limiter:
     def _judge(self, sent: int, refused: int, now: float, whole: bool) -> None:
         """A round's verdict: the pace becomes the share of it the key took, ``PROBE`` more."""
         if (rate := self.rate) is None:
-            self.window = None
             return self._set((sent - refused) / self.span, now)
         (older, last), share, noisy = self.shares, refused / sent, 2 * self.PROBE  # twice a pace's own at the limit
         if whole and min(share, last, older) > noisy and share >= last / 2 and last >= older / 2 and rate > self.FLOOR:
@@ -3746,45 +3743,36 @@ class _Limiter:
             self.ceiling, self.taken = rate, max(self.FLOOR, pace)
         return self._set(pace, now, share if whole else 0.0)
 
-    @property
-    def kept(self) -> float | None:
-        """The pace a next run on this key starts at, if it was ever refused: halfway between what
-        it took when last cut and the pace it held at the end (the rigs' next run at -p 64 against
-        40 a second: 2.2% refused, 1.31x ideal, where the first took 1.37x and 15.6%)."""
-        return (
-            (min(self.rate, self.ceiling) + self.taken) / 2
-            if self.rate and self.taken and self.ceiling < math.inf
-            else None
-        )
-
-    def told(self, fields: Mapping[str, str]) -> None:
-        """An answer that carries the server's own numbers (``x-ratelimit-limit-requests``, a
-        limit a minute, as OpenAI and LiteLLM's proxy send it, with ``-remaining-requests`` and
-        ``-reset-requests``): paced at that limit from the first such answer, never faster
-        whatever the rounds say, and, when none remains, no request sent before the reset."""
-        limit = _retry_after(fields.get("x-ratelimit-limit-requests"))
-        if not limit or not 0 < limit < 1e9:
-            return
-        with self.turn:
-            now, self.cap = time.monotonic(), max(self.FLOOR, limit / 60)
-            if self.rate is None or self.rate > self.cap:
-                self.window = None
-                self._set(self.cap, now)
-            left = _retry_after(fields.get("x-ratelimit-remaining-requests"))
-            flying = sum(sent - back for sent, back, _ in self.rounds.values())
-            wait = _duration(fields.get("x-ratelimit-reset-requests"))
-            if left is not None and left <= flying and wait and now + wait > self.at:
-                self.until = now + min(wait, 60.0)  # what remains is already on its way: wait for the reset
-                self._set(self.rate, now)  # the pace's turns start again there, spaced as before
-
     def _set(self, rate: float | None, now: float, share: float = 0.0) -> None:
-        """Pace at ``rate`` from ``now`` (None: unpaced; the turn due now stays due), judged afresh;
-        never past what the server said it allows (``cap``)."""
+        """Pace at ``rate`` (never past ``cap``; None: unpaced) from ``now``, its due turn still due, judged afresh."""
         self.first = min(self.first + max(0.0, now - self.at) * (self.rate or 0.0), self.issued)
-        self.at = max(now, self.until)
-        rate = rate if rate is not None or self.cap == math.inf else self.cap
-        self.rate = None if rate is None else max(self.FLOOR, min(rate, self.cap))
+        self.at, self.window, unpaced = max(now, self.until), None, rate is None and self.cap == math.inf
+        self.rate = None if unpaced else max(self.FLOOR, min(self.cap if rate is None else rate, self.cap))
         self.shares, self.opened, self.rounds = (self.shares[1], share), -math.inf, {}  # waiting: seen within 0.1 s
+
+
+def _heed(limiter: _Limiter, cap: float, left: float | None, wait: float | None) -> None:
+    """The server's own numbers (``_numbers``) on the ``limiter``: paced at its limit from then
+    on, never faster (``cap``); when what remains is already on its way, nothing goes before the reset."""
+    with limiter.turn:
+        now, limiter.cap = time.monotonic(), cap
+        if limiter.rate is None or limiter.rate > cap:
+            limiter._set(cap, now)
+        flying = sum(sent - back for sent, back, _ in limiter.rounds.values())
+        if left is not None and wait and left <= flying and now + wait > limiter.at:
+            limiter.until = now + min(wait, 60.0)
+            limiter._set(limiter.rate, now)  # the pace's turns start again at the reset, spaced as before
+
+
+def _numbers(fields: Mapping[str, str]) -> tuple[float, float | None, float | None] | None:
+    """A server's own numbers on an answer, as OpenAI and LiteLLM's proxy send them: the pace its
+    limit a minute allows (``x-ratelimit-limit-requests``), what remains of it, and the seconds
+    to its reset; None without a limit."""
+    limit = _retry_after(fields.get("x-ratelimit-limit-requests"))
+    if not limit or not 0 < limit < 1e9:
+        return None
+    left = _retry_after(fields.get("x-ratelimit-remaining-requests"))
+    return max(_Limiter.FLOOR, limit / 60), left, _duration(fields.get("x-ratelimit-reset-requests"))
 
 
 def _duration(value: str | None) -> float | None:
@@ -3859,13 +3847,22 @@ class _Pace:
     def keep(self) -> None:
         """What each key was paced at when the run ended, for the next run (a key never refused
         keeps what an earlier run learned); a file that cannot be written costs only that."""
-        paced = {self.name(*name): rate for name, limiter in self.limiters.items() if (rate := limiter.kept)}
+        paced = {self.name(*name): rate for name, limiter in self.limiters.items() if (rate := _kept(limiter))}
         if self.kept is not None and paced:
             _write_text(self.kept, _json_dumps(self.known | paced), [])
 
     @property
     def held(self) -> int:
         return sum(limiter.held for limiter in list(self.limiters.values()))
+
+
+def _kept(limiter: _Limiter) -> float | None:
+    """The pace a next run on a key starts at, if it was ever refused: halfway between what it
+    took when last cut and the pace it held at the end (the rigs' next run at -p 64 against 40 a
+    second: 2.2% refused, 1.31x ideal, where the first took 1.37x and 15.6%)."""
+    if not (limiter.rate and limiter.taken and limiter.ceiling < math.inf):
+        return None
+    return (min(limiter.rate, limiter.ceiling) + limiter.taken) / 2
 
 
 def _socket_gaierror() -> type[OSError]:
@@ -4655,8 +4652,8 @@ class OpenRouter(Provider):
                         raise self._unsure(model_id, failure.failure) from None  # never a second batch sent blind
                     raise failure from None
                 self.answered = time.monotonic()
-                if limiter is not None and "x-ratelimit-limit-requests" in fields:
-                    limiter.told(fields)
+                if limiter is not None and (numbers := _numbers(fields)):
+                    _heed(limiter, *numbers)
                 data, status = self._answer(model_id, status, fields, raw)
                 error = data.get("error") if isinstance(data, dict) else None
                 code = error.get("code") if isinstance(error, dict) else None

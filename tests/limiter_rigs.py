@@ -189,8 +189,13 @@ def drive(
                     back = latency if ok or refusal_latency is None else refusal_latency
                     w[0], w[1] = ("answered" if ok else "refused"), now + back
                 elif w[0] in ("answered", "refused") and now >= w[1]:
-                    if limiter is not None and told is not None and w[0] == "answered":
-                        limiter.told(told(w[4]))
+                    if (
+                        limiter is not None
+                        and told is not None
+                        and w[0] == "answered"
+                        and (n := ae._numbers(told(w[4])))
+                    ):
+                        ae._heed(limiter, *n)
                     if limiter is not None:
                         limiter.landed(int(w[2]), w[0] == "refused")
                     if w[0] == "answered":
@@ -250,7 +255,7 @@ def rigs(scale: float = 1.0) -> dict[str, dict[str, float]]:
                 Bucket(lambda now: 40.0, burst=burst),
                 n(800),
                 p,
-                known=key.limiter.kept if key.limiter else None,
+                known=ae._kept(key.limiter) if key.limiter else None,
                 **REAL,
             )
             out[f"at 1 s: 40/s, burst {burst:g}, -p {p}, the next run"] = {
