@@ -3739,8 +3739,7 @@ class _Limiter:
             return self._set(None, now)
         clean = (rate + self.ceiling) / 2 if self.ceiling < math.inf else 2 * rate  # halfway back to the last cut
         pace = rate * (1 - share) * (1 + self.PROBE) if share else max(rate * (1 + self.PROBE), clean)
-        # a round refused whole says nothing of the key, nor does one refusal among a slow pace's few
-        if self.CUT < share < 1 and refused > 1 and max(self.FLOOR, pace) < rate:
+        if self.CUT < share < 1 < refused and max(self.FLOOR, pace) < rate:  # refused whole, or once: says nothing
             self.ceiling, self.taken = rate, max(self.FLOOR, pace)
         return self._set(pace, now, share if whole else 0.0)
 
