@@ -115,6 +115,7 @@ import argparse
 import atexit
 import collections
 import dataclasses
+import functools
 import importlib
 import inspect
 import json
@@ -3771,8 +3772,11 @@ def _numbers(fields: Mapping[str, str]) -> tuple[float, float | None, float | No
     limit = _retry_after(fields.get("x-ratelimit-limit-requests"))
     if not limit or not 0 < limit < 1e9:
         return None
-    left = _retry_after(fields.get("x-ratelimit-remaining-requests"))
-    return max(_Limiter.FLOOR, limit / 60), left, _duration(fields.get("x-ratelimit-reset-requests"))
+    left, wait = (
+        _retry_after(fields.get("x-ratelimit-remaining-requests")),
+        _duration(fields.get("x-ratelimit-reset-requests")),
+    )
+    return max(_Limiter.FLOOR, limit / 60), left, wait if wait and wait > 0 else None
 
 
 def _duration(value: str | None) -> float | None:
@@ -3803,12 +3807,10 @@ def _wait_of(fields: Mapping[str, str]) -> tuple[float, str] | None:
         value = fields.get(name)
         if value is None or (name == "x-ratelimit-reset" and fields.get("x-ratelimit-remaining") != "0"):
             continue
-        if (seconds := _retry_after(value)) is None:
+        if (seconds := _duration(value) if name == "x-ratelimit-reset" else _retry_after(value)) is None:
             continue
         if name == "retry-after-ms":
             seconds /= 1000
-        elif name == "x-ratelimit-reset" and seconds > 1e9:  # an epoch in milliseconds, or in seconds
-            seconds = (seconds / 1000 if seconds > 1e12 else seconds) - time.time()
         if seconds > 0:  # nan is not
             return seconds, f"{name}: {_visible(value[:40])}"
     return None
@@ -6035,15 +6037,15 @@ def _units(
             ended.add(dataset)
         elif dataset not in ended:
             plans.setdefault(dataset, []).append(unit)
-    truths: dict[tuple[str, str], list[float]] = {}
-    for key, value, label, _ in entries:
-        truths.setdefault(key, []).append(value if label is None else label)
-    truth, short = _means(truths, flaky), {}
-    for dataset, plan in plans.items():
-        if (held := sum(u not in gaps for u in plan)) == len(plan):
-            labels |= {u: truth[u] for u in plan}
-        else:
-            short[dataset] = (held, len(plan))
+    short = {
+        d: (held, len(plan)) for d, plan in plans.items() if (held := sum(u not in gaps for u in plan)) < len(plan)
+    }
+    if whole := [u for d, plan in plans.items() if d not in short for u in plan]:  # their truth: labels for values
+        truths: dict[tuple[str, str], list[float]] = {}
+        for key, value, label, _ in entries:
+            truths.setdefault(key, []).append(value if label is None else label)
+        truth = _means(truths, flaky)
+        labels |= {u: truth[u] for u in whole}
     return _Values(values, labels, {unit: "\0".join(sorted(found)) for unit, found in answers.items()}, short)
 
 
@@ -6967,9 +6969,11 @@ class _Batch(_Step):
             except ProviderError as e:  # refused: said in the journal, so --resume knows nothing is running
                 _stop_if_fatal(e, self.stop)
                 unsure = str(e).startswith((_UNSURE, _UNSENT))  # maybe taken, or not sent: its cases are not run
-                sent.append((part, None if unsure else BatchState("failed", error=_redact(str(e))), model))
-                self.write(_json_dumps({"batch": head | {"failed": _redact(str(e))}}) + "\n")
-                decision.sent.append(head | {"failed": _redact(str(e))})  # logged: --resume names what was lost
+                why = _redact(str(e))
+                failed = head | {"failed": why}
+                sent.append((part, None if unsure else BatchState("failed", error=why), model))
+                self.write(_json_dumps({"batch": failed}) + "\n")
+                decision.sent.append(failed)  # logged: --resume names what was lost
                 continue
             record: dict[str, object] = {"id": sent[-1][1], **head}
             self.write(_json_dumps({"batch": record}) + "\n")
@@ -13665,7 +13669,7 @@ class _Question:
     at: int = 0
     said: str = ""
 
-    @property
+    @functools.cached_property
     def units(self) -> list[str]:
         """The cases both sides answered, in their dataset's one order."""
         first, second = self.sides
@@ -13847,9 +13851,7 @@ def _settle(question: _Question, labels: Mapping[tuple[str, ...], float], metric
         words = ("regressed", "improved") if question.kind == "baseline" else ("worse", "better")
         said = f"{words[paired.delta > 0]} by {abs(paired.delta) * 100:.1f} points"
         said += _fmt_interval(paired.low, paired.high or 0.0, signed=True)
-    asked = len(
-        {k for u in question.units[: question.at] for side in question.sides for k, *_ in (side or {}).get(u, ())}
-    )
+    asked = len(_to_ask(question, question.units[: question.at], {}))
     return (
         f"decided [{metric}] {question.name}: {said} after {_n(asked, 'label')} ({_n(question.at, 'case')}); "
         f"{_fixed_labels(pairs, judge, question.sides[1] is not None, point - question.bar)}"
