@@ -1139,6 +1139,7 @@ class RunResult:
     replayed: tuple[int, int] = (0, 0)  # answers a server's response cache gave: all, those not asked of it
     case_hash: str | None = None  # the case as its log holds it (report); None: the case's own
     judge_usage: Usage = _NOTHING  # what a Judge's calls spent scoring it: apart from ``usage``
+    chances: Mapping[str, float] = dataclasses.field(default_factory=dict)  # judged metric: P(pass) the judge gave
 
     @property
     def label(self) -> str:
@@ -1418,6 +1419,7 @@ class _Ledger:
         self.replayed = [0, 0]  # answers OpenRouter's response cache gave: all, and those not asked of it
         self.notes: dict[object, Any] = {} if notes is None else notes
         self.judge = judge  # the judge's, for a scorer's Judge: its spend is shown apart, its batches are its own
+        self.chances: list[tuple[float, float]] = []  # a Judge's verdicts with the probability it gave pass
         self.lock = threading.Lock()
 
     def sent(self, call: _Call) -> None:
@@ -1826,7 +1828,8 @@ class Judge:
         )
         shown = (("Input", case.input), ("Expected answer", case.expected), ("Answer to grade", reply.output))
         user = "\n\n".join(f"{name}:\n{v if isinstance(v, str) else _json_dumps(v)}" for name, v in shown)
-        text = model.complete(system, user, json=True).text
+        completion = model.complete(system, user, json=True)
+        text = completion.text
         try:
             said = json.loads(text)
             value = float(said["score"]) if self.graded else {"pass": 1.0, "fail": 0.0}[str(said["verdict"]).lower()]
@@ -1836,7 +1839,44 @@ class Judge:
             raise SuiteError(
                 f"judge {model.id} gave no verdict ({'a grade' if self.graded else 'pass or fail'}): {_shown(text)}"
             )
+        if not self.graded and (chance := _verdict_chance(completion.raw, text)) is not None:
+            with model.ledger.lock:
+                model.ledger.chances.append((value, chance))
         return value, str(said.get("reasons") or "")
+
+
+def _verdict_chance(raw: object, text: str) -> float | None:
+    """The probability a judge gave its verdict being pass, from the token log-probabilities an
+    OpenAI-style answer carries (``choices[0].logprobs.content``, asked of a judge): at the token
+    where the verdict's word begins, its alternatives that begin "pass" against those that
+    begin "fail". None where the answer has none, or they do not spell the text.
+
+    >>> tokens = [{"token": '{"verdict": "', "logprob": 0.0}, {"token": "pass", "logprob": -0.2,
+    ...     "top_logprobs": [{"token": "pass", "logprob": -0.2}, {"token": "fail", "logprob": -1.7}]}]
+    >>> round(_verdict_chance({"choices": [{"logprobs": {"content": tokens}}]}, '{"verdict": "pass"'), 3)
+    0.818
+    """
+    try:
+        content = raw["choices"][0]["logprobs"]["content"]  # type: ignore[index]
+        spelled = "".join(token["token"] for token in content)
+    except (LookupError, TypeError):
+        return None
+    found = re.search(r'"verdict"\s*:\s*"', text)
+    if found is None or len(spelled) <= found.end() or not spelled.startswith(text[: found.end()]):
+        return None
+    at = 0
+    for token in content:
+        if at + len(token["token"]) > found.end():
+            break
+        at += len(token["token"])
+    skip, mass = found.end() - at, {"p": 0.0, "f": 0.0}
+    for alt in token.get("top_logprobs") or [token]:
+        word = str(alt.get("token", ""))[skip:].strip().lower() if isinstance(alt, dict) else ""
+        for side in ("pass", "fail"):
+            if word and side.startswith(word) and isinstance(chance := alt.get("logprob"), int | float):
+                mass[side[0]] += math.exp(min(0.0, chance))
+    whole = mass["p"] + mass["f"]
+    return mass["p"] / whole if whole > 0 else None
 
 
 class EchoAdapter(Adapter):
@@ -4450,6 +4490,8 @@ class OpenRouter(Provider):
             body["temperature"] = model.temperature
         if model.ledger.judge:  # a judge's verdicts repeat where the provider allows: temperature 0 and a seed
             body["seed"] = 0
+            if self.dialect == "openrouter":  # and how sure it is (_verdict_chance): ignored by models without them
+                body |= {"logprobs": True, "top_logprobs": 5}
         # OpenRouter's own fields, as its spec names them; the OpenAI shape to other servers
         openrouter = self.dialect == "openrouter"
         if model.max_tokens is not None:  # max_tokens is deprecated in OpenRouter's spec
@@ -5361,10 +5403,12 @@ class _Values(Mapping[str, float]):
     wrong). ``answers``: each judged unit's answers, by their hashes: two runs' same answers have
     the same truth, so their difference is known without a label (``_alike``). ``plan``: by
     dataset, (its answers labelled, its planned sample) where the plan is not all labelled, so
-    the figure is the judge's until ``label`` asks the rest. What reads the labels takes a
+    the figure is the judge's until ``label`` asks the rest. ``chance``: where the judge said how
+    sure it was (``_verdict_chance``), a judged unit's probability of pass, the prediction its
+    labels correct in place of the 0/1 verdict (``predicted``). What reads the labels takes a
     ``_Values`` by its type; a plain mapping of values has none to carry."""
 
-    __slots__ = ("answers", "by_unit", "labels", "plan")
+    __slots__ = ("answers", "by_unit", "chance", "labels", "plan")
 
     def __init__(
         self,
@@ -5372,9 +5416,14 @@ class _Values(Mapping[str, float]):
         labels: Mapping[str, float | None] = {},
         answers: Mapping[str, str] = {},
         plan: Mapping[str, tuple[int, int]] = {},
+        chance: Mapping[str, float] = {},
     ) -> None:
         self.by_unit = dict(values or {})
-        self.labels, self.answers, self.plan = dict(labels), dict(answers), dict(plan)
+        self.labels, self.answers, self.plan, self.chance = dict(labels), dict(answers), dict(plan), dict(chance)
+
+    def predicted(self, unit: str) -> float:
+        """What the judge predicts of a unit: its probability of pass where it gave one, else its value."""
+        return self.chance.get(unit, self.by_unit[unit])
 
     def __getitem__(self, unit: str) -> float:
         return self.by_unit[unit]
@@ -5401,7 +5450,8 @@ class _Values(Mapping[str, float]):
     def only(self, keys: Iterable[str]) -> _Values:
         kept = {k: self[k] for k in keys if k in self}
         answers = {k: v for k, v in self.answers.items() if k in kept}
-        return _Values(kept, {k: v for k, v in self.labels.items() if k in kept}, answers, self.plan)
+        chance = {k: v for k, v in self.chance.items() if k in kept}
+        return _Values(kept, {k: v for k, v in self.labels.items() if k in kept}, answers, self.plan, chance)
 
     def judged(self) -> _Values:
         """The judge's figure, its labels set aside."""
@@ -5444,8 +5494,8 @@ def _corrected(values: _Values) -> _Figure | None:
     parts, total = [], len(values)
     for units in _strata(values).values():
         exact = [values[u] for u in units if u not in values.labels]
-        judge = [values[u] for u in units if u in values.labels]
-        pairs = [(values[u], y) for u in units if (y := values.labels.get(u)) is not None]
+        judge = [values.predicted(u) for u in units if u in values.labels]
+        pairs = [(values.predicted(u), y) for u in units if (y := values.labels.get(u)) is not None]
         if judge and len(pairs) < LABELS_LEAST:
             return None
         parts.append((len(units) / total, _ppi(exact, judge, pairs)))
@@ -5671,7 +5721,8 @@ def _alike(first: _Values, second: _Values) -> tuple[_Figure | None, str, int]:
             labels[k] = None if ya is None or yb is None else ya - yb
     if len(truth) == 2:
         if labels:
-            figure = _corrected(_Values(diff, labels))
+            chance = {k: a.predicted(k) - b.predicted(k) for k in labels if k in a.chance or k in b.chance}
+            figure = _corrected(_Values(diff, labels, chance=chance))
         else:  # no judged difference left (the same answers on both sides): each one known
             d = list(diff.values())
             mean, var = sum(d) / len(d), _variance(d) / len(d)
@@ -5991,7 +6042,8 @@ def _case_values(
             unit = _unit(r.case.dataset, r.case.id, r.case.metadata.get(CLUSTER))
             if key and key[:2] in planned:
                 marked.add(unit)
-            entries.append(((unit, r.case.id), float(value), label, key[3] if key else None))
+            chance = r.chances.get(metric) if key else None
+            entries.append(((unit, r.case.id), float(value), label, key[3] if key else None, chance))
     return _units(entries, flaky, marked)
 
 
@@ -6003,7 +6055,9 @@ def _planned(labels: Mapping[tuple[str, ...], float] | None, metric: str) -> set
 
 
 def _units(
-    entries: Iterable[tuple[tuple[str, str], float, float | None, str | None]], flaky: str, marked: Collection[str] = ()
+    entries: Iterable[tuple[tuple[str, str], float, float | None, str | None, float | None]],
+    flaky: str,
+    marked: Collection[str] = (),
 ) -> _Values:
     """Each unit's mean over its cases, each case's repeats taken as ``flaky`` says, from
     ``entries``: (unit and case, value, label, the answer's hash where a judge gave the value).
@@ -6017,14 +6071,20 @@ def _units(
     a run's answers changed would be chosen by them (changed answers are where a model is
     unsure): measured +3.3 to +10.6 points off. So the sample is a random draw whoever labelled
     what, and when, and a label given out of that order waits until the gap before it is filled
-    (it counts for the judge's agreement at once). A unit past the sample: None."""
+    (it counts for the judge's agreement at once). A unit past the sample: None. The last of an
+    entry: the judge's probability of pass where it gave one (a unit's mean, its value standing
+    in where one of its answers has none)."""
     repeats: dict[tuple[str, str], list[float]] = {}
     answers: dict[str, list[str]] = {}
-    gaps, entries = set[str](), list(entries)
-    for (unit, case), value, label, answer in entries:
+    sure: dict[str, list[float]] = {}
+    gaps, entries, told = set[str](), list(entries), set[str]()
+    for (unit, case), value, label, answer, chance in entries:
         repeats.setdefault((unit, case), []).append(value)
         if answer is not None:
             answers.setdefault(unit, []).append(f"{case}\0{answer}")
+            sure.setdefault(unit, []).append(value if chance is None else chance)
+            if chance is not None:
+                told.add(unit)
             if label is None:
                 gaps.add(unit)
     values = _means(repeats, flaky)
@@ -6042,11 +6102,12 @@ def _units(
     }
     if whole := [u for d, plan in plans.items() if d not in short for u in plan]:  # their truth: labels for values
         truths: dict[tuple[str, str], list[float]] = {}
-        for key, value, label, _ in entries:
+        for key, value, label, *_ in entries:
             truths.setdefault(key, []).append(value if label is None else label)
         truth = _means(truths, flaky)
         labels |= {u: truth[u] for u in whole}
-    return _Values(values, labels, {unit: "\0".join(sorted(found)) for unit, found in answers.items()}, short)
+    chances = {u: sum(sure[u]) / len(sure[u]) for u in told}
+    return _Values(values, labels, {unit: "\0".join(sorted(found)) for unit, found in answers.items()}, short, chances)
 
 
 def _order(unit: str) -> tuple[str, str]:
@@ -6685,7 +6746,13 @@ def _run_case(
     judged = tuple(
         {**call, "judge": judge.id, "provider": judge.provider.name} for call in judge.ledger.exchanges or ()
     )
-    return dataclasses.replace(result, judge_usage=judge.ledger.usage, exchanges=result.exchanges + judged)
+    chances = {}
+    if score is not None and len(judge.ledger.chances) == 1:  # one verdict: the judged metrics that report it
+        ((verdict, chance),) = judge.ledger.chances
+        chances = {m.name: chance for m in suite.metrics if m.judged and score.metrics.get(m.name) == verdict}
+    return dataclasses.replace(
+        result, judge_usage=judge.ledger.usage, exchanges=result.exchanges + judged, chances=chances
+    )
 
 
 def _result(
@@ -8327,6 +8394,7 @@ def _log_row(result: RunResult) -> dict[str, object]:
         **({"served": list(result.served)} if result.served else {}),
         **({"replayed": list(result.replayed)} if result.replayed[0] else {}),
         **({"judge_usage": result.judge_usage.to_json()} if result.judge_usage != _NOTHING else {}),
+        **({"judge_chance": dict(result.chances)} if result.chances else {}),
     }
 
 
@@ -9274,7 +9342,18 @@ def _result_from_row(row: Mapping[str, Any], case: Case) -> RunResult:
         replayed=_replayed(row.get("replayed")),
         case_hash=row.get("case_hash") if isinstance(row.get("case_hash"), str) else None,
         judge_usage=Usage.coerce(row.get("judge_usage")) or Usage(),
+        chances=_chances(row),
     )
+
+
+def _chances(row: Mapping[str, object]) -> dict[str, float]:
+    """A row's ``judge_chance``: each judged metric's probability of pass the judge gave, from 0 to 1."""
+    given = row.get("judge_chance")
+    return {
+        str(k): float(v)
+        for k, v in (given.items() if isinstance(given, dict) else ())
+        if isinstance(v, int | float) and not isinstance(v, bool) and 0 <= v <= 1
+    }
 
 
 def _experiment_record(experiment: Experiment) -> dict[str, object]:
@@ -9340,6 +9419,7 @@ _ROW_TYPES: dict[str, tuple[type, ...]] = {
     "case": (str,),
     "case_hash": (str, type(None)),
     "judge_usage": (dict, type(None)),
+    "judge_chance": (dict, type(None)),
     "repeat": (int, type(None)),
     "score": (*_NUMBER, type(None)),
     "metrics": (dict, type(None)),
@@ -9428,7 +9508,8 @@ def _row_values(
             label = labels.get((record["dataset"], str(row["case"]), str(known), answer, metric)) if answer else None
             if answer and (record["dataset"], str(row["case"])) in planned:
                 marked.add(unit)
-            entries.append(((unit, row["case"]), float(value), label, answer))
+            chance = _chances(row).get(metric) if answer else None
+            entries.append(((unit, row["case"]), float(value), label, answer, chance))
     return _units(entries, flaky, marked)
 
 
@@ -10443,7 +10524,8 @@ def _corrected_said(
     if (figure := _corrected(values)) and figure.alone:
         figures["method"] = "labels alone"
         need = _labels_needed(
-            [values[u] for u in values.labels], [(values[u], y) for u, y in values.labels.items() if y is not None]
+            [values.predicted(u) for u in values.labels],
+            [(values.predicted(u), y) for u, y in values.labels.items() if y is not None],
         )
         reach = f"about {_n(need[0] or need[1], 'label')} give ±5 points" if any(need) else "±5 points needs more cases"
         how = (
@@ -13592,7 +13674,7 @@ def _cmd_label(args: argparse.Namespace) -> int:
     if questions := _questions(args, run, suite.project_root / LOG_DIR, metric, cases):
         return _label_until_decided(questions, labels, path, metric, args.cap)
     queues = _label_queues(run, metric, labels, cases)
-    graded = any(v not in (0.0, 1.0) for _, _, items, _ in queues for *_, v in items)
+    graded = any(v not in (0.0, 1.0) for _, _, items, _ in queues for _, _, _, v, _ in items)
     missing = sum(len(items) - sum(item[0] in labels for item in items) for _, _, items, _ in queues)
     if not queues:
         print("label: no logged run with judged answers to label; run agent-evals compare first")
@@ -13604,7 +13686,7 @@ def _cmd_label(args: argparse.Namespace) -> int:
     try:
         while (queue := min((q for q in queues if q[2]), key=lambda q: q[1][0], default=None)) and added != args.cap:
             name, counts, items, _ = queue
-            key, case, output, verdict = items.pop(0)
+            key, case, output, verdict, _ = items.pop(0)
             if key not in labels:  # not labelled since: another contender's same answer may have been
                 value = _ask_label(case, output, verdict, graded, added + 1, missing)
                 if value is None:
@@ -13634,7 +13716,8 @@ def _need_said(name: str, need: tuple[int, int, bool]) -> str:
     return f"{name} about {judge} (labels alone: {alone})" if judge else f"{name} out of reach with the judge"
 
 
-_Item = tuple[tuple[str, ...], Case, object, float]  # an answer to label: its key, case, output, the judge's verdict
+# an answer to label: its key, case, output, the judge's verdict and what it predicts (its probability of pass, if any)
+_Item = tuple[tuple[str, ...], Case, object, float, float]
 if TYPE_CHECKING:
     _Logged = Mapping[str, Any]  # a logged experiment's record, as _read_record reads it
 _Queue = tuple[str, list[int], list[_Item], tuple[int, int, bool]]
@@ -13648,9 +13731,9 @@ def _judged_answers(record: _Logged, metric: str, known: Mapping[tuple[str, str]
         verdict = (row.get("metrics") or {}).get(metric)
         if case is None or verdict is None or row.get("error") or row.get("case_hash") != _case_hash(case):
             continue
-        key = _label_key(_result_from_row(row, case), metric)
+        key = _label_key(result := _result_from_row(row, case), metric)
         units.setdefault(_unit(case.dataset, case.id, row.get(CLUSTER)), []).append(
-            (key, case, row.get("output"), float(verdict))
+            (key, case, row.get("output"), float(verdict), result.chances.get(metric, float(verdict)))
         )
     return units
 
@@ -13746,8 +13829,8 @@ def _label_queues(
     known = {(c.dataset, c.id): c for c in cases}
     for record in records.values():
         todo, held = _in_order(_judged_answers(record, metric, known), lambda item: item[0] in labels)
-        pairs = [(verdict, labels[key]) for key, _, _, verdict in todo[:held]]
-        need = (*_labels_needed([item[3] for item in todo], pairs), len(pairs) >= LABELS_LEAST)
+        pairs = [(f, labels[key]) for key, _, _, _, f in todo[:held]]
+        need = (*_labels_needed([item[4] for item in todo], pairs), len(pairs) >= LABELS_LEAST)
         queues.append((_logged_name(record), [held, len(todo)], todo[held:], need))
     return queues
 
@@ -13771,7 +13854,7 @@ def _label_until_decided(
     line is decided, its cases run out, or ``cap`` labels were given."""
     alpha, added, quit_ = ALPHA / len(questions), 0, False
     every = [item for q in questions for item in _to_ask(q, q.units, {})]
-    graded, total = any(v not in (0.0, 1.0) for *_, v in every), len(every)
+    graded, total = any(v not in (0.0, 1.0) for _, _, _, v, _ in every), len(every)
     print(
         f"label: {_n(len(questions), 'line')} to decide ({questions[0].kind}), up to {_n(total, 'answer')} to label: "
         "each case's answers in one random order, until each line is decided"
@@ -13819,7 +13902,7 @@ def _question_pairs(
 
     def value(unit: str, labelled: bool) -> float:
         first, second = (
-            [labels[k] if labelled else v for k, _, _, v in side[unit]] if side else [0.0] for side in question.sides
+            [labels[k] if labelled else f for k, _, _, _, f in side[unit]] if side else [0.0] for side in question.sides
         )
         return sum(first) / len(first) - sum(second) / len(second)
 
