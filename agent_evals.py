@@ -1849,7 +1849,7 @@ def _verdict_chance(raw: object, text: str) -> float | None:
     """The probability a judge gave its verdict being pass, from the token log-probabilities an
     OpenAI-style answer carries (``choices[0].logprobs.content``, asked of a judge): at the token
     where the verdict's word begins, its alternatives that begin "pass" against those that
-    begin "fail". None where the answer has none, or they do not spell the text.
+    begin "fail". None where the answer has none, or its tokens do not spell its text.
 
     >>> tokens = [{"token": '{"verdict": "', "logprob": 0.0}, {"token": "pass", "logprob": -0.2,
     ...     "top_logprobs": [{"token": "pass", "logprob": -0.2}, {"token": "fail", "logprob": -1.7}]}]
@@ -1862,18 +1862,21 @@ def _verdict_chance(raw: object, text: str) -> float | None:
     except (LookupError, TypeError):
         return None
     found = re.search(r'"verdict"\s*:\s*"', text)
-    if found is None or len(spelled) <= found.end() or not spelled.startswith(text[: found.end()]):
+    if found is None or spelled != text:
         return None
     at = 0
     for token in content:
         if at + len(token["token"]) > found.end():
             break
         at += len(token["token"])
+    else:  # the text ends where the verdict would begin
+        return None
     skip, mass = found.end() - at, {"p": 0.0, "f": 0.0}
     for alt in token.get("top_logprobs") or [token]:
         word = str(alt.get("token", ""))[skip:].strip().lower() if isinstance(alt, dict) else ""
         for side in ("pass", "fail"):
-            if word and side.startswith(word) and isinstance(chance := alt.get("logprob"), int | float):
+            chance = alt.get("logprob") if word and side.startswith(word) else None
+            if isinstance(chance, int | float) and math.isfinite(chance):
                 mass[side[0]] += math.exp(min(0.0, chance))
     whole = mass["p"] + mass["f"]
     return mass["p"] / whole if whole > 0 else None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import builtins
 import json
+import math
 import re
 import shutil
 import time
@@ -820,3 +821,101 @@ def test_label_questions_refuse_what_they_cannot_ask_and_keep_every_label(make_s
     code, out, _ = cli("label", "--versus", "good", "weak")
     assert code == 130 and "label: interrupted; 0 labels kept in evals/labels/labels.jsonl" in out
     assert len((project / "evals" / "labels" / "labels.jsonl").read_text().splitlines()) == 1
+
+
+def tokens(text: str, verdict_at: int, sure: float, split: int = 0) -> list[dict[str, object]]:
+    """An answer's ``logprobs.content``: ``text`` in three tokens, the verdict's word at
+    ``verdict_at`` (``split`` characters of its quote ahead of it in the same token), with the
+    judge's ``sure`` probability that it is the word it wrote and the other word's the rest."""
+    start = verdict_at - split
+    word = text[verdict_at : verdict_at + 4]
+    other = {"pass": "fail", "fail": "pass"}[word.lower()]
+    alts = [{"token": text[start:verdict_at] + w, "logprob": math.log(p)} for w, p in ((word, sure), (other, 1 - sure))]
+    return [
+        {"token": text[:start], "logprob": 0.0, "top_logprobs": []},
+        {"token": text[start : verdict_at + 4], "logprob": alts[0]["logprob"], "top_logprobs": alts},
+        {"token": text[verdict_at + 4 :], "logprob": 0.0, "top_logprobs": []},
+    ]
+
+
+def with_logprobs(content: list[dict[str, object]]) -> dict[str, object]:
+    return {"choices": [{"message": {"content": ""}, "logprobs": {"content": content}}]}
+
+
+@pytest.mark.parametrize("split", [0, 1])
+@pytest.mark.parametrize(("said", "sure", "chance"), [("pass", 0.9, 0.9), ("fail", 0.8, 0.2), ("PASS", 0.6, 0.6)])
+def test_a_judges_probability_is_read_at_its_verdicts_first_token(said, sure, chance, split) -> None:
+    """The probability of pass is the verdict token's alternatives that spell pass against those
+    that spell fail, whether the token holds the quote before it or not, whatever the case, the
+    reasons before or after it."""
+    for text in (f'{{"verdict": "{said}", "reasons": "x"}}', f'{{"reasons": "the \\"verdict\\"", "verdict":"{said}"}}'):
+        at = text.rindex(said)
+        got = ae._verdict_chance(with_logprobs(tokens(text, at, sure, split)), text)
+        assert got == pytest.approx(chance)
+
+
+@pytest.mark.hostile
+def test_an_answer_whose_logprobs_are_missing_or_nonsense_gives_no_probability_never_a_crash() -> None:
+    text = '{"verdict": "pass", "reasons": "x"}'
+    good = tokens(text, 13, 0.9)
+    nan = [good[0], {**good[1], "top_logprobs": [{"token": "pass", "logprob": math.nan}]}, good[2]]
+    only = [good[0], {**good[1], "top_logprobs": None}, good[2]]  # no alternatives: the token's own
+    for raw in (None, "x", {}, {"choices": []}, {"choices": [{"logprobs": None}]}, with_logprobs([])):
+        assert ae._verdict_chance(raw, text) is None
+    assert ae._verdict_chance(with_logprobs([{"token": 5}]), text) is None
+    assert ae._verdict_chance(with_logprobs(good[:1]), text) is None  # it stops before the verdict
+    assert ae._verdict_chance(with_logprobs(good), text.replace("pass", "fail")) is None  # not the text
+    assert ae._verdict_chance(with_logprobs(good), '{"reasons": 1}') is None
+    assert ae._verdict_chance(with_logprobs(nan), text) is None
+    assert ae._verdict_chance(with_logprobs(good[:1]), text[:13]) is None  # the verdict's word never comes
+    assert ae._verdict_chance(with_logprobs(only), text) == 1.0
+
+
+def test_a_judges_probabilities_are_logged_and_are_what_its_labels_correct(make_suite, cli) -> None:
+    """A judge whose answers carry token log-probabilities is asked for them; each row logs its
+    probability of pass, and the corrected figure is PPI++ on those probabilities, not on the
+    0/1 verdicts: where the judge is unsure (its lenient passes), the labels correct a smaller
+    surprise."""
+    from servers import OpenAICompatible, chat_answer
+
+    from conftest import run_agent_evals
+
+    def respond(request):
+        user = request.body["messages"][-1]["content"]
+        answer, expected = user.split("Answer to grade:\n")[1], user.split("Expected answer:\n")[1]
+        v = json.loads(answer)["v"]
+        right = json.loads(expected.split("\n\n")[0])["v"] == v
+        verdict, sure = ("pass", 0.95) if right else ("pass", 0.6) if v % 6 == 0 else ("fail", 0.9)
+        text = json.dumps({"verdict": verdict, "reasons": "x"})
+        answer = chat_answer(text)
+        answer.body["choices"][0]["logprobs"] = {"content": tokens(text, text.index(verdict), sure)}
+        return answer
+
+    project = make_suite(helper=judge_suite(), config=LINEUP, cases=cases(60))
+    with OpenAICompatible(respond) as server:
+        env = {"OPENROUTER_BASE_URL": f"{server.url}/api/v1", "OPENROUTER_API_KEY": "sk-or-v1-test"}
+        argv = ["compare", "--local", "--judge", "openai/gpt-4.1-mini"]
+        first = run_agent_evals(*argv, cwd=project, env=env)
+        assert first.returncode == 0, first.stderr
+        sent = server.chats()[0].body
+        log = min((project / "log" / "agent-evals").glob("*.json"))
+        rows = json.loads(log.read_text())["rows"]
+        labels = project / "evals" / "labels" / "labels.jsonl"
+        by_unit = {ae._unit("ds", row["case"], None): row for row in rows}
+        order = sorted(by_unit, key=ae._order)
+        for unit in order[:20]:  # people label the first 20 of the one order: right unless v is a multiple of 3
+            row = by_unit[unit]
+            key = ("ds", row["case"], row["case_hash"], ae._answer_hash(row["output"]), "correct")
+            ae._add_label(labels, key, float(row["output"]["v"] % 3 != 0))
+        done = run_agent_evals(*argv, "--format", "json", cwd=project, env=env)
+    assert done.returncode == 0, done.stderr
+    assert sent["logprobs"] is True and sent["top_logprobs"] == 5
+    chances = [by_unit[u]["judge_chance"]["correct"] for u in order]
+    assert sorted(set(chances)) == pytest.approx([0.1, 0.6, 0.95])
+    truth = [float(by_unit[u]["output"]["v"] % 3 != 0) for u in order[:20]]
+    (row,) = json.loads(done.stdout)["datasets"][0]["leaderboard"]
+    expected = ae._ppi([], chances, list(zip(chances[:20], truth, strict=True)))
+    verdicts = [by_unit[u]["metrics"]["correct"] for u in order]
+    by_verdicts = ae._ppi([], verdicts, list(zip(verdicts[:20], truth, strict=True)))
+    assert row["metrics"]["correct"]["mean"] == pytest.approx(expected.mean)
+    assert abs(expected.mean - by_verdicts.mean) > 1e-6
