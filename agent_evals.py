@@ -5540,7 +5540,8 @@ def _ppi(exact: Sequence[float], judge: Sequence[float], pairs: Sequence[tuple[f
     spread_f = _variance(judge)
     slope = _covariance(f, y) / spread_f if spread_f > 0 else 0.0
     if spread_f > 0 and (min(f) == max(f) or min(y) == max(y)):  # no slope to fit (0/0): PPI's own lam, 1
-        slope = 1.0
+        # but a judge's probabilities beside labels all alike say nothing of the answers unlike them
+        slope = 1.0 if min(f) == max(f) or all(v in (0.0, 1.0) for v in f) else 0.0
     best: _Figure | None = None
     for lam in dict.fromkeys((min(1.0, max(0.0, slope)), 0.0)):
         r = [b - lam * a for a, b in pairs]
