@@ -212,7 +212,7 @@ def run_agent_evals(
     *argv: str,
     cwd: Path,
     env: Mapping[str, str] | None = None,
-    limit: float = 60,
+    limit: float = 300,
     measured: bool = True,
     script: Path | None = None,
     **kw,

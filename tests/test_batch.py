@@ -397,7 +397,7 @@ def _stopped_when(
     while not ready() and time.monotonic() < deadline:
         time.sleep(0.02)
     child.send_signal(sent)
-    out, err = child.communicate(timeout=30)
+    out, err = child.communicate(timeout=300)
     return child.returncode, out, err
 
 

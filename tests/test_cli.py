@@ -142,7 +142,7 @@ def at_terminal(columns: int, *argv: str, cwd: Path) -> str:
             if not chunk:
                 break
             screen += chunk
-    proc.wait(timeout=10)
+    proc.wait(timeout=300)
     os.close(main)
     text = re.sub(r"\x1b\[[0-9;]*[A-Za-z]", "", screen.decode()).replace("\r\n", "\n")
     return "\n".join(line.rsplit("\r", 1)[-1] for line in text.split("\n"))
@@ -414,7 +414,7 @@ def test_the_single_file_needs_no_package_at_all_with_a_json_config(tmp_path: Pa
     yml = project / "evals" / ".agent-eval.config.yml"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHONPATH", "OPENROUTER", "COVERAGE_"))}
     command = [str(python), "agent_evals.py", "compare", "--local"]
-    done = subprocess.run(command, cwd=project, env=env, capture_output=True, text=True, timeout=60)
+    done = subprocess.run(command, cwd=project, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 2 and done.stderr.strip() == (
         "error: reading evals/.agent-eval.config.yml needs the PyYAML package: pip install PyYAML, or write the "
         "same keys as JSON in evals/.agent-eval.config.json (read with the standard library alone)"
@@ -422,7 +422,7 @@ def test_the_single_file_needs_no_package_at_all_with_a_json_config(tmp_path: Pa
     lineup = {"project": "toy-evals", "request_types": ["prompt"], "vendors": {"fake": [{"model": "echo"}]}}
     (yml.parent / ".agent-eval.config.json").write_text(json.dumps(lineup))
     yml.unlink()
-    done = subprocess.run(command, cwd=project, env=env, capture_output=True, text=True, timeout=60)
+    done = subprocess.run(command, cwd=project, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert "│ animals │ fake/echo │" in done.stdout and "yaml" not in done.stderr.lower()
 
@@ -458,9 +458,9 @@ def test_the_wheel_installed_as_pipx_run_installs_it(tmp_path: Path) -> None:
     (project / "evals" / ".agent-eval.config.yml").unlink()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHONPATH", "OPENROUTER", "COVERAGE_"))}
     command = [str(venv / "bin" / "agent-evals"), "compare", "--local"]
-    done = subprocess.run(command, cwd=project, env=env, capture_output=True, text=True, timeout=60)
+    done = subprocess.run(command, cwd=project, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0 and "│ animals │ fake/echo │" in done.stdout, done.stderr
-    version = subprocess.run([command[0], "--version"], capture_output=True, text=True, timeout=60)
+    version = subprocess.run([command[0], "--version"], capture_output=True, text=True, timeout=300)
     assert version.stdout.strip() == f"agent-evals {ae.__version__}"
     import zipfile
 

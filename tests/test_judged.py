@@ -582,7 +582,7 @@ def test_label_at_a_real_terminal_counts_names_refuses_a_grade_and_keeps_labels_
 
     os.killpg(proc.pid, signal.SIGINT)  # the terminal's Ctrl-C goes to the whole foreground group
     until(b"labels kept in")
-    assert proc.wait(timeout=30) == 130
+    assert proc.wait(timeout=300) == 130
     os.close(main)
     text = screen.decode().replace("\r\n", "\n")
     assert "[1 of 8] ds a/" in text and text.count("  [ds] fake/echo default") == 2  # the contender after each

@@ -25,7 +25,7 @@ def test_progress_draws_on_a_terminal_and_is_erased(make_suite) -> None:
     command = [sys.executable, str(ROOT / "agent_evals.py"), "compare", "--local", "-p", "1"]
     child = subprocess.Popen(command, cwd=project, env=env, stdout=subprocess.PIPE, stderr=secondary)
     os.close(secondary)
-    out, _ = child.communicate(timeout=30)
+    out, _ = child.communicate(timeout=300)
     screen = b""
     while True:
         try:
@@ -83,7 +83,7 @@ def test_the_bar_fits_the_terminal_it_is_drawn_on_and_follows_a_resize(make_suit
         if resized_at is None and b"1/4 cases" in screen:
             _window(primary, 40)
             resized_at = len(screen)
-    child.communicate(timeout=30)
+    child.communicate(timeout=300)
     os.close(primary)
     assert child.returncode == 0 and resized_at is not None
 
@@ -118,7 +118,7 @@ ae.configure(adapter=A(), scorer=ae.Scorer(), providers=[ae.FakeProvider()])
     project = make_suite(helper=helper)
     env = {**os.environ, "PYTHONIOENCODING": "utf-8"}
     command = [sys.executable, str(ROOT / "agent_evals.py"), "compare", "--local"]
-    result = subprocess.run(command, cwd=project, env=env, capture_output=True, text=True, timeout=60)
+    result = subprocess.run(command, cwd=project, env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
     assert (
         "debug print" not in result.stdout + result.stderr and "a library warning" not in result.stdout + result.stderr

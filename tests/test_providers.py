@@ -346,14 +346,14 @@ def test_completion_offers_the_suites_trackers_models_datasets_and_cases(make_su
     )
     env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
     env = {k: v for k, v in env.items() if not k.startswith(("PYTHONPATH", "AGENT_EVALS"))}
-    done = subprocess.run(["bash", str(probe)], capture_output=True, text=True, cwd=project, env=env, timeout=60)
+    done = subprocess.run(["bash", str(probe)], capture_output=True, text=True, cwd=project, env=env, timeout=300)
     assert done.stdout.splitlines() == [
         "none braintrust logfire jsonl",
         "acme/m2 acme/m1",
         "ds",
         "a/001 a/002",
     ], done.stderr
-    lone = subprocess.run(["bash", str(probe)], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=60)
+    lone = subprocess.run(["bash", str(probe)], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300)
     assert lone.stdout.splitlines()[:2] == ["none braintrust logfire", ""]  # no suite here: built-in trackers
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import threading
 import time
 from pathlib import Path
@@ -100,9 +101,8 @@ def test_a_key_that_never_recovers_ends_the_run_with_one_line(make_suite, cli, m
     # one cause, one line, and the way on: the refused cases are not run (a refusal of the key
     # says nothing of the model), so a plain --resume asks them
     (line,) = [x for x in err.splitlines() if x.startswith("error:")]
-    assert "refused for the key's rate limit: openrouter: openai/gpt-4.1-mini: still refused after 0 s of waiting" in (
-        line
-    )
+    said = "refused for the key's rate limit: openrouter: openai/gpt-4.1-mini: still refused after [01] s of waiting"
+    assert re.search(said, line), line  # half a second's bound: 1 s where a loaded machine was slow to it
     assert "finish with: agent-evals compare --local -p 2 -j 1 --resume" in err
     assert "errors [" not in err and "got no answer at all" not in err
 

@@ -92,7 +92,7 @@ def test_sigint_keeps_what_finished_and_resume_asks_each_case_once(make_suite) -
         child = start(project, server, "-p", "2")
         wait_for(lambda: len(server.chats()) >= 6)
         child.send_signal(signal.SIGINT)
-        out, err = child.communicate(timeout=30)
+        out, err = child.communicate(timeout=300)
         assert child.returncode == 130, err
         assert "interrupted: the cases in flight may finish" in err
         (log,) = read_logs(project)
@@ -107,7 +107,7 @@ def test_sigint_keeps_what_finished_and_resume_asks_each_case_once(make_suite) -
         asked_before = len(server.chats())
         assert asked_before == len(finished)  # the cases in flight finished in the grace period
         resumed = start(project, server, "-p", "4", "--resume")
-        out, err = resumed.communicate(timeout=30)
+        out, err = resumed.communicate(timeout=300)
         assert resumed.returncode == 0, err
         assert f"resume: {len(finished)} finished cases" in err
     assert Counter(case_of(r) for r in server.chats()) == Counter({f"a/{i:03d}": 1 for i in range(1, 21)})
@@ -166,7 +166,7 @@ def test_after_a_sigkill_resume_asks_again_only_the_cases_that_were_in_flight(ma
         child.wait(10)
         kept = journaled(project)
         resumed = start(project, server, "-p", "8", "--resume")
-        _, err = resumed.communicate(timeout=60)
+        _, err = resumed.communicate(timeout=300)
         assert resumed.returncode == 0, err
         asked = Counter(case_of(r) for r in server.chats())
     twice = [case for case, n in asked.items() if n > 1]
@@ -269,7 +269,7 @@ def test_first_ctrl_c_lets_cases_in_flight_finish(make_suite) -> None:
     child, out, err = start_offline(project, "-p", "2", "-j", "1")
     wait_for(lambda: "a/002" in journaled(project))  # a/001 is in flight for a second, a/003 for 0.2 s
     child.send_signal(signal.SIGINT)
-    assert child.wait(timeout=30) == 130, err
+    assert child.wait(timeout=300) == 130, err
     wait_for(lambda: out and out[-1].endswith("\n") and "leaderboard" in "".join(out))
     assert any("interrupted: the cases in flight may finish for up to 10s" in line for line in err)
     (log,) = read_logs(project)  # the second contender never started
@@ -538,7 +538,7 @@ def test_a_paced_run_stopped_sends_nothing_it_held_back_and_resume_asks_it(make_
         time.sleep(1.0)  # paced: requests wait their turn
         at = time.monotonic()
         child.send_signal(getattr(signal, sent))
-        _, err = child.communicate(timeout=60)
+        _, err = child.communicate(timeout=300)
         late = [t for t in bucket.arrived if t > at]
         served = bucket.served
         bucket.rate = bucket.burst = 100.0  # what the resume asks needs no second wait at 2 a second

@@ -304,13 +304,13 @@ def test_a_shard_ended_by_sigterm_keeps_its_log_and_the_merge_shows_every_shard(
     project = make_suite(fakes=PACED, config=TWO, cases=many(12))
     first = shard_process(project, "1/2")  # fake/echo: quick
     second = shard_process(project, "2/2")  # fake/paced: 0.15 s a case
-    assert first.wait(timeout=60) == 0, first.communicate()[1]
+    assert first.wait(timeout=300) == 0, first.communicate()[1]
     deadline = time.monotonic() + 30
     while journal_rows(project, "shard2of2") < 3:
         assert time.monotonic() < deadline and second.poll() is None
         time.sleep(0.02)
     second.send_signal(signal.SIGTERM)
-    out, err = second.communicate(timeout=30)
+    out, err = second.communicate(timeout=300)
     assert second.returncode == 143, err
     assert "interrupted by SIGTERM: the cases in flight may finish for up to 10s (SIGTERM again abandons them)" in err
     assert out.startswith("partial: interrupted by SIGTERM after ")
@@ -344,13 +344,13 @@ def test_a_shard_ended_by_sigterm_keeps_its_log_and_the_merge_shows_every_shard(
     written.write_text(whole)
     # --resume finds the run of the same shard, never its sibling's: nothing is asked twice
     resumed = shard_process(project, "2/2", "--resume")
-    out, err = resumed.communicate(timeout=60)
+    out, err = resumed.communicate(timeout=300)
     assert resumed.returncode == 0, err
     assert f"resume: {len(asked)} finished cases from the run of " in err and "-shard2of2 are not asked" in err
     (newer,) = [g for g in read_logs(project) if g["shard"] == "2/2" and g["stamp"] != log["stamp"]]
     assert sorted(row["case"] for row in newer["rows"]) == [f"a/{i:03d}" for i in range(1, 13)]
     again = shard_process(project, "1/2", "--resume")
-    out, err = again.communicate(timeout=60)
+    out, err = again.communicate(timeout=300)
     assert again.returncode == 0 and "resume: 12 finished cases" in err and "-shard1of2 are not asked" in err, err
 
 
@@ -371,7 +371,7 @@ def test_report_over_a_killed_shard_names_what_is_partial_and_missing_and_ranks_
         assert time.monotonic() < deadline and second.poll() is None
         time.sleep(0.02)
     second.send_signal(signal.SIGTERM)
-    assert second.wait(timeout=30) == 143 and first.wait(timeout=60) == 0
+    assert second.wait(timeout=300) == 143 and first.wait(timeout=300) == 0
     logs = read_logs(project)
     (cut,) = [log for log in logs if log["shard"] == "2/2"]  # its first experiment, cut short; two never started
     held, planned = len(cut["rows"]), len(cut["rows"]) + len(cut["not_run"])
@@ -396,6 +396,6 @@ def test_report_over_a_killed_shard_names_what_is_partial_and_missing_and_ranks_
     # every shard whole: ranked as ever
     shutil.rmtree(project / "log")
     for spec in ("1/2", "2/2"):
-        assert shard_process(project, spec).wait(timeout=60) == 0
+        assert shard_process(project, spec).wait(timeout=300) == 0
     code, out, err = cli("report", str(project / "log" / "agent-evals"), cwd=project)
     assert code == 0 and "warning" not in err and "case-weighted, ranked by" in out, err
