@@ -1853,7 +1853,7 @@ def _verdict_chance(raw: object, text: str) -> float | None:
 
     >>> tokens = [{"token": '{"verdict": "', "logprob": 0.0}, {"token": "pass", "logprob": -0.2,
     ...     "top_logprobs": [{"token": "pass", "logprob": -0.2}, {"token": "fail", "logprob": -1.7}]}]
-    >>> round(_verdict_chance({"choices": [{"logprobs": {"content": tokens}}]}, '{"verdict": "pass"'), 3)
+    >>> round(_verdict_chance({"choices": [{"logprobs": {"content": tokens}}]}, '{"verdict": "pass'), 3)
     0.818
     """
     try:
@@ -1873,7 +1873,9 @@ def _verdict_chance(raw: object, text: str) -> float | None:
         return None
     skip, mass = found.end() - at, {"p": 0.0, "f": 0.0}
     for alt in token.get("top_logprobs") or [token]:
-        word = str(alt.get("token", ""))[skip:].strip().lower() if isinstance(alt, dict) else ""
+        spelt = str(alt.get("token", "")) if isinstance(alt, dict) else ""
+        same = spelt[:skip] == token["token"][:skip]  # the same quote before it: an alternative word, not form
+        word = re.findall(r"^\s*([a-zA-Z]*)", spelt[skip:])[0].lower() if same else ""  # its letters: 'pass",' too
         for side in ("pass", "fail"):
             chance = alt.get("logprob") if word and side.startswith(word) else None
             if isinstance(chance, int | float) and math.isfinite(chance):

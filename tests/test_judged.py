@@ -869,6 +869,20 @@ def test_an_answer_whose_logprobs_are_missing_or_nonsense_gives_no_probability_n
     assert ae._verdict_chance(with_logprobs(nan), text) is None
     assert ae._verdict_chance(with_logprobs(good[:1]), text[:13]) is None  # the verdict's word never comes
     assert ae._verdict_chance(with_logprobs(only), text) == 1.0
+    merged = [  # the word and the quote after it in one token; an alternative of another form counts for neither
+        {"token": '{"verdict": "', "logprob": 0.0},
+        {
+            "token": 'pass", ',
+            "logprob": math.log(0.6),
+            "top_logprobs": [
+                {"token": 'pass", ', "logprob": math.log(0.6)},
+                {"token": "fail", "logprob": math.log(0.2)},
+                {"token": "{fail", "logprob": math.log(0.2)},
+            ],
+        },
+        {"token": '"reasons": "x"}', "logprob": 0.0},
+    ]
+    assert ae._verdict_chance(with_logprobs(merged), text) == pytest.approx(0.75)
 
 
 def test_a_judges_probabilities_are_logged_and_are_what_its_labels_correct(make_suite, cli) -> None:
