@@ -13990,7 +13990,7 @@ def _ask_label(case: Case, output: object, verdict: float, graded: bool, number:
         print(f"{name}:", *_cut(text.rstrip(), _width_of(sys.stdout), 20), sep="\n  ")
     while True:
         try:
-            said = input("a grade from 0 to 1 (s skips, q quits): " if graded else "right? y/n (s skips, q quits): ")
+            said = input(f"{'a grade from 0 to 1' if graded else 'right? y/n'}, then Enter (s skips, q quits): ")
         except EOFError:
             return None
         said = said.strip().lower()
@@ -14000,7 +14000,8 @@ def _ask_label(case: Case, output: object, verdict: float, graded: bool, number:
             value = {"y": 1.0, "n": 0.0, "s": -1.0}[said] if said in ("y", "n", "s") or not graded else float(said)
             if value == -1.0 or 0 <= value <= 1:
                 if value >= 0:
-                    print(f"  the judge said {verdict:g}: {'you agree' if verdict == value else 'you disagree'}")
+                    word = f"{verdict:g}" if graded else "right" if verdict else "wrong"
+                    print(f"  the judge said {word}: {'you agree' if verdict == value else 'you disagree'}")
                 return value
         print("  y, n, s or q" + (", or a number from 0 to 1" if graded else ""))
 

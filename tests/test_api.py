@@ -193,8 +193,9 @@ def test_configure_merges_lists_and_rejects_unknown_settings() -> None:
 # tests/test_api.py` has the history, with the line counts that stood here before #49.
 # #71's planned sample, label's questions and its sequence, Fisher's flag: +3,600; #72's catalog,
 # lost batches, the server's numbers and the kept pace: +1,150; #71's judge probability (asked,
-# read at the verdict's token, logged, and the prediction labels correct): +906
-CEILING = 107124
+# read at the verdict's token, logged, and the prediction labels correct): +906; #74's label
+# saying the judge's verdict as right or wrong, and that Enter sends: +7
+CEILING = 107131
 SOURCE = (ROOT / "agent_evals.py").read_text(encoding="utf-8")
 
 

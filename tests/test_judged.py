@@ -66,7 +66,7 @@ def test_labels_asked_blind_correct_a_biased_judge(make_suite, cli, monkeypatch,
         "label: labels for ±5 points: [ds] fake/echo default out of reach (too few cases: more cases narrow it)"
         in (shown[0])
     )
-    assert "the judge said 1: you disagree" in "".join(shown) + out  # a wrong answer the judge passed
+    assert "the judge said right: you disagree" in "".join(shown) + out  # a wrong answer the judge passed
     rows = [json.loads(line) for line in (project / "evals" / "labels" / "labels.jsonl").read_text().splitlines()]
     assert len(rows) == 30 and set(rows[0]) == {"dataset", "case", "case_hash", "answer_hash", "metric", "label"}
     assert len({r["case"] for r in rows}) == 30  # drawn without repeats
@@ -157,7 +157,7 @@ def test_label_takes_a_grade_skips_and_stops_at_the_end_of_input(make_suite, cli
     said = iter(["maybe", "2", "0.25", "1", "s"])
 
     def person(prompt: str) -> str:
-        assert prompt == "a grade from 0 to 1 (s skips, q quits): "
+        assert prompt == "a grade from 0 to 1, then Enter (s skips, q quits): "
         return next(said)  # then EOFError: StopIteration is not it, so end it as input() does
 
     def ask(prompt: str) -> str:
