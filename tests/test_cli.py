@@ -231,7 +231,7 @@ def test_vendored_in_a_package_every_way_of_starting_it_sees_one_module(toy: Pat
         env=environ | {"PYTHONIOENCODING": "utf-8", "NO_COLOR": "1"},
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=300,
     )
     assert result.returncode == 0, result.stderr
     check_toy_table(result.stdout)

@@ -196,7 +196,7 @@ import threading
 class Slow(ae.Provider):
     name = "slow"
     prefix = "slow/"
-    gate = threading.Barrier(12, timeout=10)  # passes only when twelve requests are in flight at once
+    gate = threading.Barrier(12, timeout=300)  # passes only when twelve requests are in flight at once
 
     def complete(self, model, *, system=None, user, json=True):
         self.gate.wait()

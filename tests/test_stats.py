@@ -187,7 +187,7 @@ def cli_run(project, *argv, env=None):
         env=full,
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=300,
     )
 
 
