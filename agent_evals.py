@@ -10940,6 +10940,36 @@ _CHANGE_NUMBERS = [False, False, False, True, False, True, True, True, True, Tru
 
 
 @dataclass(frozen=True, slots=True)
+class _Flip:
+    """A case whose value of a metric moved between two runs (its mean over repeats), with each
+    run's answer (its first repeat's)."""
+
+    case: str
+    old: float
+    new: float
+    old_output: object
+    new_output: object
+
+    def text(self, style: str) -> str:
+        """``country/004  Rabat → Casablanca  right → wrong``: the answers cut short, the values as marks."""
+        arrow = " → " if style == "box" else " -> "
+        answers = arrow.join(_answer_text(v) for v in (self.old_output, self.new_output))
+        return f"{self.case}  {answers}  {_mark(self.old)}{arrow}{_mark(self.new)}"
+
+
+def _answer_text(output: object, most: int = 24) -> str:
+    """An answer in a line: a one-field object by its value, anything else as JSON, on one line, cut."""
+    if isinstance(output, dict) and len(output) == 1:
+        output = next(iter(output.values()))
+    text = _visible(output if isinstance(output, str) else _json_dumps(output), newlines=True)
+    return text if len(text) <= most else text[: most - 1] + "…"
+
+
+def _mark(value: float) -> str:
+    return "right" if value == 1 else "wrong" if value == 0 else f"{value:.2f}"
+
+
+@dataclass(frozen=True, slots=True)
 class _Change:
     """One metric of one experiment, before and after, over one population: the cases
     both runs answered (``paired``), or each run's own when they share none. The
@@ -10957,6 +10987,7 @@ class _Change:
     fixed: int = 0
     edited: tuple[str, ...] = ()  # the experiment's cases edited between the runs: left out, named
     left_out: int = 0  # cases --flaky exclude left out, when it left none of one run to judge
+    flipped: tuple[_Flip, ...] = ()  # the cases whose value moved: those that fell first
 
     @property
     def verdict(self) -> str:
@@ -11042,7 +11073,8 @@ def _experiment_changes(
         if paired is not None and paired.how not in ("", "corrected"):  # corrected is never compared with judged
             a, b = a.judged(), b.judged()
         mean_a, mean_b = _point(a), _point(b)
-        changes.append(_Change(record["dataset"], record["contender"], metric, mean_a, mean_b, paired))
+        flipped = _flips(before, after, metric) if before and after else ()
+        changes.append(_Change(record["dataset"], record["contender"], metric, mean_a, mean_b, paired, flipped=flipped))
     if before and after:
         (raised_a, answered_a), (raised_b, answered_b) = _row_errors(before), _row_errors(after)
         cases = len(answered_a | raised_a | answered_b | raised_b) or 1
@@ -11056,6 +11088,46 @@ def _experiment_changes(
             rates = len(raised_a) / cases, len(raised_b) / cases
             changes.append(_Change(record["dataset"], record["contender"], ERRORS, *rates, test, raised, fixed))
     return changes
+
+
+def _flips(before: _Logged, after: _Logged, metric: str) -> tuple[_Flip, ...]:
+    """The cases whose value of ``metric`` moved between two logged runs of one experiment (its
+    mean over a case's scored repeats): those that fell first, then those that rose, by case."""
+
+    def by_case(record: _Logged) -> dict[str, tuple[float, object]]:
+        found: dict[str, tuple[list[float], object]] = {}
+        for row in record.get("rows", ()):
+            if not row.get("error") and isinstance(value := (row.get("metrics") or {}).get(metric), int | float):
+                found.setdefault(str(row["case"]), ([], row.get("output")))[0].append(float(value))
+        return {case: (sum(values) / len(values), output) for case, (values, output) in found.items()}
+
+    old, new = by_case(before), by_case(after)
+    moved = [
+        _Flip(c, old[c][0], new[c][0], old[c][1], new[c][1]) for c in old.keys() & new.keys() if old[c][0] != new[c][0]
+    ]
+    return tuple(sorted(moved, key=lambda f: (f.new > f.old, f.case)))
+
+
+FLIPS_SHOWN = 3  # the cases that flipped a terminal line or a summary shows under a line; the rest: JSON, the report
+
+
+def _flip_lines(changes: Sequence[_Change], primary: str | None, style: str) -> list[str]:
+    """Under the table, the cases that flipped on each line of the primary metric that moved
+    (or, with none moved, the largest few): a handful each, and where the rest are."""
+    lines = [c for c in changes if c.flipped and c.metric == (primary or c.metric)]
+    moved = [c for c in lines if c.verdict in ("regressed", "improved")]
+    out = []
+    for c in moved or sorted(lines, key=lambda c: -abs((c.new or 0) - (c.old or 0)))[:FLIPS_SHOWN]:
+        more = len(c.flipped) > FLIPS_SHOWN
+        out.append(_flip_head(c) + f" (the first {FLIPS_SHOWN}; --format json and the report list all)" * more)
+        out += [f"  {f.text(style)}" for f in c.flipped[:FLIPS_SHOWN]]
+    return out
+
+
+def _flip_head(c: _Change) -> str:
+    fell = sum(f.new < f.old for f in c.flipped)
+    who = f"[{c.dataset}] {_shown_model(c.contender.get('model'), c.contender.get('provider'))} {c.metric}"
+    return f"flipped {who}: {_n(len(c.flipped), 'case')}, {fell} down and {len(c.flipped) - fell} up"
 
 
 def _render_changes(
@@ -11093,7 +11165,8 @@ def _render_changes(
         for dataset, ids in edited.items()
         if ids
     ]
-    return "\n".join([table, *_wrap(lines, width)])
+    flips = [line if not width else line[:width] for line in _flip_lines(changes, primary, style)]
+    return "\n".join([table, *flips, *_wrap(lines, width)])
 
 
 def _change_row(c: _Change, style: str) -> list[str]:
@@ -11302,6 +11375,10 @@ def _change_document(change: _Change) -> dict[str, object]:
         "p_holm": None if paired is None else paired.adjusted,
         "verdict": change.verdict or "no significant change",
         "edited": list(change.edited),  # cases changed between the runs: left out
+        "flipped": [
+            {"case": f.case, "old": f.old, "new": f.new, "old_output": f.old_output, "new_output": f.new_output}
+            for f in change.flipped
+        ],
     }
 
 
@@ -11481,8 +11558,12 @@ def _summary_changes(changes: Sequence[_Change], primary: str, problems: Sequenc
     compared = [c for c in changes if c.old is not None and c.new is not None]
     moved = [c for c in compared if c.verdict in ("regressed", "improved")]
     silent = [c for c in compared if c.verdict in ("not enough data", "nothing to judge")]
-    said = " ".join(problems)
-    lines = [f"- {c.verdict}: {_md(_change_text(c))}" for c in moved if _change_text(c) not in said]
+    said, lines = " ".join(problems), []
+    for c in moved:  # each with a handful of the cases that flipped under it
+        head = f"- {c.verdict}: {_md(_change_text(c))}" if _change_text(c) not in said else ""
+        flips = _flip_lines([c], None, "box")
+        lines += [head or f"- {_md(flips[0])}" if flips else head, *(f"  - {_md(f.strip())}" for f in flips[1:])]
+    lines = [line for line in lines if line]
     new_only, old_only = (sum(c.verdict == f"only in {run}" for c in changes) for run in ("new", "old"))
     lines += [""] * bool(lines)
     rest = [c for c in compared if c not in moved and c not in silent and c.paired is not None]
@@ -11499,6 +11580,8 @@ def _summary_changes(changes: Sequence[_Change], primary: str, problems: Sequenc
         + (f"; {new_only} only in the new run" if new_only else "")
         + (f"; {old_only} only in the old run" if old_only else "")
     )
+    if largest is not None and not moved:  # the cases under the largest move
+        lines += [f"  - {_md(f.strip())}" for f in _flip_lines([largest], None, "box")[1:]]
     return lines
 
 
@@ -11930,9 +12013,15 @@ def _html_case_section(
 
 
 def _render_html(
-    experiments: Sequence[Experiment], metrics: Sequence[Metric], *, title: str, refused: Sequence[str] = ()
+    experiments: Sequence[Experiment],
+    metrics: Sequence[Metric],
+    *,
+    title: str,
+    refused: Sequence[str] = (),
+    changes: Sequence[_Change] | None = None,
 ) -> str:
-    """The whole report as one HTML page: no external assets, no network requests."""
+    """The whole report as one HTML page: no external assets, no network requests; with
+    ``changes``, the comparison with the baseline first, as the summary has it."""
     primary = _primary(metrics)
     rows = _rows(experiments, metrics)
     out = [
@@ -11948,6 +12037,8 @@ def _render_html(
     ]
     if refused:
         out.append("<p><strong>Refused</strong> (not scored): " + "; ".join(_h(r) for r in refused) + "</p>")
+    if changes is not None:
+        out.append(_html_changes(changes, primary.name))
     places = {id(e): i for i, e in enumerate(experiments)}  # a case's anchor: #c<experiment>-<run>
     phone = {"time", "tok_in", "tok_out", *(m.name for m in metrics if m is not primary)}  # hidden at 600 px
     for dataset in dict.fromkeys(r.dataset for r in rows):
@@ -11976,6 +12067,24 @@ def _render_html(
     glossary = _html_glossary(metrics, any(r.errors for r in rows), _corrected_metrics(experiments, metrics))
     out.append(f"</section>{glossary}<script>{_HTML_SCRIPT}</script></body></html>")
     return "\n".join(out)
+
+
+def _html_changes(changes: Sequence[_Change], primary: str) -> str:
+    """The comparison with the baseline: the summary's lines, every line's table, and under each
+    line with cases that moved, all of them."""
+    rows = [[(text, None) for text in _change_row(c, "box")] for c in changes]
+    verdicts = [c.verdict if c.verdict in ("regressed", "improved") else "" for c in changes]
+    flips = [
+        f"<details{' open' * (c.verdict == 'regressed')}><summary>{_h(line)}</summary><ul>"
+        + "".join(f"<li><code>{_h(f.text('box'))}</code></li>" for f in c.flipped)
+        + "</ul></details>"
+        for c in changes
+        if c.flipped and (line := _flip_head(c))
+    ]
+    moved = [f"{c.verdict}: {_change_text(c)}" for c in changes if c.verdict in ("regressed", "improved")]
+    said = "".join(f"<p><strong>{_h(line)}</strong></p>" for line in moved) or "<p>no significant change</p>"
+    table = _html_table(_CHANGE_HEADERS, rows, _CHANGE_NUMBERS, verdicts)
+    return f"<section><h2>Against the baseline</h2>{said}{table}{''.join(flips)}</section>"
 
 
 def _html_transcript(transcript: Sequence[Mapping[str, Any]] | None) -> str:
@@ -13293,8 +13402,9 @@ def _session(args: argparse.Namespace, plan: _Plan, stamp: str) -> _Session:
 def _report(args: argparse.Namespace, plan: _Plan, session: _Session, interrupted: bool) -> int:
     """Write the files asked for, print the tables, apply the gates: the exit code."""
     ending = _Ending.of(plan, session, interrupted)
-    _write_files(args, plan, session, ending)  # every file first: a reader that stops at | head loses none
-    changes = _print_results(args, plan, session, ending)
+    changes = _baseline_changes(plan, ending)
+    _write_files(args, plan, session, ending, changes)  # every file first: a reader that stops at | head loses none
+    _print_results(args, plan, session, ending, changes)
     failures = [] if interrupted else _print_failures(args, plan, session, ending, changes)
     partial = ending.partial(args) if interrupted else None
     title = f"agent-evals: {plan.suite.name} · {args.command} {session.stamp}"
@@ -13390,7 +13500,9 @@ def _resume_command(args: argparse.Namespace) -> str:
     return f"agent-evals {shlex.join(kept)} --resume"
 
 
-def _write_files(args: argparse.Namespace, plan: _Plan, session: _Session, ending: _Ending) -> None:
+def _write_files(
+    args: argparse.Namespace, plan: _Plan, session: _Session, ending: _Ending, changes: Sequence[_Change] | None
+) -> None:
     """-o's breakdowns, --html's page and --junit's XML, each named on STDERR once written."""
     suite, experiments, unwritten, err = plan.suite, plan.experiments, session.unwritten, sys.stderr
     named = plan.log_dir.parent / f"{args.command}.{session.stamp}"
@@ -13400,16 +13512,26 @@ def _write_files(args: argparse.Namespace, plan: _Plan, session: _Session, endin
             print(f"breakdowns: {_display(target)}", file=err)
     if args.html and ending.shown:
         target = Path(args.html) if isinstance(args.html, str) else named.with_name(f"{named.name}.html")
-        page = _render_html(
-            ending.shown, suite.metrics, title=f"agent-evals: {suite.name}", refused=plan.lineup.refused
-        )
+        title = f"agent-evals: {suite.name}"
+        page = _render_html(ending.shown, suite.metrics, title=title, refused=plan.lineup.refused, changes=changes)
         _write_html(target, page, open_it=args.open and _at_terminal(), unwritten=unwritten)
     if args.junit and not ending.interrupted and _write_text(Path(args.junit), _junit_xml(experiments), unwritten):
         print(f"junit: {_display(args.junit)}", file=err)
 
 
-def _print_results(args: argparse.Namespace, plan: _Plan, session: _Session, ending: _Ending) -> list[_Change] | None:
-    """The tables (or the one JSON document), and the comparison with the baseline: its changes."""
+def _baseline_changes(plan: _Plan, ending: _Ending) -> list[_Change] | None:
+    """The comparison with the baseline (None: there is none, or the run was interrupted)."""
+    if plan.baseline is None or ending.interrupted:
+        return None
+    current = {(_contender_key(e.contender), e.dataset): _experiment_record(e) for e in plan.experiments}
+    labels = next((e.labels for e in plan.experiments), {})  # the suite's, read with the plan
+    return _compare_runs(plan.baseline, current, [m.name for m in plan.suite.metrics], plan.gates.flaky, labels)
+
+
+def _print_results(
+    args: argparse.Namespace, plan: _Plan, session: _Session, ending: _Ending, changes: Sequence[_Change] | None
+) -> None:
+    """The tables (or the one JSON document), and the comparison with the baseline."""
     suite, experiments, shown, out = plan.suite, plan.experiments, ending.shown, sys.stdout
     style, tables = _style_for(out), args.format == "table"  # json or markdown: one document on STDOUT, nothing else
     if tables and args.command == "run" and not args.output:
@@ -13428,16 +13550,12 @@ def _print_results(args: argparse.Namespace, plan: _Plan, session: _Session, end
     judged, corrected = _judged_lines(shown, suite.metrics, plan.judge and plan.judge[0])
     for line in _wrap(judged, _width_of(out)) if tables else ():
         print(line, file=out)
-    changes = None
-    if plan.baseline is not None and not ending.interrupted:
+    if changes is not None and plan.baseline is not None and tables:
         current = {(_contender_key(e.contender), e.dataset): _experiment_record(e) for e in experiments}
-        labels = next((e.labels for e in experiments), {})  # the suite's, read with the plan
-        changes = _compare_runs(plan.baseline, current, [m.name for m in suite.metrics], plan.gates.flaky, labels)
-        if tables:
-            print(f"\nbaseline: {args.baseline if isinstance(args.baseline, str) else 'the newest run'}", file=out)
-            print(_render_changes(changes, style, _primary(suite.metrics).name, width=_width_of(out)), file=out)
-            for line in _wrap(_upstream_lines(plan.baseline, current), _width_of(out)):
-                print(line, file=out)
+        print(f"\nbaseline: {args.baseline if isinstance(args.baseline, str) else 'the newest run'}", file=out)
+        print(_render_changes(changes, style, _primary(suite.metrics).name, width=_width_of(out)), file=out)
+        for line in _wrap(_upstream_lines(plan.baseline, current), _width_of(out)):
+            print(line, file=out)
     for line in (
         _flaky_lines(_rows(shown, suite.metrics), plan.gates.flaky) if tables and plan.gates.flaky != "mean" else ()
     ):
@@ -13464,7 +13582,6 @@ def _print_results(args: argparse.Namespace, plan: _Plan, session: _Session, end
             ),
         }
         print(_json_dumps(_results_document(shown, suite.metrics, context), indent=2), file=out)
-    return changes
 
 
 def _print_failures(

@@ -194,8 +194,9 @@ def test_configure_merges_lists_and_rejects_unknown_settings() -> None:
 # #71's planned sample, label's questions and its sequence, Fisher's flag: +3,600; #72's catalog,
 # lost batches, the server's numbers and the kept pace: +1,150; #71's judge probability (asked,
 # read at the verdict's token, logged, and the prediction labels correct): +906; #74's label
-# saying the judge's verdict as right or wrong, and that Enter sends: +7
-CEILING = 107131
+# saying the judge's verdict as right or wrong, and that Enter sends: +7; #74's cases that flipped
+# (terminal, summary, JSON) and the comparison in the HTML report: +1118
+CEILING = 108249
 SOURCE = (ROOT / "agent_evals.py").read_text(encoding="utf-8")
 
 

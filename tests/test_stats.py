@@ -256,8 +256,12 @@ def test_the_pull_requests_summary_in_markdown(make_suite, tmp_path) -> None:
     cells = [row.strip("|").split(" | ") for row in glance if "--" not in row]
     assert all(len(row) == 5 for row in cells) and max(len(c) for row in cells for c in row) <= 40
     assert "| 1 | fake/echo | default | - | 50.0% \\[37.7-62.3\\] | 0 |" in out and "│" not in out
-    # the regression a failed gate names is not said again; the baseline's table is folded with the rest
-    assert "### Against the baseline\n\n0 of 1 line compared: no significant change (paired tests over the cases" in out
+    # the regression a failed gate names is not said again, only the cases that flipped under it (a handful); the
+    # baseline's table is folded with the rest
+    flipped = "- flipped \\[ds\\] fake/echo exact: 30 cases, 30 down and 0 up (the first 3; --format json and the"
+    assert f"### Against the baseline\n\n{flipped}" in out
+    assert "  - a/001  1 → 1  right → wrong\n  - a/002" in out and "  - a/004" not in out  # {"v": 1}: its one value
+    assert "\n\n0 of 1 line compared: no significant change (paired tests over the cases" in out
     assert out.count("exact fell 100.0% -> 50.0%") == 1
     assert "| ds | fake/echo | default | - | exact | 60 | 100.0% | 50.0% | -50.0 \\[-63.0, -37.0\\] |" in out
     assert out.index("<details>") < out.index("### Against the baseline, every line") < out.index("</details>")
@@ -692,3 +696,67 @@ def test_a_fall_on_every_case_fails_the_gate_by_the_exact_sign_flip_test(make_su
     (line,) = [c for c in json.loads(out)["baseline"] if c["metric"] == "graded"]
     assert line["p"] == pytest.approx(2.0 ** (1 - cases))
     assert (code, line["verdict"]) == ((1, "regressed") if fails else (0, "no significant change")), err
+
+
+FLIPPING = """
+import json, os
+import agent_evals as ae
+
+def model(system, user):  # BROKEN: the first eight cases answer the wrong city
+    n = int(user.split("Question for a/")[1][:3])
+    return json.dumps({"capital": f"Wrong {n}" if os.environ.get("BROKEN") and n <= 8 else f"Right {n}"})
+
+class A(ae.Adapter):
+    def call(self, case, model_):
+        completion = model_.complete("", case.input)
+        return ae.Reply(output=json.loads(completion.text), raw=completion.text, usage=completion.usage)
+
+class S(ae.Scorer):
+    def metrics(self):
+        return [ae.Metric("right", "the capital named", primary=True)]
+
+    def call(self, case, reply, context):
+        value = float(reply.output["capital"].startswith("Right"))
+        return ae.Score(value=value, metrics={"right": value})
+
+ae.configure(adapter=A(), scorer=S(), providers=[ae.FakeProvider({"model": model})])
+"""
+
+
+def test_the_cases_that_flipped_are_under_the_line_that_moved_everywhere_it_is_shown(make_suite, tmp_path) -> None:
+    """A run whose first eight cases now answer the wrong city: the terminal names the
+    regression and, under it, the first three cases that flipped (old answer -> new, right ->
+    wrong) and where the rest are; --format json and the HTML report (with the comparison in
+    it) list all eight; the pull request's summary shows the handful under the regression."""
+    project = make_suite(
+        helper=FLIPPING, config="request_types: [prompt]\nvendors:\n  fake:\n    - model: model\n", cases=many(20)
+    )
+    assert cli_run(project, "compare", "--local", "-q").returncode == 0
+    (old,) = (project / "log" / "agent-evals").glob("*.json")
+    report = tmp_path / "report.html"
+    argv = ["compare", "--local", "--baseline", str(old)]
+    shown = cli_run(project, *argv, "--html", str(report), env={"BROKEN": "1"})
+    document = json.loads(cli_run(project, *argv, "--format", "json", env={"BROKEN": "1"}).stdout)
+    summary = cli_run(project, *argv, "--format", "markdown", env={"BROKEN": "1"}).stdout
+    assert shown.returncode == 0, shown.stderr
+    lines = shown.stdout.splitlines()
+    at = lines.index(
+        "flipped [ds] fake/model right: 8 cases, 8 down and 0 up (the first 3; --format json and the report list all)"
+    )
+    assert lines[at + 1 : at + 4] == [f"  a/00{n}  Right {n} → Wrong {n}  right → wrong" for n in (1, 2, 3)]
+    assert "regressed" in lines[at - 2]  # the table's line, just above
+    (line,) = document["baseline"]
+    assert line["verdict"] == "regressed" and len(line["flipped"]) == 8
+    assert line["flipped"][7] == {
+        "case": "a/008",
+        "old": 1.0,
+        "new": 0.0,
+        "old_output": {"capital": "Right 8"},
+        "new_output": {"capital": "Wrong 8"},
+    }
+    page = report.read_text()
+    assert "<h2>Against the baseline</h2>" in page and "<strong>regressed: [ds] fake/model" in page
+    assert all(f"<code>a/00{n}  Right {n} → Wrong {n}  right → wrong</code>" in page for n in range(1, 9))
+    assert "<details open><summary>flipped [ds] fake/model right: 8 cases, 8 down and 0 up</summary>" in page
+    assert "- regressed: \\[ds\\] fake/model effort=default right fell 100.0% -> 60.0%" in summary
+    assert "  - a/001  Right 1 → Wrong 1  right → wrong" in summary and "a/004  Right 4" not in summary
