@@ -11109,9 +11109,10 @@ def _flips(before: _Logged, after: _Logged, metric: str) -> tuple[_Flip, ...]:
 
 
 FLIPS_SHOWN = 3  # the cases that flipped a terminal line or a summary shows under a line; the rest: JSON, the report
+_ALL_FLIPS = "--format json and the report list all"
 
 
-def _flip_lines(changes: Sequence[_Change], primary: str | None, style: str) -> list[str]:
+def _flip_lines(changes: Sequence[_Change], primary: str | None, style: str, rest: str = _ALL_FLIPS) -> list[str]:
     """Under the table, the cases that flipped on each line of the primary metric that moved
     (or, with none moved, the largest few): a handful each, and where the rest are."""
     lines = [c for c in changes if c.flipped and c.metric == (primary or c.metric)]
@@ -11119,7 +11120,7 @@ def _flip_lines(changes: Sequence[_Change], primary: str | None, style: str) -> 
     out = []
     for c in moved or sorted(lines, key=lambda c: -abs((c.new or 0) - (c.old or 0)))[:FLIPS_SHOWN]:
         more = len(c.flipped) > FLIPS_SHOWN
-        out.append(_flip_head(c) + f" (the first {FLIPS_SHOWN}; --format json and the report list all)" * more)
+        out.append(_flip_head(c) + f" (the first {FLIPS_SHOWN}; {rest})" * more)
         out += [f"  {f.text(style)}" for f in c.flipped[:FLIPS_SHOWN]]
     return out
 
@@ -11131,7 +11132,12 @@ def _flip_head(c: _Change) -> str:
 
 
 def _render_changes(
-    changes: Sequence[_Change], style: str, primary: str | None = None, effect: float | None = None, width: int = 0
+    changes: Sequence[_Change],
+    style: str,
+    primary: str | None = None,
+    effect: float | None = None,
+    width: int = 0,
+    rest: str = _ALL_FLIPS,
 ) -> str:
     """The baseline table; under it, for each primary line whose difference was not shown,
     what its cases can show: the difference they would see 80% of the time, or, given an
@@ -11165,7 +11171,7 @@ def _render_changes(
         for dataset, ids in edited.items()
         if ids
     ]
-    flips = [line if not width else line[:width] for line in _flip_lines(changes, primary, style)]
+    flips = [line if not width else line[:width] for line in _flip_lines(changes, primary, style, rest)]
     return "\n".join([table, *flips, *_wrap(lines, width)])
 
 
@@ -12336,7 +12342,8 @@ def _cmd_diff(args: argparse.Namespace) -> int:
         if effect is None or not 0 < effect <= 1:
             raise ConfigError(f"--effect {args.effect}: expected points above 0 and at most 100 (5 for five points)")
     width = _width_of(sys.stdout)
-    print(_render_changes(changes, _style_for(sys.stdout), primary, effect, width))
+    rest = "compare --baseline OLD lists all with --format json or --html"
+    print(_render_changes(changes, _style_for(sys.stdout), primary, effect, width, rest))
     for line in _wrap(_upstream_lines(old, new), width):
         print(line)
     failed = _regressions(changes, primary) if args.fail_on_regression else []

@@ -330,3 +330,35 @@ def test_the_plot_is_zoomed_to_the_scores_it_shows() -> None:
     assert "acc, errors as wrong (95.7% to 100.0%)" in svg  # a point of room below the lowest
     cys = [float(y) for y in re.findall(r'<circle[^>]*cy="([\d.]+)"', svg)]
     assert max(cys) - min(cys) > 150  # spread over the plot's height, not squeezed into its top
+
+
+@pytest.mark.skipif(not (CHROMIUM and DRIVER), reason="Debian's chromium and chromium-driver (.ci/run installs them)")
+def test_a_report_against_a_baseline_names_the_regression_and_the_cases_that_flipped_in_chromium(
+    make_suite, tmp_path
+) -> None:
+    """``compare --baseline OLD --html R`` on a run whose first eight cases now answer wrong: the
+    page a reviewer opens says what regressed and, open under it, every case that flipped."""
+    from selenium.webdriver.common.by import By
+    from test_stats import FLIPPING, cli_run
+
+    from conftest import many
+
+    project = make_suite(
+        helper=FLIPPING, config="request_types: [prompt]\nvendors:\n  fake:\n    - model: model\n", cases=many(20)
+    )
+    assert cli_run(project, "compare", "--local", "-q").returncode == 0
+    (old,) = (project / "log" / "agent-evals").glob("*.json")
+    report = tmp_path / "report.html"
+    done = cli_run(project, "compare", "--local", "--baseline", str(old), "--html", str(report), env={"BROKEN": "1"})
+    assert done.returncode == 0, done.stderr
+    driver = chrome(tmp_path, 1280)
+    try:
+        driver.get(report.as_uri())
+        section = driver.find_element(By.XPATH, "//section[h2='Against the baseline']")
+        assert "regressed: [ds] fake/model effort=default right fell 100.0% -> 60.0%" in section.text
+        flipped = [li.text for li in section.find_elements(By.CSS_SELECTOR, "details[open] li") if li.is_displayed()]
+        assert flipped == [f"a/00{n} Right {n} → Wrong {n} right → wrong" for n in range(1, 9)]
+        row = section.find_element(By.CSS_SELECTOR, "tbody tr")
+        assert row.find_elements(By.TAG_NAME, "td")[-1].text == "regressed"
+    finally:
+        driver.quit()

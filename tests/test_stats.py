@@ -760,3 +760,7 @@ def test_the_cases_that_flipped_are_under_the_line_that_moved_everywhere_it_is_s
     assert "<details open><summary>flipped [ds] fake/model right: 8 cases, 8 down and 0 up</summary>" in page
     assert "- regressed: \\[ds\\] fake/model effort=default right fell 100.0% -> 60.0%" in summary
     assert "  - a/001  Right 1 → Wrong 1  right → wrong" in summary and "a/004  Right 4" not in summary
+    new = max((project / "log" / "agent-evals").glob("*.json"))
+    diff = cli_run(project, "diff", str(old), str(new)).stdout
+    assert "8 down and 0 up (the first 3; compare --baseline OLD lists all with --format json or --html)" in diff
+    assert "  a/003  Right 3 → Wrong 3  right → wrong\n" in diff
