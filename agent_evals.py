@@ -10387,9 +10387,14 @@ def _reason_lines(rows: Sequence[_Row], most: int = 3) -> list[str]:
 
 
 def _glossary(
-    metrics: Sequence[Metric], intervals: bool = False, ranked: bool = False, corrected: Collection[str] = ()
+    metrics: Sequence[Metric],
+    intervals: bool = False,
+    ranked: bool = False,
+    corrected: Collection[str] = (),
+    full: bool = True,
 ) -> str:
-    """``corrected``: the judged metrics people's labels correct here (``_corrected_metrics``)."""
+    """``corrected``: the judged metrics people's labels correct here (``_corrected_metrics``).
+    Not ``full``: the metrics alone (what the scorer says each is), and that -v explains the rest."""
     primary = _primary(metrics)
 
     def judged(m: Metric) -> str:
@@ -10411,18 +10416,21 @@ def _glossary(
         ("tok_out", "output tokens spent"),
         ("cost", "dollars the answers cost (cached ones at their first price; a cache line says what this run spent)"),
     ]
+    if not full:
+        entries = [(name, text) for name, text in entries if name in {m.name for m in metrics}]
     width = max(len(name) for name, _ in entries)
     lines = ["glossary:", *(f"  {name.ljust(width)}  {text}" for name, text in entries)]
-    lines.append("  metrics are means over scored cases; a metric of None (does not apply) is skipped")
-    lines.append(
-        f"  rank: by {primary.name} with errors counted as wrong, then fewer errors, then cost (errors never win); "
-        "1= marks a tie"
-    )
-    lines.append(
-        "  best value: the cheapest per scored run of those shown (95% interval) to be at most 2 points below "
-        "the top, errors counted as wrong"
-    )
-    if intervals:
+    if full:
+        lines.append("  metrics are means over scored cases; a metric of None (does not apply) is skipped")
+        lines.append(
+            f"  rank: by {primary.name} with errors counted as wrong, then fewer errors, then cost (errors never "
+            "win); 1= marks a tie"
+        )
+        lines.append(
+            "  best value: the cheapest per scored run of those shown (95% interval) to be at most 2 points below "
+            "the top, errors counted as wrong"
+        )
+    if intervals and full:
         lines.append(
             f"  [low–high] after {primary.name}: its 95% interval, in percent, over cases (Wilson for "
             "0/1 scores, Student's t over case means otherwise; repeats are averaged per case first)"
@@ -10433,6 +10441,8 @@ def _glossary(
             "labelled answers' mean disagreement with people (prediction-powered inference); its interval counts "
             "the labels' sampling too (agent-evals label adds labels)"
         )
+    if not full:
+        lines.append("  -v explains the other columns, the rank, best value and the intervals")
     return "\n".join(lines)
 
 
@@ -10620,17 +10630,23 @@ def _bias_lines(where: str, each: Mapping[str, Sequence[tuple[float, float]]]) -
 
 
 def _render_report(
-    experiments: Sequence[Experiment], metrics: Sequence[Metric], style: str, width: int = 0, quiet: bool = False
+    experiments: Sequence[Experiment],
+    metrics: Sequence[Metric],
+    style: str,
+    width: int = 0,
+    quiet: bool = False,
+    full: bool = True,
 ) -> str:
     """Everything ``compare`` prints: the table, best values, errors, glossary, leaderboard;
-    ``width`` (a terminal's): the tables fit it. ``quiet``: no notes on power and no glossary."""
+    ``width`` (a terminal's): the tables fit it. ``quiet``: no notes on power and no glossary;
+    not ``full``: the glossary of the metrics alone (-v gives every column's)."""
     primary = _primary(metrics)
     rows = _rows(experiments, metrics)
     overall = _overall(rows, metrics, primary)
     spread = any((e := r.estimate(primary.name)) is not None and e.se > 0 for r in [*rows, *overall])
     notes = [*_power_lines(rows, primary), *_repeat_lines(rows, primary), *_few_cases_lines(rows, primary), ""]
     corrected = _corrected_metrics(experiments, metrics)
-    glossary = _glossary(metrics, spread, any(r.errors for r in rows), corrected).split("\n")
+    glossary = _glossary(metrics, spread, any(r.errors for r in rows), corrected, full).split("\n")
     lines = [*_best_value_lines(rows, primary, style), *_error_lines(rows), *_reasoning_lines(rows)]
     lines += [""] if quiet else [*notes, *glossary, ""]
     unlike = _unlike(rows)
@@ -11138,6 +11154,7 @@ def _render_changes(
     effect: float | None = None,
     width: int = 0,
     rest: str = _ALL_FLIPS,
+    full: bool = True,
 ) -> str:
     """The baseline table; under it, for each primary line whose difference was not shown,
     what its cases can show: the difference they would see 80% of the time, or, given an
@@ -11148,8 +11165,11 @@ def _render_changes(
     regressed = sum(c.verdict == "regressed" for c in changes)
     # p explains a verdict: the last to go, and then the line under the table says it went
     table = _fit(_CHANGE_HEADERS, rows, _CHANGE_NUMBERS, style, width, ("n", "temp", "effort", "old", "p"))
+    head = f"{regressed} regression{'s' if regressed != 1 else ''}: old and new are means over the n cases both runs "
     lines = [
-        f"{regressed} regression{'s' if regressed != 1 else ''}: old and new are means over the n cases both runs "
+        f"{head}answered; paired tests, p < {ALPHA} after Holm (-v says more)"
+        if not full
+        else f"{head}"
         f"answered; paired tests (McNemar mid-p for 0/1 scores, t otherwise), p (Holm-adjusted over the experiments "
         f"compared on each metric) < {ALPHA}; errors regress when significantly more cases raise now than "
         "before (McNemar mid-p over the cases that changed). Each metric is its own family: with several "
@@ -11171,8 +11191,7 @@ def _render_changes(
         for dataset, ids in edited.items()
         if ids
     ]
-    flips = [line if not width else line[:width] for line in _flip_lines(changes, primary, style, rest)]
-    return "\n".join([table, *flips, *_wrap(lines, width)])
+    return "\n".join([table, *_wrap([*_flip_lines(changes, primary, style, rest), *lines], width)])
 
 
 def _change_row(c: _Change, style: str) -> list[str]:
@@ -12505,7 +12524,14 @@ _FLAGS: tuple[tuple[str, tuple[str, ...], dict[str, Any]], ...] = (
         {**_LIST, "metavar": "NAME", "help": "only these datasets (repeat or comma-separate)"},
     ),
     ("common", ("-c", "--case"), {**_LIST, "metavar": "ID", "help": "only this variant or variant/NNN case"}),
-    ("common", ("-v", "--verbose"), {**_ON, "help": "notes on STDERR: the suite, the tracker and why"}),
+    (
+        "common",
+        ("-v", "--verbose"),
+        {
+            **_ON,
+            "help": "notes on STDERR: the suite, the tracker and why; every column's glossary and the tests' notes",
+        },
+    ),
     (
         "debug",
         ("-q", "--quiet"),
@@ -13549,7 +13575,7 @@ def _print_results(
     if tables and ending.interrupted:
         print(f"partial: {ending.partial(args)}", file=out)
     if tables and shown:
-        print(_render_report(shown, suite.metrics, style, _width_of(out), args.quiet), file=out)
+        print(_render_report(shown, suite.metrics, style, _width_of(out), args.quiet, args.verbose), file=out)
         for line in _reason_lines(_rows(shown, suite.metrics)):
             print(line, file=sys.stderr)
     for line in _cache_lines(shown):
@@ -13560,7 +13586,8 @@ def _print_results(
     if changes is not None and plan.baseline is not None and tables:
         current = {(_contender_key(e.contender), e.dataset): _experiment_record(e) for e in experiments}
         print(f"\nbaseline: {args.baseline if isinstance(args.baseline, str) else 'the newest run'}", file=out)
-        print(_render_changes(changes, style, _primary(suite.metrics).name, width=_width_of(out)), file=out)
+        primary = _primary(suite.metrics).name
+        print(_render_changes(changes, style, primary, width=_width_of(out), full=args.verbose), file=out)
         for line in _wrap(_upstream_lines(plan.baseline, current), _width_of(out)):
             print(line, file=out)
     for line in (
@@ -14184,7 +14211,7 @@ def _cmd_rescore(args: argparse.Namespace) -> int:
     for experiment in experiments:
         tracker.finish(experiment, _summarize(experiment.results, suite.metrics, experiment.duration))
     print(f"logs: {_display(log_dir)} ({stamp}); rescored, no model was called", file=sys.stderr)
-    print(_render_report(experiments, suite.metrics, _style_for(sys.stdout), quiet=args.quiet))
+    print(_render_report(experiments, suite.metrics, _style_for(sys.stdout), quiet=args.quiet, full=args.verbose))
     return EXIT_OK
 
 

@@ -519,7 +519,7 @@ class ProxyPy:
         command += ["--log-level", "INFO", *(["--basic-auth", self.auth] if self.auth else [])]
         with self.log_file.open("w") as log:
             self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + 300
         while not (port_file.is_file() and port_file.read_text().strip()):
             if time.monotonic() > deadline or self.process.poll() is not None:
                 self.__exit__()

@@ -393,7 +393,7 @@ def _stopped_when(
         stderr=subprocess.PIPE,
         text=True,
     )
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 300
     while not ready() and time.monotonic() < deadline:
         time.sleep(0.02)
     child.send_signal(sent)

@@ -116,7 +116,7 @@ def test_an_answer_is_folded_to_the_terminal() -> None:
     assert ae._cut("a\nb", 0) == ["a", "b"]  # a file or a pipe gets it whole
 
 
-def at_terminal(columns: int, *argv: str, cwd: Path) -> str:
+def at_terminal(columns: int, *argv: str, cwd: Path, env: dict[str, str] | None = None) -> str:
     """The CLI on a pseudo-terminal ``columns`` wide (no COLUMNS: the window's own size), as a
     person sees it: STDOUT and STDERR on one screen, each progress redraw resolved."""
     import fcntl
@@ -128,11 +128,13 @@ def at_terminal(columns: int, *argv: str, cwd: Path) -> str:
 
     main, child = pty.openpty()
     fcntl.ioctl(child, termios.TIOCSWINSZ, struct.pack("HHHH", 50, columns, 0, 0))
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("COLUMNS", "OPENROUTER", "AGENT_EVALS", "CI"))}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("COLUMNS", "OPENROUTER", "AGENT_EVALS", "CI"))} | (
+        env or {}
+    )
     command = [sys.executable, str(ROOT / "agent_evals.py"), *argv]
     proc = subprocess.Popen(command, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=child, stderr=child)
     os.close(child)
-    screen, deadline = b"", time.monotonic() + 60
+    screen, deadline = b"", time.monotonic() + 300  # a hang failsafe
     while time.monotonic() < deadline:
         if select.select([main], [], [], 1)[0]:
             try:
@@ -666,3 +668,29 @@ def test_a_command_runs_with_few_collector_passes_and_puts_the_collector_back(mo
     assert ae.main(["runs"]) == 0
     assert seen[0][0] == 50_000 and seen[0][1] > 1000
     assert gc.get_threshold() == before and gc.get_freeze_count() == 0
+
+
+def test_a_small_jobs_comparison_is_short_and_shows_the_cases_that_flipped(make_suite) -> None:
+    """Two models, eight cases, compare and then compare --baseline at 80 columns: the glossary
+    says the metrics (every column with -v), the comparison's note is two lines, and each
+    regression shows the cases that flipped under it. 52 lines in all (#74 asks 45: the one
+    dataset's table and its leaderboard are both still printed, ranks being the leaderboard's)."""
+    from test_stats import FLIPPING
+
+    from conftest import many
+
+    config = "request_types: [prompt]\nvendors:\n  fake:\n    - model: model\n    - model: other\n"
+    helper = FLIPPING.replace('{"model": model}', '{"model": model, "other": model}')
+    project = make_suite(helper=helper, config=config, cases=many(8))
+    first = at_terminal(80, "compare", "--local", cwd=project)
+    assert "glossary:\n  right  (primary) the capital named\n  -v explains the other columns" in first, first
+    screen = at_terminal(80, "compare", "--local", "--baseline", cwd=project, env={"BROKEN": "1"})
+    lines = screen.rstrip("\n").splitlines()
+    assert len(lines) <= 52, screen
+    assert "flipped [ds] fake/model right: 8 cases, 8 down and 0 up (the first 3; --format\n" in screen
+    assert "  a/001  Right 1 → Wrong 1  right → wrong" in lines
+    note = next(i for i, line in enumerate(lines) if line.startswith("2 regressions: "))
+    assert lines[note + 1].endswith("after Holm (-v says more)"), screen  # two lines: nothing folds on
+    assert all(not line.startswith("  ") for line in lines[note + 2 : note + 3]), screen
+    loud = at_terminal(80, "compare", "--local", "-v", cwd=project)
+    assert "  rank: by right with errors counted as wrong" in loud and "  cost " in loud

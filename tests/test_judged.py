@@ -227,7 +227,7 @@ def test_labels_given_in_the_report_are_downloaded_and_compare_reads_them(make_s
         (chosen,) = driver.find_elements(By.CSS_SELECTOR, ".lab.chosen")
         assert case_of(chosen) == order[-1] and chosen.find_element(By.CSS_SELECTOR, "[aria-pressed=true]")
         driver.execute_script("arguments[0].click()", link)
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 300
         while not (done := [p for p in downloads.glob("labels-*.jsonl") if p.stat().st_size]):
             assert time.monotonic() < deadline, list(downloads.iterdir())
             time.sleep(0.1)
@@ -565,7 +565,7 @@ def test_label_at_a_real_terminal_counts_names_refuses_a_grade_and_keeps_labels_
     def until(text: bytes) -> None:
         nonlocal screen
         while text not in screen:
-            ready, _, _ = select.select([main], [], [], 30)
+            ready, _, _ = select.select([main], [], [], 300)
             assert ready, screen.decode()[-2000:]
             screen += os.read(main, 65536)
 

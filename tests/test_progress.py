@@ -71,7 +71,7 @@ def test_the_bar_fits_the_terminal_it_is_drawn_on_and_follows_a_resize(make_suit
     os.close(secondary)
     screen, resized_at = b"", None
     while True:
-        if select.select([primary], [], [], 30)[0] == []:
+        if select.select([primary], [], [], 300)[0] == []:
             break
         try:
             chunk = os.read(primary, 65536)

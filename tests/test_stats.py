@@ -110,7 +110,7 @@ LINEUP = "request_types: [prompt]\nvendors:\n  fake:\n    - model: echo\n  cheap
 
 def test_repeat_prints_intervals_and_the_best_value_states_significance(make_suite, cli) -> None:
     project = make_suite(helper=NOISY, config=LINEUP, cases=many(40))
-    code, out, err = cli("compare", "--local", "--repeat", "5", cwd=project)
+    code, out, err = cli("compare", "--local", "--repeat", "5", "-v", cwd=project)  # -v: the whole glossary
     assert code == 0, err
     noisy_row = next(line for line in out.splitlines() if line.startswith("│ ds      │ cheap/noisy"))
     cell = noisy_row.split("│")[5]
