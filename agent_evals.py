@@ -481,6 +481,16 @@ def _interruption() -> tuple[str, str, int]:
     return _SIGNALLED[0].name, f" by {_SIGNALLED[0].name}", 128 + _SIGNALLED[0].value
 
 
+def _capped(line: str, most: int = 2000) -> str:
+    """An error's line at most ``most`` characters: a 100,000-character model id given as a flag
+    is named by its start, with how much more there was.
+
+    >>> _capped("x" * 2010)[-26:]
+    'xxxx… (10 characters more)'
+    """
+    return line if len(line) <= most else f"{line[:most]}… ({len(line) - most:,} characters more)"
+
+
 def _some(names: Sequence[str], most: int = 5) -> str:
     """The first ``most`` names, and how many more."""
     more = f" and {len(names) - most} more" if len(names) > most else ""
@@ -12880,11 +12890,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stdout.flush()  # a closed pipe shows here, inside the handler below
         return code
     except _UsageError as e:
-        print(f"error: {_visible(_usage_hint(str(e), words), newlines=True)}", file=sys.stderr)
+        print(f"error: {_capped(_visible(_usage_hint(str(e), words), newlines=True))}", file=sys.stderr)
         return EXIT_USAGE
     except EvalError as e:
         _traceback_if_debug(args)
-        print(f"error: {_visible(_redact(str(e)), newlines=True)}", file=sys.stderr)
+        print(f"error: {_capped(_visible(_redact(str(e)), newlines=True))}", file=sys.stderr)
         return e.exit_code
     except KeyboardInterrupt:
         _traceback_if_debug(args)
@@ -12901,7 +12911,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         text = _describe(e)[0]
         where = "writing the output" if isinstance(e, OSError) else "agent-evals stopped"
         with contextlib.suppress(OSError):
-            print(f"error: {where}: {_visible(text, newlines=True)} (--debug shows the traceback)", file=sys.stderr)
+            print(
+                f"error: {where}: {_capped(_visible(text, newlines=True))} (--debug shows the traceback)",
+                file=sys.stderr,
+            )
         return EXIT_FAILED
     finally:
         sys.stdout, sys.stderr = streams
@@ -13585,7 +13598,9 @@ def _print_results(
         print(line, file=out)
     if changes is not None and plan.baseline is not None and tables:
         current = {(_contender_key(e.contender), e.dataset): _experiment_record(e) for e in experiments}
-        print(f"\nbaseline: {args.baseline if isinstance(args.baseline, str) else 'the newest run'}", file=out)
+        stamps = sorted({m[1] for r in plan.baseline.values() if (m := _STAMP.search(str(r.get("read_from", ""))))})
+        newest = f"the newest run ({', '.join(stamps)})" if stamps else "the newest run"
+        print(f"\nbaseline: {args.baseline if isinstance(args.baseline, str) else newest}", file=out)
         primary = _primary(suite.metrics).name
         print(_render_changes(changes, style, primary, width=_width_of(out), full=args.verbose), file=out)
         for line in _wrap(_upstream_lines(plan.baseline, current), _width_of(out)):

@@ -472,3 +472,11 @@ def test_a_reply_score_or_context_of_the_wrong_shape_is_that_cases_error(make_su
     assert code == 0, err
     (log,) = read_logs(project)
     assert {row["error"] for row in log["rows"]} == {error}
+
+
+@pytest.mark.parametrize("flag", ["-m", "--judge"])
+def test_a_model_id_of_100000_characters_is_named_by_its_start_in_one_short_line(make_suite, cli, flag) -> None:
+    project = make_suite()
+    code, _, err = cli("compare", "--local", flag, "fake/" + "x" * 100_000, cwd=project)
+    (line,) = [x for x in err.splitlines() if x.startswith("error:")]
+    assert code == 2 and len(line) < 2100 and line.endswith("characters more)") and "fake/xxx" in line, line[:300]
