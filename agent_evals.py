@@ -13872,8 +13872,8 @@ def _cmd_label(args: argparse.Namespace) -> int:
                 print(f"  {name}")
             counts[0] += 1
     except KeyboardInterrupt:
-        print(f"\nlabel: interrupted; {_n(added, 'label')} kept in {_display(path)}")
-        return EXIT_INTERRUPTED
+        print(f"\nlabel: interrupted{_interruption()[1]}; {_n(added, 'label')} kept in {_display(path)}")
+        return _interruption()[2]
     print(f"label: {_n(added, 'label')} added to {_display(path)} ({len(labels)} in all); compare and diff use them")
     return EXIT_OK
 
@@ -14051,8 +14051,8 @@ def _label_until_decided(
                     question.said = said
                     print(f"  {said}")
     except KeyboardInterrupt:
-        print(f"\nlabel: interrupted; {_n(added, 'label')} kept in {_display(path)}")
-        return EXIT_INTERRUPTED
+        print(f"\nlabel: interrupted{_interruption()[1]}; {_n(added, 'label')} kept in {_display(path)}")
+        return _interruption()[2]
     for question in questions:
         if not question.said.startswith("decided"):
             print(question.said or _undecided(question, labels, alpha))

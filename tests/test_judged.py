@@ -933,3 +933,40 @@ def test_a_judges_probabilities_are_logged_and_are_what_its_labels_correct(make_
     by_verdicts = ae._ppi([], verdicts, list(zip(verdicts[:20], truth, strict=True)))
     assert row["metrics"]["correct"]["mean"] == pytest.approx(expected.mean)
     assert abs(expected.mean - by_verdicts.mean) > 1e-6
+
+
+def test_label_ended_by_sigterm_keeps_its_labels_and_exits_143(make_suite, cli) -> None:
+    """A label session a supervisor ends (SIGTERM): the labels given are on disk, the line says
+    what ended it, and the exit code is SIGTERM's (143), not Ctrl-C's."""
+    import os
+    import select
+    import signal
+
+    project = make_suite(helper=JUDGED, config=LINEUP, cases=cases(8))
+    assert cli("compare", "--local", cwd=project)[0] == 0
+    proc, main = label_on_a_terminal(project)
+    screen = b""
+    for answer in (b"y\n", None):
+        while b"(s skips, q quits): " not in screen.rsplit(b"]", 1)[-1]:
+            ready, _, _ = select.select([main], [], [], 300)  # a hang failsafe
+            assert ready, screen.decode()[-2000:]
+            screen += os.read(main, 65536)
+        if answer is None:
+            proc.send_signal(signal.SIGTERM)
+        else:
+            os.write(main, answer)
+            screen = b""
+    assert proc.wait(timeout=300) == 143
+    rest = b""
+    while select.select([main], [], [], 1)[0]:
+        try:
+            chunk = os.read(main, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        rest += chunk
+    os.close(main)
+    assert "label: interrupted by SIGTERM; 1 label kept in evals/labels/labels.jsonl" in (screen + rest).decode()
+    rows = (project / "evals" / "labels" / "labels.jsonl").read_text().splitlines()
+    assert [json.loads(r)["label"] for r in rows] == [1.0]
