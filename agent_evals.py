@@ -143,9 +143,9 @@ _EXIT_CODES = (
     (EXIT_OK, "the command did its job (errors inside a run are reported, not fatal)"),
     (
         EXIT_FAILED,
-        "verify found problems, a gate failed, a dataset's prepare failed, the provider stopped the run (a "
-        "refused key, no credits), the budget was reached, a file of the run could not be written, or "
-        "agent-evals itself failed",
+        "verify found problems, a gate failed, a contender got no answer at all (every case raised), a "
+        "dataset's prepare failed, the provider stopped the run (a refused key, no credits), the budget was "
+        "reached, a file of the run could not be written, or agent-evals itself failed",
     ),
     (EXIT_USAGE, "usage or configuration error, before any model is called"),
     (EXIT_INTERRUPTED, "interrupted (Ctrl-C); what finished is kept"),
@@ -2780,9 +2780,12 @@ def _load_suite(helper_flag: str | None, config_flag: str | None) -> _Suite:
                 f"second copy of it, {_display(Path(copies[0][1]))} (imported as {copies[0][0]}); import the same "
                 "file, or run that copy"
             )
+        them = "them" if " and " in missing else "it"
+        named = ", ".join(f"{k}=..." for k in ("adapter", "scorer") if getattr(conf, k) is None)
+        keys = " and ".join(f"{k}:" for k in ("adapter", "scorer") if getattr(conf, k) is None)
         raise ConfigError(
-            f"no suite is configured: no {missing}; register them in {source} with "
-            f"configure(adapter=..., scorer=...) or name them with adapter: and scorer: in {where}"
+            f"no suite is configured: no {missing}; register {them} in {source} with configure({named}) or name "
+            f"{them} with {keys} in {where}" + " (or its .json)" * where.endswith(".yml")
         )
     providers = [*reversed(conf.providers), *_builtin_providers()]
     trackers = {cls.name: cls for cls in [*_builtin_trackers(), *conf.trackers]}
@@ -12487,7 +12490,8 @@ def _flag_help(setting: _Setting) -> str:
 def _epilog(providers: Sequence[Provider] | None = None) -> str:
     types = _request_types(providers or _builtin_providers())
     width = max(map(len, types))
-    lines = ["request types (a suite names what its adapter sends in request_types:):"]
+    lines = ["help COMMAND: a command's flags (as COMMAND --help)", ""]
+    lines += ["request types (a suite names what its adapter sends in request_types:):"]
     lines += [f"  {name.ljust(width)}  {text}" for name, text in types.items()]
     lines += ["", "exit codes:"]
     lines += [f"  {code:<3}  {text}" for code, text in _EXIT_CODES]

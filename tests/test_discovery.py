@@ -129,6 +129,10 @@ def test_no_adapter_or_scorer_names_file_and_keys(make_suite, cli) -> None:
     assert code == 2
     assert "no suite is configured: no adapter and scorer" in err
     assert "configure(adapter=..., scorer=...)" in err and "adapter: and scorer:" in err
+    one = make_suite(helper="import agent_evals as ae\nae.configure(adapter=ae.EchoAdapter())\n")
+    code, _, err = cli("cases", cwd=one)
+    assert code == 2 and "no scorer; register it in evals/eval_helper.py with configure(scorer=...)" in err
+    assert "or name it with scorer: in evals/.agent-eval.config.yml (or its .json)" in err
 
 
 def test_helper_that_raises_is_one_line_with_file_and_line(make_suite, cli) -> None:
