@@ -12708,7 +12708,11 @@ _FLAGS: tuple[tuple[str, tuple[str, ...], dict[str, Any]], ...] = (
     (
         "report",
         ("logs",),
-        {"nargs": "+", "metavar": "LOG", "help": "a log or journal of each run (its whole run is read)"},
+        {
+            "nargs": "*",
+            "metavar": "LOG",
+            "help": "a log or journal of each run (its whole run is read); none: the newest run",
+        },
     ),
     ("report", ("--format",), _FORMATS),
     ("report", ("-o", "--output"), {"metavar": "FILE", "help": "write the report as one self-contained HTML file"}),
@@ -13781,7 +13785,15 @@ def _adapter_metadata(adapter: Any) -> Mapping[str, object]:
 
 def _cmd_report(args: argparse.Namespace) -> int:
     partial: list[str] = []
-    records = _records_of(args.logs, "report", partial)
+    try:
+        records = _records_of(args.logs or ["latest"], "report", partial)
+    except ConfigError as e:
+        if args.logs or "no run with that stamp" not in str(e):
+            raise
+        raise ConfigError(
+            f"report: no run in {_display(_log_folder(None))} yet; run agent-evals compare, or name a LOG"
+        ) from None
+
     metrics = _logged_metrics(records.values())
     logged = [(Path(str(r["read_from"])), r.get("labels")) for r in records.values()]
     labels = _suite_labels(logged, "report") if any(m.judged for m in metrics) else {}

@@ -141,3 +141,18 @@ def test_a_stamp_names_a_run_wherever_a_run_is_named(make_suite, cli) -> None:
     assert code == 2 and "runs (" in err and "with that stamp in log/agent-evals; agent-evals runs lists them" in err
     code, _, err = cli("report", "20991231")
     assert code == 2 and "report 20991231: no run with that stamp in log/agent-evals" in err
+
+
+def test_report_with_no_log_reads_the_newest_run_as_baseline_and_label_do(make_suite, cli, tmp_path) -> None:
+    project = make_suite()
+    code, out, err = cli("report", cwd=project)
+    assert code == 2 and "report: no run in log/agent-evals yet; run agent-evals compare, or name a LOG" in err
+    assert cli("compare", "--local", "-q", cwd=project)[0] == 0
+    assert cli("compare", "--local", "-q", "-m", "fake/echo", "--repeat", "2", cwd=project)[0] == 0
+    code, out, err = cli("report", "--format", "json", cwd=project)
+    assert code == 0, err
+    (first,) = json.loads(cli("report", "--format", "json", "latest", cwd=project)[1])["datasets"][0]["leaderboard"]
+    (row,) = json.loads(out)["datasets"][0]["leaderboard"]
+    oldest = min((project / "log" / "agent-evals").glob("*.json"))
+    (once,) = json.loads(cli("report", "--format", "json", str(oldest), cwd=project)[1])["datasets"][0]["leaderboard"]
+    assert row == first and row["runs"] == 2 * once["runs"]  # the newest run's two repeats, not the first run
