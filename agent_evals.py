@@ -9764,19 +9764,34 @@ _STYLES = {
 }
 
 
+def _cells(text: str) -> int:
+    """The terminal cells ``text`` takes: East Asian wide and fullwidth characters (CJK, most
+    emoji) two, combining marks and joiners none, every other character one."""
+    if text.isascii():
+        return len(text)
+    import unicodedata
+
+    return sum(
+        0 if unicodedata.category(c) in ("Mn", "Me", "Cf") else 2 if unicodedata.east_asian_width(c) in "WF" else 1
+        for c in text
+    )
+
+
 def _table(headers: Sequence[str], rows: Sequence[Sequence[str]], right: Sequence[bool], style: str = "box") -> str:
-    """A bordered table; ``right`` marks the columns aligned right (numbers)."""
+    """A bordered table; ``right`` marks the columns aligned right (numbers). Widths are in
+    terminal cells (``_cells``): a CJK name or an emoji keeps the borders in line."""
     top, rule, bottom, bar = _STYLES[style]
     headers = [_visible(str(h), newlines=True) for h in headers]
     rows = [[_visible(str(v), newlines=True) for v in r] for r in rows]
-    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
+    widths = [max(_cells(h), *(_cells(r[i]) for r in rows)) if rows else _cells(h) for i, h in enumerate(headers)]
 
     def line(edge: tuple[str, str, str, str]) -> str:
         left, fill, joint, end = edge
         return left + joint.join(fill * (w + 2) for w in widths) + end
 
     def cells(values: Sequence[str]) -> str:
-        padded = (v.rjust(w) if r else v.ljust(w) for v, w, r in zip(values, widths, right, strict=True))
+        gaps = (" " * (w - _cells(v)) for v, w in zip(values, widths, strict=True))
+        padded = (gap + v if r else v + gap for v, gap, r in zip(values, gaps, right, strict=True))
         return bar + bar.join(f" {p} " for p in padded) + bar
 
     return "\n".join([line(top), cells(headers), line(rule), *(cells(r) for r in rows), line(bottom)])
@@ -10163,7 +10178,9 @@ def _fit(
         rest = [i for i in keep if headers[i] != name]
         if rest != keep and excess(cells, keep) > 0 and apart(cells, rest) == apart(cells, keep):
             keep, dropped = rest, [*dropped, name]
-    for column in sorted((i for i in keep if not right[i]), key=lambda i: -max(len(r[i]) for r in [headers, *cells])):
+    for column in sorted(
+        (i for i in keep if not right[i]), key=lambda i: -max(_cells(r[i]) for r in [headers, *cells])
+    ):
         if excess(cells, keep) <= 0:
             break
         values = [r[column] for r in cells]
@@ -10171,16 +10188,17 @@ def _fit(
         shared = re.match(r".*[/:_-]", common) if len(set(values)) > 1 else None
         if shared and len(shared[0]) > 2:  # what rows share goes first (acme/thrifty, acme/sloppy: …thrifty, …sloppy)
             cells = [[f"…{v[len(shared[0]) :]}" if i == column else v for i, v in enumerate(r)] for r in cells]
-        longest = max(len(r[column]) for r in [headers, *cells])
+        longest = max(_cells(r[column]) for r in [headers, *cells])
         for most in range(max(8, longest - excess(cells, keep)), longest):  # 8: a name still read
             cut = [[_middle(v, most) if i == column else v for i, v in enumerate(r)] for r in [headers, *cells]]
             if len({r[column] for r in cut[1:]}) == len({r[column] for r in cells}):  # its values still read apart
                 headers, *cells = cut
                 break
+    over = excess(cells, keep) > 0  # the table as last cut: built here, its last cut may have made it fit
     wider = [f"(wider than {width} columns: its rows would read alike cut any further; | less -S scrolls it)"]
     above = ["every row: " + " · ".join(f"{headers[i]}\u00a0{cells[0][i]}" for i in same)] if same else []
     under = [f"(hidden to fit {width} columns: {', '.join(dropped)}; | cat shows all)"] if dropped else []
-    return "\n".join([*_wrap(above, width), table, *_wrap(under + wider * (excess(cells, keep) > 0), width)])
+    return "\n".join([*_wrap(above, width), table, *_wrap(under + wider * over, width)])
 
 
 def _middle(text: str, most: int) -> str:

@@ -694,3 +694,40 @@ def test_a_small_jobs_comparison_is_short_and_shows_the_cases_that_flipped(make_
     assert all(not line.startswith("  ") for line in lines[note + 2 : note + 3]), screen
     loud = at_terminal(80, "compare", "--local", "-v", cwd=project)
     assert "  rank: by right with errors counted as wrong" in loud and "  cost " in loud
+
+
+def test_at_40_columns_a_cjk_dataset_and_an_emoji_keep_every_line_within_the_window_and_aligned(make_suite) -> None:
+    """Three acme/...-2026 contenders, a dataset named 首都城市 and an answer with an emoji, at 40
+    columns: widths are terminal cells (a CJK character takes two), so every line of a table
+    is as wide as its border, and a table is 40 cells or fewer unless the screen says it
+    cannot be; the leaderboard of three is exactly 40 (41 before: its last cut was never shown)."""
+    from agent_evals import _cells
+
+    config = (
+        "request_types: [prompt]\nvendors:\n  acme:\n    - model: thrifty-2026\n    - model: sloppy-2026\n"
+        "    - model: flaky-2026\n"
+    )
+    helper = ACME.replace('"thrifty":', '"thrifty-2026":').replace('"sloppy":', '"sloppy-2026":')
+    helper = helper.replace('"flaky":', '"flaky-2026":').replace("'{\"ok\": 1}'", '\'{"ok": 1, "note": "👍"}\'')
+    helper = helper.replace('"acme/thrifty", "acme/sloppy", "acme/flaky"', '"acme/thrifty-2026", "acme/sloppy-2026"')
+    helper = helper.replace('"acme/sloppy-2026"]', '"acme/sloppy-2026", "acme/flaky-2026"]')
+    cases = {f"evals/datasets/首都城市/cases/a/00{i}/input.txt": f"v {i}" for i in range(1, 7)}
+    cases |= {f"evals/datasets/首都城市/cases/a/00{i}/expected.json": "{}" for i in range(1, 7)}
+    cases |= {f"evals/datasets/ds/cases/a/00{i}/input.txt": f"v {i}" for i in range(1, 4)}
+    cases |= {f"evals/datasets/ds/cases/a/00{i}/expected.json": "{}" for i in range(1, 4)}
+    project = make_suite(helper=helper, config=config, cases=cases)
+    for argv in (["compare", "--local"], ["run", "--local", "-m", "acme/thrifty-2026"]):
+        screen = at_terminal(40, *argv, cwd=project)
+        tables: list[list[str]] = []
+        for line in screen.splitlines():
+            if line.startswith("┌"):
+                tables.append([])
+            if line.startswith(("┌", "│", "├", "└")):
+                tables[-1].append(line)
+        assert tables and any("首都城市" in line for table in tables for line in table), screen
+        for table in tables:
+            assert len({_cells(line) for line in table}) == 1, table  # every line as wide as its border
+            assert _cells(table[0]) <= 40 or "(wider than 40 columns" in screen, table
+        if argv[0] == "compare":
+            (leaderboard,) = [t for t in tables if t[1].startswith("│ # │")]
+            assert _cells(leaderboard[0]) == 40 and "│ 1 │ …thrif…-2026 │" in leaderboard[3], leaderboard
