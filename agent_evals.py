@@ -481,13 +481,14 @@ def _interruption() -> tuple[str, str, int]:
     return _SIGNALLED[0].name, f" by {_SIGNALLED[0].name}", 128 + _SIGNALLED[0].value
 
 
-def _capped(line: str, most: int = 2000) -> str:
-    """An error's line at most ``most`` characters: a 100,000-character model id given as a flag
-    is named by its start, with how much more there was.
+def _said(text: str, most: int = 2000) -> str:
+    """An error as its one line says it: control characters escaped (``_visible``), at most
+    ``most`` characters, then how many more (a 100,000-character model id named by its start).
 
-    >>> _capped("x" * 2010)[-26:]
+    >>> _said("x" * 2010)[-26:]
     'xxxx… (10 characters more)'
     """
+    line = _visible(text, newlines=True)
     return line if len(line) <= most else f"{line[:most]}… ({len(line) - most:,} characters more)"
 
 
@@ -2286,6 +2287,17 @@ def _find_suite(helper: str | None, config: str | None) -> tuple[Path | None, Pa
     )
 
 
+def _unconfigured(conf: _Configuration, source: str, where: str) -> ConfigError:
+    """A suite with no adapter or no scorer: what is missing, and the two places to name it."""
+    missing = [k for k in ("adapter", "scorer") if getattr(conf, k) is None]
+    them = "them" if len(missing) > 1 else "it"
+    return ConfigError(
+        f"no suite is configured: no {' and '.join(missing)}; register {them} in {source} with configure("
+        f"{', '.join(f'{k}=...' for k in missing)}) or name {them} with {' and '.join(f'{k}:' for k in missing)} "
+        f"in {where}" + " (or its .json)" * where.endswith(".yml")
+    )
+
+
 def _suite_in(evals: Path, config: str | None) -> tuple[Path | None, Path, Path]:
     helper_path = evals / HELPER_NAME
     config_path = Path(config) if config else _config_in(evals) or evals / CONFIG_NAME
@@ -2767,7 +2779,6 @@ def _load_suite(helper_flag: str | None, config_flag: str | None) -> _Suite:
     conf = _configuration
     _configure_from(conf, data, where)
     if conf.adapter is None or conf.scorer is None:
-        missing = " and ".join(k for k in ("adapter", "scorer") if getattr(conf, k) is None)
         source = _display(helper) if helper else f"evals/{HELPER_NAME}"
         copies = [  # a helper that imported another file of this module configured that one
             (name, getattr(m, "__file__", "?"))
@@ -2780,13 +2791,7 @@ def _load_suite(helper_flag: str | None, config_flag: str | None) -> _Suite:
                 f"second copy of it, {_display(Path(copies[0][1]))} (imported as {copies[0][0]}); import the same "
                 "file, or run that copy"
             )
-        them = "them" if " and " in missing else "it"
-        named = ", ".join(f"{k}=..." for k in ("adapter", "scorer") if getattr(conf, k) is None)
-        keys = " and ".join(f"{k}:" for k in ("adapter", "scorer") if getattr(conf, k) is None)
-        raise ConfigError(
-            f"no suite is configured: no {missing}; register {them} in {source} with configure({named}) or name "
-            f"{them} with {keys} in {where}" + " (or its .json)" * where.endswith(".yml")
-        )
+        raise _unconfigured(conf, source, where)
     providers = [*reversed(conf.providers), *_builtin_providers()]
     trackers = {cls.name: cls for cls in [*_builtin_trackers(), *conf.trackers]}
     _SECRET_KEYS.update(key for p in providers for key in p.env_keys or ())
@@ -12916,11 +12921,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stdout.flush()  # a closed pipe shows here, inside the handler below
         return code
     except _UsageError as e:
-        print(f"error: {_capped(_visible(_usage_hint(str(e), words), newlines=True))}", file=sys.stderr)
+        print(f"error: {_said(_usage_hint(str(e), words))}", file=sys.stderr)
         return EXIT_USAGE
     except EvalError as e:
         _traceback_if_debug(args)
-        print(f"error: {_capped(_visible(_redact(str(e)), newlines=True))}", file=sys.stderr)
+        print(f"error: {_said(_redact(str(e)))}", file=sys.stderr)
         return e.exit_code
     except KeyboardInterrupt:
         _traceback_if_debug(args)
@@ -12937,10 +12942,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         text = _describe(e)[0]
         where = "writing the output" if isinstance(e, OSError) else "agent-evals stopped"
         with contextlib.suppress(OSError):
-            print(
-                f"error: {where}: {_capped(_visible(text, newlines=True))} (--debug shows the traceback)",
-                file=sys.stderr,
-            )
+            print(f"error: {where}: {_said(text)} (--debug shows the traceback)", file=sys.stderr)
         return EXIT_FAILED
     finally:
         sys.stdout, sys.stderr = streams
