@@ -14395,7 +14395,8 @@ def _cmd_runs(args: argparse.Namespace) -> int:
     rows = [[_fmt_cost(v) if isinstance(v, float) else "-" if v is None else str(v) for v in run] for run in runs]
     right = [h in ("experiments", "cases", "errors", "cost", "judge") for h in headers]
     print(f"{len(rows)} run{'s' if len(rows) != 1 else ''} in {_display(folder)}, newest first")
-    print(_table(headers, rows, right, _style_for(sys.stdout)))
+    order = ("suite", "command", "judge", "experiments", "errors", "cost", "cases", "state")  # the stamp stays
+    print(_fit(headers, rows, right, _style_for(sys.stdout), _width_of(sys.stdout), order))
     return EXIT_OK
 
 

@@ -156,3 +156,18 @@ def test_report_with_no_log_reads_the_newest_run_as_baseline_and_label_do(make_s
     oldest = min((project / "log" / "agent-evals").glob("*.json"))
     (once,) = json.loads(cli("report", "--format", "json", str(oldest), cwd=project)[1])["datasets"][0]["leaderboard"]
     assert row == first and row["runs"] == 2 * once["runs"]  # the newest run's two repeats, not the first run
+
+
+def test_runs_on_a_narrow_terminal_fits_the_window_or_says_so(make_suite, cli) -> None:
+    """runs at 40 and 19 columns: what every run shares goes above the table, columns go until it
+    fits, and each stamp still reads apart (it was a 166-character table, unsaid)."""
+    from test_cli import at_terminal
+
+    project = make_suite()
+    for _ in range(2):
+        assert cli("compare", "--local", "-q", cwd=project)[0] == 0
+    for width in (40, 19):
+        screen = at_terminal(width, "runs", cwd=project)
+        table = [line for line in screen.splitlines() if line.startswith(("┌", "│", "├", "└"))]
+        assert table and all(len(line) <= width for line in table), screen
+        assert len({line for line in table[3:-1]}) == 2, screen  # the two runs read apart
