@@ -6485,6 +6485,7 @@ class _Forecast:
     expected: float | None = None
     worst: float | None = None
     least: float | None = None
+    done: int = 0  # case runs --resume found finished: not asked again, not counted
 
     @property
     def counted(self) -> bool:
@@ -6535,7 +6536,7 @@ def _resumed(f: _Forecast, previous: Mapping[tuple[str, str], Mapping[tuple[str,
     done = len(previous.get((_contender_key(experiment.contender), experiment.dataset), {}))
     left = 1 - done / max(len(experiment.cases) * experiment.repeat, 1)
     return dataclasses.replace(
-        f, **{k: v * left for k in ("expected", "worst", "least") if (v := getattr(f, k)) is not None}
+        f, done=done, **{k: v * left for k in ("expected", "worst", "least") if (v := getattr(f, k)) is not None}
     )
 
 
@@ -6619,7 +6620,7 @@ def _forecast_line(forecasts: Sequence[_Forecast], decided: bool = False) -> str
     import collections
 
     known = [f for f in forecasts if f.counted]
-    runs = sum(len(f.experiment.cases) * f.experiment.repeat for f in forecasts)
+    runs = sum(len(f.experiment.cases) * f.experiment.repeat - f.done for f in forecasts)
     bases = ", ".join(f"{n} from {b}" for b, n in collections.Counter(f.basis for f in forecasts).items())
     if not known:
         return f"forecast: none: no experiment has a price to count with ({bases})"
@@ -6629,7 +6630,8 @@ def _forecast_line(forecasts: Sequence[_Forecast], decided: bool = False) -> str
     else:  # before an answer, the full max_tokens out is a bound, never an expectation
         text = f"forecast: {_fmt_cost(sum(f.likely for f in known))} " + (f"to {most}" if most else "at least")
         text += " (from the inputs alone to the full max_tokens out: no expected figure before a run has answered)"
-    text += f", over {_n(runs, 'case run')} ({bases})"
+    done = sum(f.done for f in forecasts)
+    text += f", over {_n(runs, 'case run')}{f' left ({done} done)' if done else ''} ({bases})"
     if decided:
         text += (
             f"; --until-decided asks them all only if nothing is decided, from {_fmt_cost(_first_round(known))} a round"

@@ -110,6 +110,8 @@ def test_sigint_keeps_what_finished_and_resume_asks_each_case_once(make_suite) -
         out, err = resumed.communicate(timeout=300)
         assert resumed.returncode == 0, err
         assert f"resume: {len(finished)} finished cases" in err
+        # what is left is forecast, not the whole run again
+        assert f"over {20 - len(finished)} case runs left ({len(finished)} done)" in err.replace("\n  ", " "), err
     assert Counter(case_of(r) for r in server.chats()) == Counter({f"a/{i:03d}": 1 for i in range(1, 21)})
     newest = read_logs(project)[-1]
     assert len(newest["rows"]) == 20 and newest["not_run"] == [] and newest["resumed_from"] == log["stamp"]
