@@ -1430,6 +1430,7 @@ class _Ledger:
         self.replayed = [0, 0]  # answers OpenRouter's response cache gave: all, and those not asked of it
         self.notes: dict[object, Any] = {} if notes is None else notes
         self.judge = judge  # the judge's, for a scorer's Judge: its spend is shown apart, its batches are its own
+        self.last: _Call | None = None  # the call that ended last: a Judge disowns it when it is no verdict
         self.chances: list[tuple[float, float]] = []  # a Judge's verdicts with the probability it gave pass
         self.lock = threading.Lock()
 
@@ -1446,6 +1447,7 @@ class _Ledger:
         answer, and for a tracker that shows each call its times, request and answer or failure."""
         answer, request = call.answer, call.request
         with self.lock:
+            self.last = call
             if answer is not None:
                 raw = answer.raw if isinstance(answer.raw, dict) else {}
                 # who answered: OpenRouter names the upstream (provider), the model behind an alias and the tier
@@ -1593,6 +1595,9 @@ class _Step:
 
     def again(self, call: _Call) -> None:
         pass
+
+    def disown(self, call: _Call) -> None:
+        """An answer its asker could not use (a judge's that is no verdict): never given again."""
 
 
 class Model:
@@ -1847,6 +1852,9 @@ class Judge:
         except (ValueError, TypeError, KeyError, RecursionError):
             value, said = math.nan, {}
         if not 0 <= value <= 1:
+            if (last := model.ledger.last) is not None:  # --cache: a retry asks it again
+                for step in model.steps:
+                    step.disown(last)
             raise SuiteError(
                 f"judge {model.id} gave no verdict ({'a grade' if self.graded else 'pass or fail'}): {_shown(text)}"
             )
@@ -6324,6 +6332,11 @@ class _Cache(_Step):
     def clear(self) -> int:
         with self._db() as db:
             return db.execute("DELETE FROM completions").rowcount
+
+    def disown(self, call: _Call) -> None:
+        if call.key:
+            with self._db() as db:
+                db.execute("DELETE FROM completions WHERE key = ?", (call.key,))
 
 
 # ═══════════════════════════════════════════════════════════════════════════════
@@ -14184,6 +14197,22 @@ def _undecided(question: _Question, labels: Mapping[tuple[str, ...], float], alp
     return f"{now}; at this rate about {_n(math.ceil((more - question.at) * per), 'label')} more"
 
 
+def _answer(prompt: str) -> str:
+    """A line the person types. At a terminal it is waited for a quarter second at a time, so a
+    Ctrl-C or a SIGTERM ends ``label`` at once: ``input``'s readline waits in a ``select`` that a
+    signal arriving just before it leaves asleep until a key is pressed (seen under load)."""
+    if os.name == "nt" or not sys.stdin.isatty():
+        return input(prompt)
+    import select
+
+    print(prompt, end="", flush=True)
+    while not select.select([sys.stdin], [], [], 0.25)[0]:
+        pass
+    if not (line := sys.stdin.readline()):
+        raise EOFError
+    return line.rstrip("\n")
+
+
 def _ask_label(case: Case, output: object, verdict: float, graded: bool, number: int, total: int) -> float | None:
     """One answer shown (its case's input and expected answer, then the answer) and its label
     read: 1 or 0 (y/n), a grade from 0 to 1, -1 to skip it, None to stop (q, or no more input).
@@ -14194,7 +14223,7 @@ def _ask_label(case: Case, output: object, verdict: float, graded: bool, number:
         print(f"{name}:", *_cut(text.rstrip(), _width_of(sys.stdout), 20), sep="\n  ")
     while True:
         try:
-            said = input(f"{'a grade from 0 to 1' if graded else 'right? y/n'}, then Enter (s skips, q quits): ")
+            said = _answer(f"{'a grade from 0 to 1' if graded else 'right? y/n'}, then Enter (s skips, q quits): ")
         except EOFError:
             return None
         said = said.strip().lower()

@@ -302,7 +302,9 @@ def test_a_judge_asks_the_named_model_the_way_contenders_are_asked(make_suite) -
         done = run_agent_evals(*argv, cwd=project, env=env)
         asked = server.chats()
         again = run_agent_evals(*argv, cwd=project, env=env)
-        assert len(server.chats()) == len(asked) == 6, done.stderr  # the second run: all from the cache
+        # the second run: all from the cache but the answer that was no verdict, which the judge is asked again
+        assert len(asked) == 6 and len(server.chats()) == 7, done.stderr
+        assert '"v": 4' in server.chats()[-1].body["messages"][-1]["content"]
         broke = run_agent_evals(
             "compare", "--local", "--judge", "openai/gpt-4.1-mini", "--budget", "0.015", cwd=project, env=env
         )
@@ -323,7 +325,8 @@ def test_a_judge_asks_the_named_model_the_way_contenders_are_asked(make_suite) -
     assert errors == [
         "SuiteError: judge openai/gpt-4.1-mini gave no verdict (pass or fail): 'I would rather not grade this.'"
     ]
-    assert json.loads(again.stdout)["judge"]["usage"]["cost_usd"] == 0.0  # a second run spends nothing on the judge
+    # a second run spends on the judge only what it asks again: the answer that was no verdict
+    assert json.loads(again.stdout)["judge"]["usage"]["cost_usd"] == pytest.approx(0.0002)
     assert broke.returncode == 1 and "--budget" in broke.stderr
     assert missing.returncode == 2 and "judge openai/gpt-4.1-nano: openrouter does not list it" in missing.stderr
 
