@@ -13898,7 +13898,8 @@ def _cmd_label(args: argparse.Namespace) -> int:
         return _label_until_decided(questions, labels, path, metric, args.cap)
     queues = _label_queues(run, metric, labels, cases)
     graded = any(v not in (0.0, 1.0) for _, _, items, _ in queues for _, _, _, v, _ in items)
-    missing = sum(len(items) - sum(item[0] in labels for item in items) for _, _, items, _ in queues)
+    # each distinct answer once: one shared by two contenders (or runs) takes one label
+    missing = len({item[0] for _, _, items, _ in queues for item in items} - labels.keys())
     if not queues:
         print("label: no logged run with judged answers to label; run agent-evals compare first")
         return EXIT_OK

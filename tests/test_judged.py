@@ -973,3 +973,18 @@ def test_label_ended_by_sigterm_keeps_its_labels_and_exits_143(make_suite, cli) 
     assert "label: interrupted by SIGTERM; 1 label kept in evals/labels/labels.jsonl" in (screen + rest).decode()
     rows = (project / "evals" / "labels" / "labels.jsonl").read_text().splitlines()
     assert [json.loads(r)["label"] for r in rows] == [1.0]
+
+
+def test_label_counts_an_answer_two_contenders_share_once(make_suite, cli, monkeypatch, capsys) -> None:
+    """Two contenders whose answers are the same: six cases are six answers to label, asked
+    [1 of 6] to [6 of 6] (each label serves both), never [4 of 12] then done."""
+    lineup = "request_types: [prompt]\nvendors:\n  fake:\n    - model: echo\n      effort: [default, low]\n"
+    project = make_suite(helper=JUDGED, config=lineup, cases=cases(6))
+    assert cli("compare", "--local", cwd=project)[0] == 0
+    said: list[str] = []
+    monkeypatch.setattr(builtins, "input", lambda prompt: said.append(capsys.readouterr().out) or "y")
+    code, out, err = cli("label", "--fixed", cwd=project)
+    text = "".join(said) + out
+    assert code == 0, err
+    assert re.findall(r"\[(\d+) of (\d+)\]", text) == [(str(k), "6") for k in range(1, 7)], text
+    assert "label: 6 labels added" in text
