@@ -11635,11 +11635,13 @@ def _summary_changes(changes: Sequence[_Change], primary: str, problems: Sequenc
     moved = [c for c in compared if c.verdict in ("regressed", "improved")]
     silent = [c for c in compared if c.verdict in ("not enough data", "nothing to judge")]
     said, lines = " ".join(problems), []
-    for c in moved:  # each with a handful of the cases that flipped under it
-        head = f"- {c.verdict}: {_md(_change_text(c))}" if _change_text(c) not in said else ""
+    for c in moved:  # each with a handful of the cases that flipped under it (under their head, if a gate said it)
         flips = _flip_lines([c], None, "box")
-        lines += [head or f"- {_md(flips[0])}" if flips else head, *(f"  - {_md(f.strip())}" for f in flips[1:])]
-    lines = [line for line in lines if line]
+        if _change_text(c) not in said:
+            lines.append(f"- {c.verdict}: {_md(_change_text(c))}")
+        elif flips:
+            lines.append(f"- {_md(flips[0])}")
+        lines += [f"  - {_md(f.strip())}" for f in flips[1:]]
     new_only, old_only = (sum(c.verdict == f"only in {run}" for c in changes) for run in ("new", "old"))
     lines += [""] * bool(lines)
     rest = [c for c in compared if c not in moved and c not in silent and c.paired is not None]
@@ -12151,11 +12153,11 @@ def _html_changes(changes: Sequence[_Change], primary: str) -> str:
     rows = [[(text, None) for text in _change_row(c, "box")] for c in changes]
     verdicts = [c.verdict if c.verdict in ("regressed", "improved") else "" for c in changes]
     flips = [
-        f"<details{' open' * (c.verdict == 'regressed')}><summary>{_h(line)}</summary><ul>"
+        f"<details{' open' * (c.verdict == 'regressed')}><summary>{_h(_flip_head(c))}</summary><ul>"
         + "".join(f"<li><code>{_h(f.text('box'))}</code></li>" for f in c.flipped)
         + "</ul></details>"
         for c in changes
-        if c.flipped and (line := _flip_head(c))
+        if c.flipped
     ]
     moved = [f"{c.verdict}: {_change_text(c)}" for c in changes if c.verdict in ("regressed", "improved")]
     said = "".join(f"<p><strong>{_h(line)}</strong></p>" for line in moved) or "<p>no significant change</p>"
@@ -13491,9 +13493,9 @@ def _session(args: argparse.Namespace, plan: _Plan, stamp: str) -> _Session:
 def _report(args: argparse.Namespace, plan: _Plan, session: _Session, interrupted: bool) -> int:
     """Write the files asked for, print the tables, apply the gates: the exit code."""
     ending = _Ending.of(plan, session, interrupted)
-    changes = _baseline_changes(plan, ending)
+    changes, upstream = _baseline_changes(plan, ending)
     _write_files(args, plan, session, ending, changes)  # every file first: a reader that stops at | head loses none
-    _print_results(args, plan, session, ending, changes)
+    _print_results(args, plan, session, ending, changes, upstream)
     failures = [] if interrupted else _print_failures(args, plan, session, ending, changes)
     partial = ending.partial(args) if interrupted else None
     title = f"agent-evals: {plan.suite.name} · {args.command} {session.stamp}"
@@ -13608,17 +13610,42 @@ def _write_files(
         print(f"junit: {_display(args.junit)}", file=err)
 
 
-def _baseline_changes(plan: _Plan, ending: _Ending) -> list[_Change] | None:
-    """The comparison with the baseline (None: there is none, or the run was interrupted)."""
+def _baseline_changes(plan: _Plan, ending: _Ending) -> tuple[list[_Change] | None, list[str]]:
+    """The comparison with the baseline (None: there is none, or the run was interrupted), and
+    its lines on the upstreams that answered (``_upstream_lines``): the run's records made once."""
     if plan.baseline is None or ending.interrupted:
-        return None
+        return None, []
     current = {(_contender_key(e.contender), e.dataset): _experiment_record(e) for e in plan.experiments}
     labels = next((e.labels for e in plan.experiments), {})  # the suite's, read with the plan
-    return _compare_runs(plan.baseline, current, [m.name for m in plan.suite.metrics], plan.gates.flaky, labels)
+    metrics = [m.name for m in plan.suite.metrics]
+    changes = _compare_runs(plan.baseline, current, metrics, plan.gates.flaky, labels)
+    return changes, _upstream_lines(plan.baseline, current)
+
+
+def _print_baseline(
+    args: argparse.Namespace,
+    baseline: Mapping[tuple[str, str], _Logged],
+    changes: Sequence[_Change],
+    upstream: Sequence[str],
+    primary: str,
+) -> None:
+    """The comparison with the baseline on STDOUT: which run it is, its table and notes, and the upstreams."""
+    out = sys.stdout
+    stamps = sorted({m[1] for r in baseline.values() if (m := _STAMP.search(str(r.get("read_from", ""))))})
+    newest = f"the newest run ({', '.join(stamps)})" if stamps else "the newest run"
+    print(f"\nbaseline: {args.baseline if isinstance(args.baseline, str) else newest}", file=out)
+    print(_render_changes(changes, _style_for(out), primary, width=_width_of(out), full=args.verbose), file=out)
+    for line in _wrap(upstream, _width_of(out)):
+        print(line, file=out)
 
 
 def _print_results(
-    args: argparse.Namespace, plan: _Plan, session: _Session, ending: _Ending, changes: Sequence[_Change] | None
+    args: argparse.Namespace,
+    plan: _Plan,
+    session: _Session,
+    ending: _Ending,
+    changes: Sequence[_Change] | None,
+    upstream: Sequence[str],
 ) -> None:
     """The tables (or the one JSON document), and the comparison with the baseline."""
     suite, experiments, shown, out = plan.suite, plan.experiments, ending.shown, sys.stdout
@@ -13640,14 +13667,7 @@ def _print_results(
     for line in _wrap(judged, _width_of(out)) if tables else ():
         print(line, file=out)
     if changes is not None and plan.baseline is not None and tables:
-        current = {(_contender_key(e.contender), e.dataset): _experiment_record(e) for e in experiments}
-        stamps = sorted({m[1] for r in plan.baseline.values() if (m := _STAMP.search(str(r.get("read_from", ""))))})
-        newest = f"the newest run ({', '.join(stamps)})" if stamps else "the newest run"
-        print(f"\nbaseline: {args.baseline if isinstance(args.baseline, str) else newest}", file=out)
-        primary = _primary(suite.metrics).name
-        print(_render_changes(changes, style, primary, width=_width_of(out), full=args.verbose), file=out)
-        for line in _wrap(_upstream_lines(plan.baseline, current), _width_of(out)):
-            print(line, file=out)
+        _print_baseline(args, plan.baseline, changes, upstream, _primary(suite.metrics).name)
     for line in (
         _flaky_lines(_rows(shown, suite.metrics), plan.gates.flaky) if tables and plan.gates.flaky != "mean" else ()
     ):

@@ -199,8 +199,9 @@ def test_configure_merges_lists_and_rejects_unknown_settings() -> None:
 # metrics' glossary, -v for every column's; a two-line note under a comparison): +105; #74's small
 # items (report's newest run, a capped error line, label's SIGTERM, the missing piece named, widths in
 # terminal cells, a baseline's stamp, runs fitted, a resume's forecast, a judge's non-verdict never
-# cached; label's answer read beside the signals): +510
-CEILING = 108864
+# cached; label's answer read beside the signals): +510; the review: the run's records made once for the
+# comparison and its upstream lines, its printing a function of its own (_print_results within 60 lines): +47
+CEILING = 108911
 SOURCE = (ROOT / "agent_evals.py").read_text(encoding="utf-8")
 
 
