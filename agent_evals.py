@@ -10701,13 +10701,14 @@ def _render_report(
     lines = [*_best_value_lines(rows, primary, style), *_error_lines(rows), *_reasoning_lines(rows)]
     lines += [""] if quiet else [*notes, *glossary, ""]
     unlike = _unlike(rows)
-    return "\n".join(
-        [
-            _results_table(rows, metrics, style, width),
-            *_wrap([*lines, _leaderboard_head(unlike, primary)], width),
-            _leaderboard_table(overall, metrics, style, width, not unlike),
-        ]
-    )
+    head, board = _leaderboard_head(unlike, primary), [_leaderboard_table(overall, metrics, style, width, not unlike)]
+    if len({r.dataset for r in rows}) == 1 and not unlike:  # its leaderboard is the table again: its places alone
+        places = zip(_places(overall, primary), overall, strict=True)
+        head, board = (
+            f"leaderboard: {head.split(', ')[-1]}: {', '.join(f'{a} {r.contender.label}' for a, r in places)}",
+            [],
+        )
+    return "\n".join([_results_table(rows, metrics, style, width), *_wrap([*lines, head], width), *board])
 
 
 RESULTS_SCHEMA = 1  # the version of --format json's document; a change that breaks a reader bumps it

@@ -299,7 +299,7 @@ def test_the_direct_marker_is_on_every_line_that_names_a_direct_contender(make_s
     assert code == 0, err
     assert "│ ds      │ fake/echo (direct) │" in out and "│ ds      │ fake/echo          │" in out
     assert "best value [ds] (fake/echo (direct) effort=default): 100.0%" in out
-    assert "│ 1 │ fake/echo (direct) │" in out  # the overall leaderboard
+    assert "then cost: 1 fake/echo (direct) effort=default, 2 fake/echo effort=default" in out  # the leaderboard
     assert "fake/echo (direct)" in (tmp_path / "r.html").read_text()
     code, out, _ = cli("report", *map(str, sorted((project / "log" / "agent-evals").glob("*.json"))))
     assert code == 0 and "best value [ds] (fake/echo (direct) effort=default)" in out

@@ -35,6 +35,12 @@ def text_order(table: str) -> list[str]:
     return [line.split("│")[2].strip() for line in table.splitlines() if line.startswith("│ ") and "model" not in line]
 
 
+def line_order(report: str) -> list[str]:
+    """The models of a one-dataset report's leaderboard line, in their places."""
+    ranked = report.split("\nleaderboard: ranked by ", 1)[1].split("then cost: ", 1)[1]
+    return [place.split()[1] for place in ranked.replace("\n", " ").split(", ")]
+
+
 def html_order(page: str, heading: str) -> list[str]:
     section = page.split(f"<h2>{heading}</h2>", 1)[1].split("</table>", 1)[0]
     return [m for m in re.findall(r"<tr[^>]*><td[^>]*>[^<]*</td><td>([^<]*)</td>", section)]
@@ -56,14 +62,13 @@ def test_a_contender_with_errors_never_ranks_above_an_equally_scoring_one_withou
         rows = ae._rows(lineup, [PRIMARY])
         overall = ae._overall(rows, [PRIMARY], PRIMARY)
         report = ae._render_report(lineup, [PRIMARY], "box")
-        tables = report.split("\nleaderboard: all datasets")
         document = ae._results_document(lineup, [PRIMARY], {})
         page = ae._render_html(lineup, [PRIMARY], title="t")
         orders = {
             "rows": [r.contender.model for r in rows],
             "overall": [r.contender.model for r in overall],
-            "table": text_order(tables[0].split("\nbest value")[0]),
-            "leaderboard": text_order(tables[1]),
+            "table": text_order(report.split("\nbest value")[0]),
+            "leaderboard": line_order(report),
             "json dataset": [r["model"] for r in document["datasets"][0]["leaderboard"]],
             "json overall": [r["model"] for r in document["overall"]],
             "html dataset": html_order(page, "ds"),
@@ -154,9 +159,7 @@ def test_a_flaky_cheaper_contender_no_longer_tops_the_leaderboard(make_suite, cl
         monkeypatch.setenv("OPENROUTER_BASE_URL", server.url + "/api/v1")
         code, out, err = cli("compare", "--local", "--retries", "0", "-p", "1", cwd=project)
         assert code == 0, err
-        leaderboard = out.split("leaderboard: all datasets")[1]
-        first = next(line for line in leaderboard.splitlines() if line.startswith("│ 1 "))
-        assert "acme/perfect" in first, leaderboard
+        assert line_order(out) == ["acme/perfect", "acme/flaky"], out
         assert "errors [ds] acme/flaky effort=default: 4 × ProviderError" in err and "upstream overloaded" in err
         code, out, _ = cli("compare", "--local", "--retries", "0", "-p", "1", "--format", "json", cwd=project)
         document = json.loads(out)

@@ -45,7 +45,7 @@ def test_runs_ranks_as_the_tables_do(make_suite, cli, raising: str, top: str) ->
     config = "request_types: [prompt]\nvendors:\n  fake:\n    - model: other\n    - model: top\n"
     project = make_suite(fakes=fakes, config=config, cases=many(20))
     code, out, _ = cli("compare", "--local", cwd=project)
-    assert code == 0 and "│ 1 │ fake/top   │" in out, out
+    assert code == 0 and "then cost: 1 fake/top effort=default, 2 fake/other" in out, out
     code, out, _ = cli("runs")
     assert code == 0 and f"exact {top} fake/top [ds] │ complete" in out, out
 
@@ -130,7 +130,7 @@ def test_a_stamp_names_a_run_wherever_a_run_is_named(make_suite, cli) -> None:
     code, out, err = cli("diff", first, second)
     assert code == 0 and "regression" in out, err
     code, out, err = cli("report", "latest")
-    assert code == 0 and "leaderboard: all datasets" in out, err
+    assert code == 0 and "leaderboard: ranked by exact (errors counted as wrong) then cost: 1 fake/echo" in out, err
     unique = next(first[:n] for n in range(9, len(first) + 1) if not second.startswith(first[:n]))
     code, _, err = cli("rescore", unique)  # a prefix that only one run has
     assert code == 0, err
