@@ -9990,7 +9990,10 @@ def _run_lines(experiments: Sequence[Experiment], verbose: bool = False) -> list
                     False,
                 )
             )
-        lines += [(line, True) for line in _served_lines(label, results, experiment.contender.tier)]
+        lines += [
+            (line, True)
+            for line in _served_lines(label, results, experiment.contender.tier, experiment.contender.model)
+        ]
         lines += _replayed_lines(label, results)
         if odd := sum(r.usage.no_price for r in results):
             lines.append(
@@ -10028,10 +10031,12 @@ def _replayed_lines(label: str, results: Sequence[RunResult]) -> list[tuple[str,
     return lines
 
 
-def _served_lines(label: str, results: Iterable[RunResult], tier: str | None = None) -> list[str]:
+def _served_lines(label: str, results: Iterable[RunResult], tier: str | None = None, asked: str = "") -> list[str]:
     """A line when one contender's cases were answered by more than one upstream, or more
-    than one model (an alias that moved): scores can differ between them; and when a tier
-    asked for (flex, priority, scale) was not the one that answered."""
+    than one model (an alias that moved): scores can differ between them; when every answer
+    came from one model other than ``asked`` (a dated snapshot of it, ``-2024-07-18``, is
+    the same; a batch's answers say theirs too); and when a tier asked for (flex, priority,
+    scale) was not the one that answered."""
     import collections
 
     results = list(results)
@@ -10052,6 +10057,10 @@ def _served_lines(label: str, results: Iterable[RunResult], tier: str | None = N
             lines.append(
                 f"{what} {label}: answered by {len(counts)} {what}, {each}; scores can differ between them: {fix}"
             )
+        elif key == "model" and asked and len(counts) == 1:
+            (model, n), own = counts.most_common()[0], re.escape(asked.rsplit("/", 1)[-1].split(":")[0].lower())
+            if not re.fullmatch(rf"{own}(-\d{{4}}-?\d\d-?\d\d|-\d{{3,4}})?", model.rsplit("/", 1)[-1].lower()):
+                lines.append(f"model {label}: asked for {asked}, every answer ({_n(n, 'case')}) came from {model}")
     return lines
 
 

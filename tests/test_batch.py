@@ -853,3 +853,24 @@ def test_each_case_run_walks_the_table_from_waiting_through_its_batch_to_done(to
         assert units == list(range(len(log["rows"]))) and len(units) >= 4
     walk = ["waiting", "running", "put off", "replaying", "running", "done"]
     assert seen and all(states == walk for states in seen.values()), seen
+
+
+def test_a_batch_answered_by_another_model_than_asked_is_named_and_a_dated_snapshot_is_not(toy: Path) -> None:
+    """Every answer of gpt-4o-mini's batches says gpt-4o (another model); gpt-4.1-mini's say its
+    dated snapshot, gpt-4.1-mini-2025-04-14: the same model, no line."""
+
+    def answer(received) -> Answer:
+        reply = toy_answer(received)
+        asked = received.body["model"]
+        reply.body["model"] = "openai/gpt-4o" if asked == "openai/gpt-4o-mini" else f"{asked}-2025-04-14"
+        return reply
+
+    with OpenAICompatible(BatchAPI(answer)) as server:
+        env = {"OPENROUTER_BASE_URL": server.url + "/api/v1", "OPENROUTER_API_KEY": "sk-or-batch", **POLL}
+        done = run_agent_evals("compare", "--batch", "--local", cwd=toy, env=env)
+    assert done.returncode == 0, done.stderr
+    said = done.stdout + done.stderr
+    for dataset in ("animals", "colors"):
+        line = f"model [{dataset}] openai/gpt-4o-mini effort=default: asked for openai/gpt-4o-mini, every answer"
+        assert f"{line} (4 cases) came from openai/gpt-4o" in said, said
+    assert "asked for openai/gpt-4.1-mini" not in said
