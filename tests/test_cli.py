@@ -655,19 +655,31 @@ def test_a_helper_that_configures_a_second_copy_of_the_module_is_told_which(tmp_
     )
 
 
-def test_a_command_runs_with_few_collector_passes_and_puts_the_collector_back(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A command's heap lives to its end: the collector's young passes come each 50,000
-    allocations, not 700, and what was there before it is frozen; both are put back."""
+def test_a_command_freezes_what_the_imports_made_and_leaves_the_callers_collector_as_it_was(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A command runs with what the imports made frozen, the collector's thresholds as the caller
+    set them (a suite's cyclic garbage freed as promptly as without the tool), and nothing frozen
+    after; a caller that froze objects of its own finds them frozen still, none thawed or added."""
     import gc
 
-    seen: list[tuple[int, int]] = []
+    seen: list[tuple[tuple[int, ...], int]] = []
     monkeypatch.setitem(
-        ae._COMMANDS, "runs", lambda args: seen.append((gc.get_threshold()[0], gc.get_freeze_count())) or 0
+        ae._COMMANDS, "runs", lambda args: seen.append((gc.get_threshold(), gc.get_freeze_count())) or 0
     )
     before = gc.get_threshold()
-    assert ae.main(["runs"]) == 0
-    assert seen[0][0] == 50_000 and seen[0][1] > 1000
-    assert gc.get_threshold() == before and gc.get_freeze_count() == 0
+    gc.set_threshold(900, 11, 12)
+    try:
+        assert ae.main(["runs"]) == 0
+        assert seen[0][0] == (900, 11, 12) and seen[0][1] > 1000
+        assert gc.get_threshold() == (900, 11, 12) and gc.get_freeze_count() == 0
+        gc.freeze()
+        frozen = gc.get_freeze_count()
+        assert ae.main(["runs"]) == 0
+        assert seen[1][1] == frozen and gc.get_freeze_count() == frozen
+    finally:
+        gc.unfreeze()
+        gc.set_threshold(*before)
 
 
 def test_a_small_jobs_comparison_is_short_and_shows_the_cases_that_flipped(make_suite) -> None:
