@@ -1559,8 +1559,22 @@ class _Call:
     def handle(self) -> Model:
         """The model the provider is handed: the case run's, as this call's (``model.call``), so its
         retries and paid failures reach the call's steps from any thread the provider starts."""
-        handle = object.__new__(type(self.model))
-        handle.__dict__.update(self.model.__dict__, call=self)
+        m = self.model
+        handle = Model(
+            m.id,
+            m.provider,
+            effort=m.effort,
+            temperature=m.temperature,
+            max_tokens=m.max_tokens,
+            routing=m.routing,
+            service_tier=m.service_tier,
+            max_turns=m.max_turns,
+            stop=m.stop,
+            steps=m.steps,
+            ledger=m.ledger,
+            pace=m.pace,
+        )
+        handle.call = self
         return handle
 
     def end(self) -> Completion:
@@ -4498,7 +4512,6 @@ class OpenRouter(Provider):
         self.notes: list[str] = []
         self._endpoints: tuple[object, str, dict[str, str], str] = (None, "", {}, "")
         self.answered = 0.0  # when a response last came back in this run (0: none yet; none for long: stuck)
-        self.credit: tuple[float, float | None] | None = None  # --cache: least and most, asked at the first send
 
     @property
     def base_url(self) -> str:
@@ -4597,15 +4610,7 @@ class OpenRouter(Provider):
         )
 
     def _may_send(self, model: Model) -> None:
-        """Whether a model request or a batch may go: nothing is sent once the run stopped.
-        --cache: what the key has left is asked before the first request the cache did not
-        answer (a run the cache answers whole asks nothing); one it cannot pay for stops there."""
-        if self.credit is not None:
-            with self._lock:
-                if self.credit is not None:
-                    refusal, self.credit = self.credit_refusal(*self.credit), None
-                    if refusal:
-                        model.stop.set(refusal)
+        """Whether a model request or a batch may go: nothing is sent once the run stopped."""
         if model.stop.event.is_set():
             raise ProviderError(f"{_UNSENT}: {model.stop.reason}")
 
@@ -6604,26 +6609,46 @@ def _check_credit(
     budget: float | None,
     previous: Mapping[tuple[str, str], Mapping[tuple[str, int], RunResult]] = {},
     cached: bool = False,
-) -> None:
+) -> _Credit | None:
     """Refuse, before any call, a run its key cannot pay for: the least it costs (its inputs
     alone), or its worst case (or --budget, when less), past what the key has left. A key
     the run will send nothing to (--resume of a finished run) is not asked; with the response
-    cache (``cached``) it is asked at the first request the cache does not answer."""
+    cache (``cached``) it is asked at the first request the cache does not answer (``_Credit``)."""
     spend: dict[OpenRouter, tuple[float, float | None]] = {}
     for f in forecasts:
         e = f.experiment
         if isinstance(provider := f.experiment.provider, OpenRouter):
-            provider.credit = None  # an earlier run's check, in a long-lived process, is not this run's
             if len(previous.get((_contender_key(e.contender), e.dataset), {})) >= len(e.cases) * e.repeat:
                 continue  # every case run finished: nothing is sent
             least, most = spend.get(provider, (0.0, 0.0))
             spend[provider] = (least + (f.least or 0.0), None if most is None or f.worst is None else most + f.worst)
-    for provider, (least, most) in spend.items():
-        most = most if budget is None or most is None else min(most, budget)
-        if cached:
-            provider.credit = (least, most)
-        elif refusal := provider.credit_refusal(least, most):
+    owed = {
+        p: (least, most if budget is None or most is None else min(most, budget)) for p, (least, most) in spend.items()
+    }
+    if cached:
+        return _Credit(owed) if owed else None
+    for provider, (least, most) in owed.items():
+        if refusal := provider.credit_refusal(least, most):
             raise ConfigError(refusal)
+    return None
+
+
+class _Credit(_Step):
+    """--cache: what each OpenRouter key has left is asked at the first call the cache did not
+    answer (a run the cache answers whole asks nothing); a key that cannot pay for the run
+    (``owed``: the least and most it costs, by provider) stops the run there."""
+
+    def __init__(self, owed: Mapping[OpenRouter, tuple[float, float | None]]) -> None:
+        self.owed, self.lock, self.blocks = dict(owed), threading.Lock(), True
+
+    def before(self, call: _Call) -> None:
+        provider = call.model.provider
+        if provider in self.owed:
+            with self.lock:  # the others wait for the answer: none is sent before it
+                owed, self.blocks = self.owed.pop(provider, None), bool(self.owed)
+                if owed and isinstance(provider, OpenRouter) and (refusal := provider.credit_refusal(*owed)):
+                    call.model.stop.set(refusal)
+                    call.error = ProviderError(f"{_UNSENT}: {refusal}")
 
 
 def _forecast_line(forecasts: Sequence[_Forecast], decided: bool = False) -> str:
@@ -7276,8 +7301,9 @@ class _ExperimentRun:
         self.batch = _Batch(run.batch, earlier, run.budget, uses, (experiment.dataset, experiment.contender.label))
         self.round: _Round | None = None  # the batch round at the provider, on a thread of its own
         self.replays: list[int] = []  # the replaying case runs, to run first: they hold their round's answers
-        # what each model call walks: the response cache, the batch, the budget
-        self.steps = tuple(s for s in (run.cache, (run.batch or earlier) and self.batch, run.budget) if s)
+        # what each model call walks: the response cache, the key's credit, the batch, the budget
+        steps = (run.cache, run.credit, (run.batch or earlier) and self.batch, run.budget)
+        self.steps = tuple(s for s in steps if s)
 
     def start(self) -> None:
         # the cases it will ask, read before its threads start (among -p threads, each file's system calls
@@ -7867,6 +7893,7 @@ class _Session:
         cache: _Cache | None = None,
         budget: _Budget | None = None,
         judge: tuple[str, Provider] | None = None,
+        credit: _Credit | None = None,
     ) -> None:
         import itertools
         import queue
@@ -7893,7 +7920,7 @@ class _Session:
         self.batch = batch  # --batch: what asks again what a batch left unanswered ("batch", "sync")
         # (contender key, dataset) -> the batches of the run --resume continues, collected before any case
         self.earlier_batches = earlier_batches or {}
-        self.cache, self.budget = cache, budget  # --cache and --budget: steps of every model call
+        self.cache, self.budget, self.credit = cache, budget, credit  # steps of every model call
         self.judge = judge  # the model a Judge asks, and its provider (judge: or --judge)
         self.number = itertools.count(1).__next__  # the next batch sent or collected: its number
         self.couriers = {t: _Courier(t, self) for t in trackers if not isinstance(t, LocalTracker)}
@@ -13190,6 +13217,7 @@ class _Plan:
     baseline: Mapping[tuple[str, str], Mapping[str, object]] | None = None
     budget: _Budget | None = None
     cache: _Cache | None = None  # --cache
+    credit: _Credit | None = None  # --cache: what the keys have left, asked at the first call it did not answer
     batches: dict[tuple[str, str], list[dict[str, object]]] = field(default_factory=dict)  # --resume: to collect
 
 
@@ -13385,7 +13413,7 @@ def _prepare_run(args: argparse.Namespace, plan: _Plan) -> _Plan:
     forecasts = [_resumed(f, previous) for f in plan.forecasts] if previous else plan.forecasts
     limit = _chosen(args.budget, suite.config.defaults.budget)
     plan = _apply_budget(dataclasses.replace(plan, forecasts=forecasts), limit)
-    _check_credit(plan.forecasts, limit, previous, bool(args.cache or suite.config.cache))
+    credit = _check_credit(plan.forecasts, limit, previous, bool(args.cache or suite.config.cache))
     baseline = _read_run(args.baseline, log_dir, "--baseline") if args.baseline else None
     _check_exclude(args.flaky, baseline or {}, _primary(suite.metrics).name, "--baseline")
     cache = _Cache(log_dir / "cache" / "completions.sqlite3") if args.cache or suite.config.cache else None
@@ -13396,6 +13424,7 @@ def _prepare_run(args: argparse.Namespace, plan: _Plan) -> _Plan:
         resumed_from=resumed_from,
         baseline=baseline,
         cache=cache,
+        credit=credit,
         batches=batches,
     )
 
@@ -13495,6 +13524,7 @@ def _session(args: argparse.Namespace, plan: _Plan, stamp: str) -> _Session:
         cache=plan.cache,
         budget=plan.budget,
         judge=plan.judge,
+        credit=plan.credit,
     )
 
 
