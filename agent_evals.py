@@ -6638,14 +6638,16 @@ class _Credit(_Step):
     answer (a run the cache answers whole asks nothing); a key that cannot pay for the run
     (``owed``: the least and most it costs, by provider) stops the run there."""
 
+    blocks = True  # the first call asks the key: the others wait for its answer
+
     def __init__(self, owed: Mapping[OpenRouter, tuple[float, float | None]]) -> None:
-        self.owed, self.lock, self.blocks = dict(owed), threading.Lock(), True
+        self.owed, self.lock = dict(owed), threading.Lock()
 
     def before(self, call: _Call) -> None:
         provider = call.model.provider
         if provider in self.owed:
             with self.lock:  # the others wait for the answer: none is sent before it
-                owed, self.blocks = self.owed.pop(provider, None), bool(self.owed)
+                owed = self.owed.pop(provider, None)
                 if owed and isinstance(provider, OpenRouter) and (refusal := provider.credit_refusal(*owed)):
                     call.model.stop.set(refusal)
                     call.error = ProviderError(f"{_UNSENT}: {refusal}")
