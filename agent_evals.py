@@ -7237,6 +7237,14 @@ class _Batch(_Step):
 # round's answers, done (a row), and at the end, never asked: decided (--until-decided) or stopped.
 _WAITING, _RUNNING, _PUT_OFF, _REPLAYING, _DONE = "waiting", "running", "put off", "replaying", "done"
 _DECIDED, _STOPPED = "decided", "stopped"
+# a case run's legal moves: a thread takes it (waiting, or replaying its round's answers); it ends, is put off
+# for a batch round, or is handed back not run (the budget stopped it before it spent); at the run's end what
+# is not done is decided or stopped
+_MOVES = frozenset(
+    {(_WAITING, _RUNNING), (_REPLAYING, _RUNNING), (_RUNNING, _DONE), (_RUNNING, _PUT_OFF), (_RUNNING, _WAITING)}
+    | {(_PUT_OFF, _REPLAYING)}
+    | {(state, end) for state in (_WAITING, _RUNNING, _PUT_OFF, _REPLAYING) for end in (_DECIDED, _STOPPED)}
+)
 
 
 class _ExperimentRun:
@@ -7357,10 +7365,17 @@ class _ExperimentRun:
             with self.run.lock:
                 self.blocked -= 1
 
-    def _move(self, unit: int, to: str) -> None:
-        """The one place a case run changes state: the lock is held but where its own thread
-        starts it running (a running one's flight is in ``inflight``, put there after)."""
+    def _move(self, unit: int, to: str, *since: str) -> bool:
+        """The one place a case run changes state, a compare-and-set: to ``to`` if it is in one
+        of the states ``since`` (any, when none is named), whether it moved. A move not in
+        ``_MOVES`` is a bug, and raises. The lock is held but where its own thread starts it
+        running (a running one's flight is in ``inflight``, put there after)."""
+        if since and self.state[unit] not in since:
+            return False  # another got there first: a timeout before the answer, the run's end
+        if (self.state[unit], to) not in _MOVES:
+            raise AssertionError(f"case run {unit}: no move from {self.state[unit]} to {to}")
         self.state[unit] = to
+        return True
 
     def _apply(self, verdicts: Iterable[tuple[int, str]]) -> None:
         """--until-decided's verdicts: the contenders shown below the top, and the top, are decided."""
@@ -7393,7 +7408,7 @@ class _ExperimentRun:
         # a tracker that shows each model call gets them from the ledger
         ledger = _Ledger(f"{self.ids[i // self.repeat]}#{i % self.repeat}", i % self.repeat, bool(self.run.couriers))
         model = self.experiment.model(ledger, self.steps, self.run.stop, self.run.pace)
-        self._move(i, _RUNNING)
+        self._move(i, _RUNNING, _WAITING, _REPLAYING)
         self.inflight[i] = (time.monotonic(), model, owner, i // self.repeat)
         return i // self.repeat, model, time.perf_counter()
 
@@ -7414,8 +7429,7 @@ class _ExperimentRun:
                 if (ended := self.batch.put_off(i, model, result)) is None:
                     with run.lock:
                         self.inflight.pop(i, None)
-                        if self.state[i] == _RUNNING:
-                            self._move(i, _PUT_OFF)
+                        self._move(i, _PUT_OFF, _RUNNING)
                     continue  # it waits for the next batch
                 result = ended
                 if model.ledger.waits:
@@ -7459,23 +7473,22 @@ class _ExperimentRun:
         result, line = _log_line(result)  # outside the lock: other threads go on
         with run.lock:
             self.inflight.pop(i, None)
-            # else it timed out (its row is kept), or the run was written
-            kept = (running := self.state[i] == _RUNNING) and not unasked
-            if kept:
-                self._keep(i, result, line)
-            elif running:
-                self._move(i, _WAITING)  # not run: --resume asks it
+            kept = not unasked and self._keep(i, result, line)
+            if unasked:
+                self._move(i, _WAITING, _RUNNING)  # not run: --resume asks it
             self._settle()
         return line if kept else None
 
-    def _keep(self, i: int, result: RunResult, line: str) -> None:
-        """A finished case run's row, counted and recorded (the caller holds the lock). A
+    def _keep(self, i: int, result: RunResult, line: str) -> bool:
+        """A finished case run's row, counted and recorded (the caller holds the lock); False
+        when it is no longer running (it timed out and its row is kept, or the run was written). A
         contender whose first three cases fail with the same provider error and none answered
         is stopped, not asked the same way for every case: a 400 for what it sends (an effort
         its server does not take), a server that answers 500 to all (a model that cannot
         load) or never answers (timeouts). A rate limit is the key's, not the contender's."""
+        if not self._move(i, _DONE, _RUNNING):
+            return False
         self.results[i], self.lines[i] = result, line
-        self._move(i, _DONE)
         self.run.progress.add(result)
         self._record()
         error = result.error
@@ -7488,6 +7501,7 @@ class _ExperimentRun:
                 self.experiment.halted = f"{_redact(error)} (its first {seen} cases alike: {fix})"
         if self.decider is not None:
             self._apply(self.decider.update(self.seat, i, result, bool(self.experiment.halted)))
+        return True
 
     def watch(self, now: float) -> None:
         """Give up on every case in flight past the case timeout: it becomes an error row
@@ -7573,8 +7587,7 @@ class _ExperimentRun:
             self.experiment.halted = self.experiment.halted or decision.halted or None
             self.round = None
             for unit in decision.replay:
-                if self.state[unit] == _PUT_OFF:  # not given up on (timed out) meanwhile
-                    self._move(unit, _REPLAYING)
+                if self._move(unit, _REPLAYING, _PUT_OFF):  # not given up on (timed out) meanwhile
                     self.replays.append(unit)
         threads = len(self.todo) if decision.earlier else len(decision.replay)
         self.wake(min(self.experiment.parallelism, threads))
@@ -7629,9 +7642,8 @@ class _ExperimentRun:
             if self.round is not None:  # abandoned at the provider: its batches are logged, --resume collects them
                 experiment.batches += self.round.sent
             for i, (result, line) in abandoned:
-                if self.state[i] == _RUNNING:
+                if self._move(i, _DONE, _RUNNING):
                     self.results[i], self.lines[i] = result, line
-                    self._move(i, _DONE)
                     run.journal_write(self.journal, f"{line}\n")
             never = [i for i, state in enumerate(self.state) if state != _DONE]
             for i in never:  # never asked, or put off when the run stopped: --resume asks them

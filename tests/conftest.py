@@ -7,7 +7,7 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 import pytest
@@ -167,6 +167,24 @@ def _isolate(monkeypatch: pytest.MonkeyPatch) -> None:
     agent_evals._CTRL_C.clear()
 
 
+@pytest.fixture(autouse=True)
+def _legal_moves(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """A case run's illegal move fails the test that made it, on whatever thread it raised."""
+    move, illegal = agent_evals._ExperimentRun._move, []
+
+    def strict(self, unit: int, to: str, *since: str) -> bool:
+        try:
+            return move(self, unit, to, *since)
+        except AssertionError as e:
+            illegal.append(str(e))
+            raise
+
+    strict.__wrapped__ = move  # type: ignore[attr-defined]  # what a test of the moves themselves calls
+    monkeypatch.setattr(agent_evals._ExperimentRun, "_move", strict)
+    yield
+    assert not illegal
+
+
 @pytest.fixture
 def tls(tmp_path):
     """A certificate for 127.0.0.1 from a throwaway CA: the server's context, and the CA's file."""
@@ -236,10 +254,11 @@ def walks(monkeypatch: pytest.MonkeyPatch) -> dict[tuple[str, str, int], list[st
     seen: dict[tuple[str, str, int], list[str]] = {}
     move = agent_evals._ExperimentRun._move
 
-    def spy(self: agent_evals._ExperimentRun, unit: int, to: str) -> None:
-        key = (self.experiment.dataset, self.experiment.contender.label, unit)
-        seen.setdefault(key, [self.state[unit]]).append(to)
-        move(self, unit, to)
+    def spy(self: agent_evals._ExperimentRun, unit: int, to: str, *since: str) -> bool:
+        key, before = (self.experiment.dataset, self.experiment.contender.label, unit), self.state[unit]
+        if moved := move(self, unit, to, *since):
+            seen.setdefault(key, [before]).append(to)
+        return moved
 
     monkeypatch.setattr(agent_evals._ExperimentRun, "_move", spy)
     return seen

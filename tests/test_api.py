@@ -205,8 +205,9 @@ def test_configure_merges_lists_and_rejects_unknown_settings() -> None:
 # model other than the one asked (a batch's too), named: +104; #73: the collector's thresholds left as
 # the caller set them, a caller's freeze kept, no freeze at exit: -26; #73's channels closed (the credit a
 # forecast found is a step of its own, _Credit, not an attribute left on the provider; a call's model
-# made by Model's constructor, not object.__new__): +185
-CEILING = 109230
+# made by Model's constructor, not object.__new__): +185; #73: a case run's moves a compare-and-set
+# against the declared _MOVES, an undeclared one raising (the five call sites' own guards gone): +94
+CEILING = 109324
 SOURCE = (ROOT / "agent_evals.py").read_text(encoding="utf-8")
 
 
@@ -427,6 +428,21 @@ def test_a_case_runs_state_is_one_entry_of_its_runners_table_moved_in_one_place(
         text = ast.unparse(next(m for m in runner.body if getattr(m, "name", "") == name))
         assert "self.next_step()" in text and not re.search(r"self\.(active|blocked|wanted|inflight)\b", text)
     assert ae._ExperimentRun.next_step.__doc__ and "finish" in ae._ExperimentRun.next_step.__doc__
+
+
+def test_a_case_run_moves_only_as_the_table_allows_and_a_lost_race_is_no_move() -> None:
+    # #73: _move is a compare-and-set against the declared moves, as concurrent.futures.Future refuses a
+    # state change it does not expect: a move from another state than named is no move, one not declared raises
+    from types import SimpleNamespace
+
+    move, row = getattr(ae._ExperimentRun._move, "__wrapped__", ae._ExperimentRun._move), SimpleNamespace(state=["x"])
+    row.state = [ae._RUNNING]
+    assert not move(row, 0, ae._PUT_OFF, ae._WAITING) and row.state == [ae._RUNNING]
+    assert move(row, 0, ae._DONE, ae._RUNNING) and row.state == [ae._DONE]
+    for to in (ae._RUNNING, ae._STOPPED, ae._WAITING):  # a finished case run never moves again
+        with pytest.raises(AssertionError, match="no move from done to"):
+            move(row, 0, to)
+    assert (ae._PUT_OFF, ae._RUNNING) not in ae._MOVES and (ae._PUT_OFF, ae._REPLAYING) in ae._MOVES
 
 
 def test_what_a_run_is_given_is_whole_when_built() -> None:
