@@ -3818,8 +3818,8 @@ class _Limiter:
 
     def _judge(self, sent: int, refused: int, now: float, whole: bool) -> None:
         """A round's verdict: the pace becomes the share of it the key took, ``PROBE`` more."""
-        if (rate := self.rate) is None:
-            return self._set((sent - refused) / self.span, now)
+        if (rate := self.rate) is None:  # a slow start's clump refused says nothing of the rate: half of it, as TCP
+            return self._set(max(sent - refused, sent / 2 if self.window is not None else 0) / self.span, now)
         (older, last), share, noisy = self.shares, refused / sent, 2 * self.PROBE  # twice a pace's own at the limit
         if whole and min(share, last, older) > noisy and share >= last / 2 and last >= older / 2 and rate > self.FLOOR:
             return self._set(None, now)

@@ -474,3 +474,17 @@ def test_the_next_run_on_a_key_starts_at_the_pace_the_last_one_left(make_suite, 
         assert "SECRET" not in kept.read_text() and "sk-or" not in kept.read_text()
         assert cli("compare", "--local", "-p", "16", cwd=project)[0] == 0
     assert first >= 8 and bucket.refused - first <= first / 4, (first, bucket.refused - first, paces)
+
+
+def test_a_slow_starts_small_clump_refused_paces_at_half_of_it_not_at_the_few_it_took() -> None:
+    """Against real nginx with no burst a first round of 13 sent at once was judged on its 3 answered: 3 a
+    second, and 12 s of doubling back to the key's 40. A clump refused says nothing of the rate: the pace is
+    half of what went (TCP's ssthresh after a loss), whatever fewer it answered."""
+    drive = rigs.drive(rigs.Bucket(lambda now: 40.0, burst=1.0), 800, 64, start=12, **rigs.REAL)
+    assert drive.wall / (800 / 40 + 1) < 1.6, drive  # 1.79 when paced at what the clump answered
+    limiter = ae._Limiter(12.0)
+    for _ in range(12):
+        limiter.went(0.0)
+    for _ in range(10):
+        limiter.landed(1, refused=True)
+    assert limiter.rate == 6.0
