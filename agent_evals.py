@@ -1559,20 +1559,9 @@ class _Call:
     def handle(self) -> Model:
         """The model the provider is handed: the case run's, as this call's (``model.call``), so its
         retries and paid failures reach the call's steps from any thread the provider starts."""
-        m = self.model
+        m, kept = self.model, ("effort", "temperature", "max_tokens", "routing", "service_tier", "max_turns", "pace")
         handle = Model(
-            m.id,
-            m.provider,
-            effort=m.effort,
-            temperature=m.temperature,
-            max_tokens=m.max_tokens,
-            routing=m.routing,
-            service_tier=m.service_tier,
-            max_turns=m.max_turns,
-            stop=m.stop,
-            steps=m.steps,
-            ledger=m.ledger,
-            pace=m.pace,
+            m.id, m.provider, **{k: getattr(m, k) for k in kept}, stop=m.stop, steps=m.steps, ledger=m.ledger
         )
         handle.call = self
         return handle
