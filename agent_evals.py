@@ -13881,15 +13881,10 @@ def _adapter_metadata(adapter: Any) -> Mapping[str, object]:
 
 def _cmd_report(args: argparse.Namespace) -> int:
     partial: list[str] = []
-    try:
-        records = _records_of(args.logs or ["latest"], "report", partial)
-    except ConfigError as e:
-        if args.logs or "no run with that stamp" not in str(e):
-            raise
-        raise ConfigError(
-            f"report: no run in {_display(_log_folder(None))} yet; run agent-evals compare, or name a LOG"
-        ) from None
-
+    folder = _log_folder(None)
+    if not args.logs and not (folder.is_dir() and any(_STAMP.search(p.name) for p in folder.iterdir())):
+        raise ConfigError(f"report: no run in {_display(folder)} yet; run agent-evals compare, or name a LOG")
+    records = _records_of(args.logs or ["latest"], "report", partial)
     metrics = _logged_metrics(records.values())
     logged = [(Path(str(r["read_from"])), r.get("labels")) for r in records.values()]
     labels = _suite_labels(logged, "report") if any(m.judged for m in metrics) else {}
