@@ -5430,10 +5430,11 @@ class _Values(Mapping[str, float]):
     dataset, (its answers labelled, its planned sample) where the plan is not all labelled, so
     the figure is the judge's until ``label`` asks the rest. ``chance``: where the judge said how
     sure it was (``_verdict_chance``), a judged unit's probability of pass, the prediction its
-    labels correct in place of the 0/1 verdict (``predicted``). What reads the labels takes a
-    ``_Values`` by its type; a plain mapping of values has none to carry."""
+    labels correct in place of the 0/1 verdict (``predicted``). ``later``: the truth of a unit past
+    the sample each answer of which is labelled (a question of two sides asks past it: ``_alike``).
+    What reads the labels takes a ``_Values`` by its type; a plain mapping of values has none to carry."""
 
-    __slots__ = ("answers", "by_unit", "chance", "labels", "plan")
+    __slots__ = ("answers", "by_unit", "chance", "labels", "later", "plan")
 
     def __init__(
         self,
@@ -5442,9 +5443,11 @@ class _Values(Mapping[str, float]):
         answers: Mapping[str, str] = {},
         plan: Mapping[str, tuple[int, int]] = {},
         chance: Mapping[str, float] = {},
+        later: Mapping[str, float] = {},
     ) -> None:
         self.by_unit = dict(values or {})
         self.labels, self.answers, self.plan, self.chance = dict(labels), dict(answers), dict(plan), dict(chance)
+        self.later = dict(later)
 
     def predicted(self, unit: str) -> float:
         """What the judge predicts of a unit: its probability of pass where it gave one, else its value."""
@@ -5475,8 +5478,9 @@ class _Values(Mapping[str, float]):
     def only(self, keys: Iterable[str]) -> _Values:
         kept = {k: self[k] for k in keys if k in self}
         answers = {k: v for k, v in self.answers.items() if k in kept}
-        chance = {k: v for k, v in self.chance.items() if k in kept}
-        return _Values(kept, {k: v for k, v in self.labels.items() if k in kept}, answers, self.plan, chance)
+        chance, later = ({k: v for k, v in field.items() if k in kept} for field in (self.chance, self.later))
+        labels = {k: v for k, v in self.labels.items() if k in kept}
+        return _Values(kept, labels, answers, self.plan, chance, later)
 
     def judged(self) -> _Values:
         """The judge's figure, its labels set aside."""
@@ -5731,21 +5735,25 @@ def _alike(first: _Values, second: _Values) -> tuple[_Figure | None, str, int]:
     judge's on both, corrected is never compared with judged. Also how (``corrected``, or why
     not: ``labels in the first only``, ``... second only``, ``too few labels shared``; "" with
     no labels) and how many units the side without labels lacks where the other has them:
-    those ``label`` would ask first."""
+    those ``label`` would ask first. The differences' sample is the units whose answers differ,
+    in their one order, up to the first a side has no label for: each side's own sample, then
+    on where ``label`` asked a question of the two (``later``: the shared answers left unasked)."""
     keys = first.keys() & second.keys()
     a, b = first.only(keys), second.only(keys)
     # the same answers on both sides: their difference is 0, known without a label (exact)
     same = {k for k in keys if a.answers.get(k) is not None and a.answers.get(k) == b.answers.get(k)}
     diff = {k: 0.0 if k in same else a[k] - b[k] for k in keys}
     truth = [side for side in (a, b) if any(v is not None for v in side.labels.values())]
-    if not truth:
-        return None, "", 0
     labels: dict[str, float | None] = {}
-    for k in keys - same:
+    ended = set[str]()
+    for k in sorted(keys - same, key=_order):
         if k in a.labels or k in b.labels:
-            ya, yb = a.labels.get(k, a[k]), b.labels.get(k, b[k])
-            labels[k] = None if ya is None or yb is None else ya - yb
-    if len(truth) == 2:
+            ya, yb = (side.later.get(k) if (y := side.labels.get(k, side[k])) is None else y for side in (a, b))
+            dataset = k.split("/", 1)[0]
+            labels[k] = None if ya is None or yb is None or dataset in ended else ya - yb
+            if labels[k] is None:
+                ended.add(dataset)
+    if len(truth) == 2 or any(v is not None for v in labels.values()):
         if labels:
             chance = {k: a.predicted(k) - b.predicted(k) for k in labels if k in a.chance or k in b.chance}
             figure = _corrected(_Values(diff, labels, chance=chance))
@@ -5755,6 +5763,8 @@ def _alike(first: _Values, second: _Values) -> tuple[_Figure | None, str, int]:
             half = _t_quantile(0.975, max(1, len(d) - 1)) * math.sqrt(var)
             figure = _Figure(mean, var, max(1, len(d) - 1), mean - half, mean + half)
         return figure, "corrected" if figure else "too few labels shared", 0
+    if not truth:
+        return None, "", 0
     other = b if truth[0] is a else a
     lacking = sum(1 for k, y in truth[0].labels.items() if y is not None and other.labels.get(k, 0.0) is None)
     return None, f"labels in the {'first' if truth[0] is a else 'second'} only", lacking
@@ -6069,8 +6079,23 @@ def _case_values(
             if key and key[:2] in planned:
                 marked.add(unit)
             chance = r.chances.get(metric) if key else None
-            entries.append(((unit, r.case.id), float(value), label, key[3] if key else None, chance))
+            later = labels.get(key, labels.get((*key, _PAIRED))) if key and labels else None
+            entries.append(((unit, r.case.id), float(value), label, key[3] if key else None, chance, later))
     return _units(entries, flaky, marked)
+
+
+# a label given outside the queue (the report's, where "label next" did not point): its key ends
+# with this, so it counts for the judge's agreement (_labelled) and never for the correction
+_CHOSEN = "chosen"
+# a label ``label`` asked for a question of two sides past every sample's end, where it asks only
+# the answers the sides do not share: its key ends with this, so it corrects the difference
+# (``_alike``) and never extends a side's own sample, which would then end where answers agree
+_PAIRED = "paired"
+
+
+def _any_label(labels: Mapping[tuple[str, ...], float], key: tuple[str, ...]) -> float | None:
+    """An answer's label wherever people gave it: in turn, for a question of two sides, or chosen."""
+    return next((labels[k] for k in (key, (*key, _PAIRED), (*key, _CHOSEN)) if k in labels), None)
 
 
 def _planned(labels: Mapping[tuple[str, ...], float] | None, metric: str) -> set[tuple[str, ...]]:
@@ -6081,7 +6106,7 @@ def _planned(labels: Mapping[tuple[str, ...], float] | None, metric: str) -> set
 
 
 def _units(
-    entries: Iterable[tuple[tuple[str, str], float, float | None, str | None, float | None]],
+    entries: Iterable[tuple[tuple[str, str], float, float | None, str | None, float | None, float | None]],
     flaky: str,
     marked: Collection[str] = (),
 ) -> _Values:
@@ -6099,12 +6124,13 @@ def _units(
     what, and when, and a label given out of that order waits until the gap before it is filled
     (it counts for the judge's agreement at once). A unit past the sample: None. The last of an
     entry: the judge's probability of pass where it gave one (a unit's mean, its value standing
-    in where one of its answers has none)."""
+    in where one of its answers has none); then its label wherever given (in turn or for a
+    question of two sides: ``_PAIRED``), each unit's ``later`` truth where each answer has one."""
     repeats: dict[tuple[str, str], list[float]] = {}
     answers: dict[str, list[str]] = {}
     sure: dict[str, list[float]] = {}
-    gaps, entries, told = set[str](), list(entries), set[str]()
-    for (unit, case), value, label, answer, chance in entries:
+    gaps, entries, told, ungiven = set[str](), list(entries), set[str](), set[str]()
+    for (unit, case), value, label, answer, chance, later in entries:
         repeats.setdefault((unit, case), []).append(value)
         if answer is not None:
             answers.setdefault(unit, []).append(f"{case}\0{answer}")
@@ -6113,6 +6139,8 @@ def _units(
                 told.add(unit)
             if label is None:
                 gaps.add(unit)
+            if later is None:
+                ungiven.add(unit)
     values = _means(repeats, flaky)
     labels = dict[str, float | None].fromkeys(set(answers) & values.keys())
     plans: dict[str, list[str]] = {}
@@ -6126,14 +6154,16 @@ def _units(
     short = {
         d: (held, len(plan)) for d, plan in plans.items() if (held := sum(u not in gaps for u in plan)) < len(plan)
     }
-    if whole := [u for d, plan in plans.items() if d not in short for u in plan]:  # their truth: labels for values
-        truths: dict[tuple[str, str], list[float]] = {}
-        for key, value, label, *_ in entries:
-            truths.setdefault(key, []).append(value if label is None else label)
-        truth = _means(truths, flaky)
-        labels |= {u: truth[u] for u in whole}
+    truths: dict[tuple[str, str], list[float]] = {}  # labels for values (an answer in the sample: in turn)
+    for key, value, *_, later in entries:
+        truths.setdefault(key, []).append(value if later is None else later)
+    truth = _means(truths, flaky)
+    labels |= {u: truth[u] for d, plan in plans.items() if d not in short for u in plan}
+    ungiven |= {u for plan in plans.values() for u in plan}  # past the sample only
+    beyond = {u: truth[u] for u, y in labels.items() if y is None and u not in ungiven and u in truth}
     chances = {u: sum(sure[u]) / len(sure[u]) for u in told}
-    return _Values(values, labels, {unit: "\0".join(sorted(found)) for unit, found in answers.items()}, short, chances)
+    found = {unit: "\0".join(sorted(found)) for unit, found in answers.items()}
+    return _Values(values, labels, found, short, chances, beyond)
 
 
 def _order(unit: str) -> tuple[str, str]:
@@ -9142,9 +9172,6 @@ _STAMP = re.compile(r"\.(\d{8}-\d{6}-\d{3}(?:-\d+)?(?:-shard\d+of\d+)?)\.jsonl?$
 LABELS = Path("labels") / "labels.jsonl"  # people's labels of judged answers, under the suite's evals/
 # (the report's downloads, labels-*.jsonl, are read from the same folder)
 _LABEL_KEYS = ("dataset", "case", "case_hash", "answer_hash", "metric")
-# a label given outside the queue (the report's, where "label next" did not point): its key ends
-# with this, so it counts for the judge's agreement (_labelled) and never for the correction
-_CHOSEN = "chosen"
 
 
 def _read_labels(folder: Path) -> dict[tuple[str, ...], float]:
@@ -9176,7 +9203,8 @@ def _labels_in(path: Path, text: str) -> dict[tuple[str, ...], float]:
         except (ValueError, RecursionError, TypeError, KeyError, OverflowError):
             key, value = (), math.nan
         if key and all(isinstance(k, str) for k in key) and 0 <= value <= 1:
-            labels[(*key, _CHOSEN) if row.get("chosen") is True else key] = value
+            mark = _CHOSEN if row.get("chosen") is True else _PAIRED if row.get(_PAIRED) is True else None
+            labels[(*key, mark) if mark else key] = value
         elif line.strip():
             bad.append(number)
     if bad:
@@ -9213,10 +9241,12 @@ def _suite_labels(logs: Iterable[tuple[Path, object]], flag: str = "") -> dict[t
 
 
 def _add_label(path: Path, key: Sequence[str], value: float) -> None:
-    """One label, appended as one line and flushed: a Ctrl-C between labels loses none."""
+    """One label, appended as one line and flushed: a Ctrl-C between labels loses none. A key
+    ending ``_PAIRED`` is written with ``"paired": true``."""
     path.parent.mkdir(parents=True, exist_ok=True)
+    row: dict[str, object] = dict(zip(_LABEL_KEYS, key, strict=False)) | {"label": value}
     with path.open("a", encoding="utf-8") as file:
-        file.write(_json_dumps(dict(zip(_LABEL_KEYS, key, strict=True)) | {"label": value}) + "\n")
+        file.write(_json_dumps(row | ({_PAIRED: True} if key[len(_LABEL_KEYS) :] == (_PAIRED,) else {})) + "\n")
 
 
 def _log_folder(helper: str | None) -> Path:
@@ -9574,11 +9604,12 @@ def _row_values(
             answer = None
             if (judged or (labels and isinstance(known, str))) and not row.get("error"):
                 answer = _answer_hash(row.get("output"))
-            label = labels.get((record["dataset"], str(row["case"]), str(known), answer, metric)) if answer else None
+            key = (record["dataset"], str(row["case"]), str(known), answer or "", metric)
+            label, later = (labels.get(key), labels.get(key, labels.get((*key, _PAIRED)))) if answer else (None, None)
             if answer and (record["dataset"], str(row["case"])) in planned:
                 marked.add(unit)
             chance = _chances(row).get(metric) if answer else None
-            entries.append(((unit, row["case"]), float(value), label, answer, chance))
+            entries.append(((unit, row["case"]), float(value), label, answer, chance, later))
     return _units(entries, flaky, marked)
 
 
@@ -10608,7 +10639,7 @@ def _labelled(
         if value is None:
             continue
         keys.append(key := _label_key(r, metric))
-        if (label := labels.get(key, labels.get((*key, _CHOSEN)))) is not None:  # a chosen label counts here
+        if (label := _any_label(labels, key)) is not None:  # a chosen or paired label counts here
             pairs.append((label, float(value)))
     return pairs, keys
 
@@ -12347,7 +12378,7 @@ def _html_label(
     if value is None:
         return ""
     key = _label_key(result, metric)
-    label = labels.get(key, labels.get((*key, _CHOSEN)))
+    label = _any_label(labels, key)
     mark = "" if label is None else " done" if key in labels else " chosen"  # a chosen one stays in the queue
     attributes = f'class="lab{mark}" data-key="{_h(_json_dumps(key))}"'
     attributes += f' data-next="{ranks[key]}"' if key in ranks else ""
@@ -13955,7 +13986,7 @@ def _cmd_label(args: argparse.Namespace) -> int:
     queues = _label_queues(run, metric, labels, cases)
     graded = any(v not in (0.0, 1.0) for _, _, items, _ in queues for _, _, _, v, _ in items)
     # each distinct answer once: one shared by two contenders (or runs) takes one label
-    missing = len({item[0] for _, _, items, _ in queues for item in items} - labels.keys())
+    missing = len({k for _, _, items, _ in queues for k, *_ in items if (*k, _PAIRED) not in labels} - labels.keys())
     if not queues:
         print("label: no logged run with judged answers to label; run agent-evals compare first")
         return EXIT_OK
@@ -13967,7 +13998,10 @@ def _cmd_label(args: argparse.Namespace) -> int:
         while (queue := min((q for q in queues if q[2]), key=lambda q: q[1][0], default=None)) and added != args.cap:
             name, counts, items, _ = queue
             key, case, output, verdict, _ = items.pop(0)
-            if key not in labels:  # not labelled since: another contender's same answer may have been
+            if key not in labels and (value := labels.get((*key, _PAIRED))) is not None:
+                _add_label(path, key, value)  # labelled for a question of two sides, now reached in turn
+                labels[key] = value
+            elif key not in labels:  # not labelled since: another contender's same answer may have been
                 value = _ask_label(case, output, verdict, graded, added + 1, missing)
                 if value is None:
                     break
@@ -14022,7 +14056,8 @@ def _judged_answers(record: _Logged, metric: str, known: Mapping[tuple[str, str]
 class _Question:
     """One line of what ``label`` is asked to decide: a run against its baseline, two contenders,
     or one against a bar. ``sides``: the answers of each side by unit (the second None against a
-    bar); ``records``: what the gate reads to check the same verdict; ``at``: cases labelled."""
+    bar); ``records``: what the gate reads to check the same verdict; ``at``: cases labelled;
+    ``turn``: the cases, from the first, that some sample holds (``_planned``) when it began."""
 
     name: str
     sides: tuple[dict[str, list[_Item]], dict[str, list[_Item]] | None]
@@ -14031,6 +14066,7 @@ class _Question:
     bar: float = 0.0
     at: int = 0
     said: str = ""
+    turn: int = 0
 
     @functools.cached_property
     def units(self) -> list[str]:
@@ -14132,8 +14168,11 @@ def _label_until_decided(
     (or of the figure against the bar): a line is decided once the interval leaves 0 (the bar)
     and the figure the gate reads says the same, from ``EARLIEST`` cases on; asked until every
     line is decided, its cases run out, or ``cap`` labels were given."""
-    alpha, added, quit_ = ALPHA / len(questions), 0, False
-    every = [item for q in questions for item in _to_ask(q, q.units, {})]
+    alpha, added, quit_, planned = ALPHA / len(questions), 0, False, _planned(labels, metric)
+    for q in questions:
+        held = (any(i[0][:2] in planned for side in q.sides for i in (side or {}).get(u, ())) for u in q.units)
+        q.turn = next((i for i, inside in enumerate(held) if not inside), len(q.units))
+    every = [item for q in questions for item in _to_ask(q, {}, len(q.units))]
     graded, total = any(v not in (0.0, 1.0) for _, _, _, v, _ in every), len(every)
     print(
         f"label: {_n(len(questions), 'line')} to decide ({questions[0].kind}), up to {_n(total, 'answer')} to label: "
@@ -14142,7 +14181,7 @@ def _label_until_decided(
     try:
         while not quit_ and (left := [q for q in questions if not q.said and q.at < len(q.units)]) and added != cap:
             question = min(left, key=lambda q: q.at)
-            for item in _to_ask(question, question.units[question.at : question.at + 1], labels):
+            for item in _to_ask(question, labels, question.at + 1, question.at):
                 value = _ask_label(item[1], item[2], item[3], graded, added + 1, total)
                 if value is None or value < 0:
                     quit_ = value is None
@@ -14168,21 +14207,36 @@ def _label_until_decided(
     return EXIT_OK
 
 
-def _to_ask(question: _Question, units: Sequence[str], labels: Mapping[tuple[str, ...], float]) -> list[_Item]:
-    """The answers of these cases, both sides', that carry no label yet (a shared answer once)."""
-    found = {item[0]: item for unit in units for side in question.sides for item in (side or {}).get(unit, ())}
-    return [item for key, item in found.items() if key not in labels]
+def _to_ask(question: _Question, labels: Mapping[tuple[str, ...], float], stop: int, start: int = 0) -> list[_Item]:
+    """The answers of the question's cases ``start`` to ``stop``, both sides', that carry no label
+    yet (a shared answer once). Past ``turn``, a question of two sides asks only the cases whose
+    answers differ (the same answers' difference is 0, known), each label ``_PAIRED``: a side's
+    own sample is not grown by them, as it would then end where the answers agree."""
+    found: dict[tuple[str, ...], _Item] = {}
+    for i, unit in enumerate(question.units[start:stop], start):
+        sides = [{item[0]: item for item in side.get(unit, ())} for side in question.sides if side is not None]
+        if i < question.turn or len(sides) == 1:
+            found |= {key: item for side in sides for key, item in side.items()}
+        elif sides[0].keys() != sides[1].keys():
+            found |= {(*k, _PAIRED): ((*k, _PAIRED), *item[1:]) for side in sides for k, item in side.items()}
+    return [item for key, item in found.items() if key not in labels and key[: len(_LABEL_KEYS)] not in labels]
 
 
 def _question_pairs(
     question: _Question, labels: Mapping[tuple[str, ...], float]
 ) -> tuple[list[tuple[float, float]], list[float]]:
     """A question's (judge's, people's) value of each case labelled so far, in order, and the
-    judge's value of every case: a contender's own, or the difference between two sides."""
+    judge's value of every case: a contender's own, or the difference between two sides (0 where
+    their answers are the same, as ``_alike`` takes it)."""
 
     def value(unit: str, labelled: bool) -> float:
+        if question.sides[1] and {k for k, *_ in question.sides[0][unit]} == {k for k, *_ in question.sides[1][unit]}:
+            return 0.0
         first, second = (
-            [labels[k] if labelled else f for k, _, _, _, f in side[unit]] if side else [0.0] for side in question.sides
+            [(labels[k] if k in labels else labels[(*k, _PAIRED)]) if labelled else f for k, _, _, _, f in side[unit]]
+            if side
+            else [0.0]
+            for side in question.sides
         )
         return sum(first) / len(first) - sum(second) / len(second)
 
@@ -14214,7 +14268,7 @@ def _settle(question: _Question, labels: Mapping[tuple[str, ...], float], metric
         words = ("regressed", "improved") if question.kind == "baseline" else ("worse", "better")
         said = f"{words[paired.delta > 0]} by {abs(paired.delta) * 100:.1f} points"
         said += _fmt_interval(paired.low, paired.high or 0.0, signed=True)
-    asked = len(_to_ask(question, question.units[: question.at], {}))
+    asked = len(_to_ask(question, {}, question.at))
     return (
         f"decided [{metric}] {question.name}: {said} after {_n(asked, 'label')} ({_n(question.at, 'case')}); "
         f"{_fixed_labels(pairs, judge, question.sides[1] is not None, point - question.bar)}"
@@ -14250,7 +14304,7 @@ def _undecided(question: _Question, labels: Mapping[tuple[str, ...], float], alp
     more = next((t for t in range(question.at, len(judge) + 1) if _half(spread, t, alpha) < gap), None)
     if more is None:
         return f"{now}; at this rate the run's {_n(len(judge), 'case')} are too few to decide it"
-    per = len(_to_ask(question, question.units[: question.at], {})) / question.at
+    per = len(_to_ask(question, {}, question.at)) / question.at
     return f"{now}; at this rate about {_n(math.ceil((more - question.at) * per), 'label')} more"
 
 

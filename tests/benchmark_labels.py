@@ -12,7 +12,8 @@ answer with chance ``sens`` and fails a wrong one with chance ``spec``; B games 
 wrong answers fail only with chance spec - 0.4. People's labels are the truth.
 
 ``label``'s rule, per trajectory: the cases in one random order; each case's answers labelled
-(one label for a shared answer, two otherwise); after each, ``ae._sequence`` over the
+(none for a case whose two answers are the same: its difference is 0, known; two otherwise;
+"shared asked" counts the labels when a shared answer took one, as before); after each, ``ae._sequence`` over the
 (judge's difference, people's difference) pairs so far; decided at the first case, from
 ``ae.EARLIEST`` on, where the sequence excludes 0 and the gate's own fixed-sample figure
 (``ae._ppi`` over the differences, shared answers exact) excludes 0 on the same side; never past
@@ -22,7 +23,7 @@ every case. The sequence is recomputed here with numpy, cumulative sums in place
 Printed per judge and true difference: how often it decides (and the wrong way round), the
 mean labels it asked, and what a fixed design of the same power needs: uniform unpaired labels
 (each contender's own sample, each corrected by PPI++ at the best lambda), and a fixed paired
-sample (the same cases of both, the difference corrected); sized by the normal approximation
+sample (the same cases of both, a shared answer unasked, the difference corrected); sized by the normal approximation
 from the population's own spreads (an oracle: the fixed designs are given their best case).
 """
 
@@ -87,7 +88,7 @@ def gate_agrees(d: np.ndarray, g: np.ndarray, same: np.ndarray, t: int, sign: fl
     return figure.low > 0 if sign > 0 else figure.high < 0
 
 
-def trajectory(pop: dict, rng: np.random.Generator, check: bool) -> tuple[bool, float, int]:
+def trajectory(pop: dict, rng: np.random.Generator, check: bool) -> tuple[bool, float, int, int]:
     order = rng.permutation(len(pop["y_a"]))
     d = (pop["y_a"] - pop["y_b"])[order]
     g = (pop["f_a"] - pop["f_b"])[order]
@@ -97,12 +98,12 @@ def trajectory(pop: dict, rng: np.random.Generator, check: bool) -> tuple[bool, 
         for t in (ae.EARLIEST, len(d) // 2, len(d)):
             theirs = ae._sequence(list(zip(g[:t].tolist(), d[:t].tolist(), strict=True)), g.tolist())
             assert abs(theirs[0] - mean[t - 1]) < 1e-9 and abs(theirs[2] - theirs[0] - half[t - 1]) < 1e-9
-    costs = np.cumsum(np.where(same, 1, 2))
+    costs, before = np.cumsum(np.where(same, 0, 2)), np.cumsum(np.where(same, 1, 2))
     for t in np.nonzero((np.arange(1, len(d) + 1) >= ae.EARLIEST) & (np.abs(mean) > half))[0] + 1:
         sign = math.copysign(1.0, mean[t - 1])
         if gate_agrees(d, g, same, int(t), sign):
-            return True, sign, int(costs[t - 1])
-    return False, 0.0, int(costs[-1])
+            return True, sign, int(costs[t - 1]), int(before[t - 1])
+    return False, 0.0, int(costs[-1]), int(before[-1])
 
 
 def fixed_labels(pop: dict, power: float) -> tuple[float, float]:
@@ -119,7 +120,7 @@ def fixed_labels(pop: dict, power: float) -> tuple[float, float]:
     unpaired = residual(pop["y_a"], pop["f_a"]) + residual(pop["y_b"], pop["f_b"])
     d, g = pop["y_a"] - pop["y_b"], pop["f_a"] - pop["f_b"]
     room_unpaired = room_paired = delta**2 / k - d.var() / big  # the cases' own sampling: the same for both
-    per_case = float(np.where(pop["same"], 1, 2).mean())
+    per_case = float(np.where(pop["same"], 0, 2).mean())  # a shared answer: its difference known, no label
     each = unpaired / room_unpaired if room_unpaired > 0 else math.inf
     paired = residual(d, g) / room_paired * per_case if room_paired > 0 else math.inf
     return 2 * min(each, big), min(paired, big * per_case)
@@ -133,24 +134,25 @@ def main() -> None:
     args = parser.parse_args()
     rng = np.random.default_rng(71)
     print(f"{args.cases} cases, {args.runs} trajectories a setting; AIM {ae.AIM}, EARLIEST {ae.EARLIEST}")
-    print("judge      diff  decided  wrong  labels  fixed-unpaired  fixed-paired  saved")
+    print("judge      diff  decided  wrong  labels  shared asked  fixed-unpaired  fixed-paired  saved")
     worst, savings = 0.0, []
     for gap in (0.0, args.gap):
         for sens, spec in JUDGES:
             decided = wrong = 0
-            labels, fixed = [], []
+            labels, asked, fixed = [], [], []
             for run in range(args.runs):
                 pop = population(rng, args.cases, 0.7 + gap, 0.7, sens, spec)
-                done, sign, cost = trajectory(pop, rng, check=run < 3)
+                done, sign, cost, before = trajectory(pop, rng, check=run < 3)
                 decided += done
                 truth = pop["y_a"].mean() - pop["y_b"].mean()
                 wrong += done and (gap == 0 or sign * truth <= 0)
                 labels.append(cost)
+                asked.append(before)
                 if gap:
                     fixed.append(pop)
             mean_labels = float(np.mean(labels))
             line = f"{sens:.2f}/{spec:.2f}  {gap:+.2f}  {decided / args.runs:7.1%}  {wrong / args.runs:5.1%}"
-            line += f"  {mean_labels:6.1f}"
+            line += f"  {mean_labels:6.1f}  {np.mean(asked):12.1f}"
             if gap:
                 power = decided / args.runs
                 sizes = [fixed_labels(pop, power) for pop in fixed[:200]]

@@ -768,8 +768,14 @@ def test_label_versus_and_bar_decide_with_few_labels_and_say_what_they_did(
         text,
     )
     assert decided and int(decided[1]) <= 2 * int(decided[2]), text[-2000:]
-    labelled = len((project / "evals" / "labels" / "labels.jsonl").read_text().splitlines())
-    assert labelled == int(decided[1])
+    rows = [json.loads(line) for line in (project / "evals" / "labels" / "labels.jsonl").read_text().splitlines()]
+    assert len(rows) == int(decided[1])
+    # nothing labelled before: only the cases whose two answers differ were asked, both answers, for the question
+    by_case: dict[str, set[str]] = {}
+    for row in rows:
+        assert row["paired"] is True
+        by_case.setdefault(row["case"], set()).add(row["answer_hash"])
+    assert all(len(answers) == 2 for answers in by_case.values()) and int(decided[2]) > len(by_case)
     said.clear()
     code, out, err = cli("label", "--bar", "50", "--cap", "30")
     text = "".join(said) + out
@@ -813,9 +819,16 @@ def test_label_questions_refuse_what_they_cannot_ask_and_keep_every_label(make_s
     code, out, _ = cli("label", "--versus", "good", "weak")
     assert code == 0 and "label: 1 label added" in out
 
+    path = project / "evals" / "labels" / "labels.jsonl"
+    (first,) = map(json.loads, path.read_text().splitlines())  # asked past every sample: the two sides' only
+    assert first["paired"] is True
     monkeypatch.setattr(builtins, "input", truthful(capsys, shown, ["q"]))
     code, out, _ = cli("label", "--fixed")  # no question: the planned sample in order, as before
     assert code == 0 and "label: answers in each labelled sample: [ds] fake/good default " in "".join(shown)
+    # the first answer in turn was labelled for the question: taken as it was, not asked again
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    assert "label: 0 labels added" in out and len(rows) == 2, rows
+    assert all(r["label"] == first["label"] and r.get("paired", False) is (r is rows[0]) for r in rows)
 
     def interrupted(prompt: str) -> str:
         raise KeyboardInterrupt
@@ -823,7 +836,7 @@ def test_label_questions_refuse_what_they_cannot_ask_and_keep_every_label(make_s
     monkeypatch.setattr(builtins, "input", interrupted)
     code, out, _ = cli("label", "--versus", "good", "weak")
     assert code == 130 and "label: interrupted; 0 labels kept in evals/labels/labels.jsonl" in out
-    assert len((project / "evals" / "labels" / "labels.jsonl").read_text().splitlines()) == 1
+    assert len(path.read_text().splitlines()) == len(rows)
 
 
 def tokens(text: str, verdict_at: int, sure: float, split: int = 0) -> list[dict[str, object]]:
@@ -988,3 +1001,30 @@ def test_label_counts_an_answer_two_contenders_share_once(make_suite, cli, monke
     assert code == 0, err
     assert re.findall(r"\[(\d+) of (\d+)\]", text) == [(str(k), "6") for k in range(1, 7)], text
     assert "label: 6 labels added" in text
+
+
+def test_labels_for_a_question_of_two_sides_correct_the_difference_and_never_grow_a_sides_sample() -> None:
+    """``_PAIRED`` labels: a side's sample ends at the first case nobody labelled in turn, however
+    many paired labels lie past it (they are ``later``); the two sides' difference is corrected
+    over the cases whose answers differ, in the one order, up to the first one a side lacks."""
+    units = sorted((f"ds/c{i}" for i in range(10)), key=ae._order)
+    shared, paired, truth = {units[0], units[3]}, {units[1], units[2], units[4], units[6]}, 0.0
+
+    def side(name: str) -> ae._Values:
+        entries = []
+        for i, unit in enumerate(units):
+            verdict = 1.0 if unit in shared else float((i + (name == "b")) % 2)
+            answer = f"same {i}" if unit in shared else f"{name} {i}"
+            label = truth if unit == units[0] else None  # the first case labelled in turn
+            later = truth if unit == units[0] or unit in paired else None
+            entries.append(((unit, unit.split("/")[1]), verdict, label, answer, None, later))
+        return ae._units(entries, "mean", {units[0]})
+
+    a, b = side("a"), side("b")
+    assert a.labels == {u: truth if u == units[0] else None for u in units}  # its sample: the first case only
+    assert a.later == dict.fromkeys(paired, truth) and ae._corrected(a) is None
+    figure, how, _ = ae._alike(a, b)
+    diff = {u: 0.0 if u in shared else a[u] - b[u] for u in units}
+    asked = {u: 0.0 if u in (units[1], units[2], units[4]) else None for u in units if u not in shared}
+    expected = ae._corrected(ae._Values(diff, asked))  # the unshared cases up to units[5], unlabelled
+    assert how == "corrected" and figure == expected and figure is not None

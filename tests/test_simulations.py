@@ -1023,3 +1023,55 @@ def test_a_judges_probability_beside_labels_all_alike_gives_the_labels_alone_and
     alike = ae._ppi([], [0.9, 0.6, 0.99, 0.3] * 25, [(0.9, 1.0), (0.6, 1.0), (0.99, 1.0)] * 5)
     center, half = ae._wilson(1.0, 15)
     assert alike.alone and (alike.low, alike.high) == pytest.approx((center - half, center + half))
+
+
+def test_a_question_of_two_sides_labels_only_the_answers_they_do_not_share() -> None:
+    """``label --versus`` (or the gate's question) past every sample asks only the cases whose
+    answers differ (a shared answer's difference is 0, known), each label ``paired``: 300 cases,
+    two contenders sharing their right answers 80% of the time and wrong ones 30%, the judge
+    passing b's wrong answers more (gamed), no labels before; the first 150 cases of the one
+    order walked. The difference, corrected over those labels alone, covers the truth at least
+    93% of the time, its bias under a point (measured at 300 runs: 100%, -0.07 points); neither
+    side's own figure is corrected by them (its sample would end where the answers agree); and
+    the labels are the unshared answers only: 58% of both sides' answers of the same cases."""
+    rng, errors, covered, asked, both = random.Random(73), [], 0, 0, 0
+    order = sorted(range(300), key=lambda i: ae._order(f"ds/c{i:04d}"))
+    for _ in range(200):
+        xs = {m: ae.Experiment(Contender(m), Provider(), "ds", [], 1) for m in "ab"}
+        labels: dict[tuple[str, ...], float] = {}
+        truth: dict[str, list[float]] = {"a": [], "b": []}
+        keys: dict[int, list[tuple[tuple[str, ...], float]]] = {}
+        for i in range(300):
+            difficulty = rng.random()
+            right = {
+                "a": float(difficulty < 0.8),
+                "b": float((difficulty if rng.random() < 0.8 else rng.random()) < 0.7),
+            }
+            same = rng.random() < (0.8 if right["a"] == right["b"] == 1 else 0.3 if right["a"] == right["b"] else 0)
+            for m, x in xs.items():
+                spec = 0.8 if m == "a" else 0.4
+                verdict = float(rng.random() < 0.9) if right[m] else float(rng.random() >= spec)
+                if same and m == "b":
+                    verdict = xs["a"].results[-1].score.metrics["acc"]
+                output = f"{right[m]} {i}" if same else f"{m} {i}"
+                result = RunResult(
+                    x, Case(f"c{i:04d}", "ds"), ae.Reply(output=output), Score(verdict, {"acc": verdict})
+                )
+                x.results.append(result)
+                truth[m].append(right[m])
+                keys.setdefault(i, []).append((ae._label_key(result, "acc"), right[m]))
+        for i in order[:150]:
+            both += len({k for k, _ in keys[i]})
+            if keys[i][0][0] != keys[i][1][0]:  # answers that differ: both labelled, for the question
+                labels |= {(*k, ae._PAIRED): y for k, y in keys[i]}
+                asked += 2
+        a, b = (ae._case_values(x.results, "acc", labels=labels) for x in xs.values())
+        assert ae._corrected(a) is None and ae._corrected(b) is None  # each side's own: the judge's
+        paired = ae._paired(a, b)
+        assert paired is not None and paired.how == "corrected" and paired.low is not None
+        difference = (sum(truth["a"]) - sum(truth["b"])) / 300
+        errors.append(paired.delta - difference)
+        covered += paired.low <= difference <= (paired.high or 0.0)
+    assert abs(statistics.mean(errors)) < 0.01, statistics.mean(errors)
+    assert covered >= 0.93 * 200, covered
+    assert asked < 0.8 * both, (asked, both)
