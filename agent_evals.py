@@ -14182,6 +14182,10 @@ def _label_until_decided(
         while not quit_ and (left := [q for q in questions if not q.said and q.at < len(q.units)]) and added != cap:
             question = min(left, key=lambda q: q.at)
             for item in _to_ask(question, labels, question.at + 1, question.at):
+                if (value := labels.get((*item[0], _PAIRED))) is not None:  # asked for two sides: now in turn
+                    _add_label(path, item[0], value)
+                    labels[item[0]] = value
+                    continue
                 value = _ask_label(item[1], item[2], item[3], graded, added + 1, total)
                 if value is None or value < 0:
                     quit_ = value is None

@@ -780,6 +780,13 @@ def test_label_versus_and_bar_decide_with_few_labels_and_say_what_they_did(
     code, out, err = cli("label", "--bar", "50", "--cap", "30")
     text = "".join(said) + out
     assert code == 0, err
+    # each side's own walk, in turn from the first case: the answers labelled for the two sides are taken as given
+    after = [json.loads(line) for line in (project / "evals" / "labels" / "labels.jsonl").read_text().splitlines()]
+    taken = [
+        r for r in after[len(rows) :] if (r["case"], r["answer_hash"]) in {(p["case"], p["answer_hash"]) for p in rows}
+    ]
+    assert taken and all("paired" not in r for r in after[len(rows) :])
+    assert len(after) - len(rows) == len(said) + len(taken), (len(after), len(rows), len(said), len(taken))
     assert re.search(r"decided \[correct\] \[ds\] fake/good default: above 50\.0%: [\d.]+% \[[\d.]+–[\d.]+\]", text), (
         text[-2000:]
     )
