@@ -3730,9 +3730,10 @@ class _Limiter:
     their requests went: once all are back, or at once when ``DENSE`` refusals match all it could
     still answer (Google SRE's client throttling, K = 2). Such a round, or one whose answers fell
     under half the last's as ``DENSE`` were refused, paces the key at what it answered; then each
-    verdict sets the pace to the share taken, ``PROBE`` more (the AWS SDKs' adaptive mode), and a
-    clean round goes halfway back to the pace last cut (BIC), or doubles. Two cuts that leave the
-    refused share as it was are an upstream's: unpaced. Until paced, a slow start holds ``start``."""
+    verdict sets the pace to the share taken, ``PROBE`` more (the AWS SDKs' adaptive mode), never
+    under a pace taken whole just before (a limit with no burst answers half of a pace past it); a
+    clean round goes halfway back to the pace last cut (BIC), doubles, or holds just under it. Two
+    cuts that leave the refused share as it was are an upstream's: unpaced. Slow start: ``start``."""
 
     ROUND = 1.0  # seconds of sending judged together
     DENSE = 10  # the fewest refusals in a round that can pace a key
@@ -3749,8 +3750,8 @@ class _Limiter:
         self.round, self.opened, self.span = 0, -math.inf, self.ROUND  # the round open now: since when, how long
         # of the last verdicts, the pace last cut (a pace given, known or documented: probed from gently), round
         self.shares, self.ceiling, self.answered = (0.0, 0.0), rate or math.inf, 0
-        # the pace the server's numbers allow (_heed), no send before until, what the key took when last cut
-        self.cap, self.until, self.taken = math.inf, 0.0, rate
+        # the pace the server's numbers allow (_heed), no send before until, the last pace taken whole (or kept)
+        self.cap, self.until, self.good = math.inf, 0.0, rate or 0.0
 
     def admit(self, model: Model) -> int:
         """Wait for this request's turn; the round it goes in."""
@@ -3813,9 +3814,12 @@ class _Limiter:
         if whole and min(share, last, older) > noisy and share >= last / 2 and last >= older / 2 and rate > self.FLOOR:
             return self._set(None, now)
         clean = (rate + self.ceiling) / 2 if self.ceiling < math.inf else 2 * rate  # halfway back to the last cut
-        pace = rate * (1 - share) * (1 + self.PROBE) if share else max(rate * (1 + self.PROBE), clean)
+        step = 0.0 if rate < self.ceiling <= rate * (1 + 2 * self.PROBE) else self.PROBE  # just under it: held
+        pace = rate * (1 - share) * (1 + self.PROBE) if share else max(rate * (1 + step), clean if step else rate)
+        past = share < 0.6 and rate > self.good * (1 + self.PROBE / 2)  # refused just past a pace taken whole
+        pace, self.good = max(pace, self.good if past else 0.0), rate if whole and not share else self.good
         if self.CUT < share < 1 < refused and max(self.FLOOR, pace) < rate:  # refused whole, or once: says nothing
-            self.ceiling, self.taken = rate, max(self.FLOOR, pace)
+            self.ceiling = rate
         return self._set(pace, now, share if whole else 0.0)
 
     def _set(self, rate: float | None, now: float, share: float = 0.0) -> None:
@@ -3933,12 +3937,8 @@ class _Pace:
 
 
 def _kept(limiter: _Limiter) -> float | None:
-    """The pace a next run on a key starts at, if it was ever refused: halfway between what it
-    took when last cut and the pace it held at the end (the rigs' next run at -p 64 against 40 a
-    second: 2.2% refused, 1.31x ideal, where the first took 1.37x and 15.6%)."""
-    if not (limiter.rate and limiter.taken and limiter.ceiling < math.inf):
-        return None
-    return (min(limiter.rate, limiter.ceiling) + limiter.taken) / 2
+    """The pace a next run on a key starts at, if it was ever refused (or started known): the last it took whole."""
+    return limiter.good or None if limiter.rate and limiter.ceiling < math.inf else None
 
 
 def _socket_gaierror() -> type[OSError]:
