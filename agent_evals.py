@@ -6979,29 +6979,33 @@ class _Batching:
         self.used: set[str] = set()
 
 
+# a case run put off for the next batch: its model and the calls it put off (custom id, request, hold, model)
+_Waiting = tuple[Model, list[tuple[str, dict[str, object], _Hold | None, Model]]]
+
+
+@dataclass(frozen=True, slots=True)
 class _Round:
-    """What one batch round decided, for the runner to apply: the case runs to run again (their
-    answers came), the batches it sent (for the log; filled as each goes, so a run abandoned
-    meanwhile still logs them), whether it collected --resume's batches (then the cases left
-    are asked), why its contender is asked no more, and why the run stops."""
+    """What one batch round decided, for the runner to apply: the case runs to run again, each
+    with the custom ids its batch answered, whether it collected --resume's batches (then the
+    cases left are asked), why its contender is asked no more, and why the run stops. The
+    batches it sent reach the runner as each goes (``_Batch.logs``): a run abandoned meanwhile
+    still logs them."""
 
-    __slots__ = ("earlier", "halted", "replay", "sent", "stop")
-
-    def __init__(self) -> None:
-        self.replay: list[int] = []
-        self.sent: list[dict[str, object]] = []
-        self.earlier = False
-        self.halted = self.stop = ""
+    replay: Mapping[int, frozenset[str]] = field(default_factory=dict)
+    earlier: bool = False
+    halted: str = ""
+    stop: str = ""
 
 
 class _Batch(_Step):
-    """``--batch`` for one experiment: the answers its batches gave (by custom id), the case
-    runs waiting on the next batch with what each asked, and the rounds. A round goes once
-    no case of the experiment is in flight: its requests are one batch (one model), the
-    batch's id goes to the journal, the thread waits for it, and the case runs waiting on
-    it run again, finding their answers; an agent's next turn is the next round's. It never
-    sees the runner: it answers what the runner asks (``put_off``, ``due``, ``go``) with
-    decisions the runner applies."""
+    """``--batch`` for one experiment: the answers its batches gave (by custom id), what each
+    request's batches left unanswered, and --resume's batches to collect. A round goes once
+    no case of the experiment is in flight: the runner hands it the case runs put off with
+    what each asked, their requests are one batch (one model), the batch's id goes to the
+    journal, the thread waits for it, and the case runs run again, finding their answers; an
+    agent's next turn is the next round's. It never sees the runner: it answers what the
+    runner asks (``put_off``, ``due``, ``go``) with decisions the runner applies, and never
+    stops the run itself (a round says why it should)."""
 
     GATHER = 0.1  # seconds a call put off waits before its case steps aside, for the calls made beside it
 
@@ -7010,21 +7014,19 @@ class _Batch(_Step):
         fallback: str | None,
         earlier: Sequence[Mapping[str, object]],
         budget: _Budget | None,
-        uses: tuple[_Stop, Callable[[str], None], Callable[[], int], Callable[[str], None]],
+        uses: tuple[_Stop, Callable[[str], None], Callable[[], int], Callable[[str], None], Callable[[dict], None]],
         where: tuple[str, str],
     ) -> None:
         self.budget = budget
         # what asks again what a batch left unanswered: "batch" or "sync"; None: no --batch, and this
         # batch, never a step of a call, never holds a case
         self.fallback = fallback
-        # the run's stop, what says a line on the progress, the next batch's number, and what writes its journal
-        self.stop, self.say, self.number, self.write = uses
-        self.lock = threading.Lock()  # case runs are put off on their threads, a round takes them on its own
+        # the run's stop (watched while a batch runs), what says a line on the progress, the next batch's
+        # number, what writes its journal, and what logs each batch sent as it goes
+        self.stop, self.say, self.number, self.write, self.logs = uses
         self.dataset, self.label = where  # whose batches: the dataset and the contender's label
         self.answers: dict[str, object] = {}
         self.sync: set[str] = set()  # custom ids asked now, one by one (--batch-fallback sync)
-        self.waiting: dict[int, tuple[Model, list[tuple[str, dict[str, object], _Hold | None, Model]]]] = {}
-        self.fresh: dict[int, set[str]] = {}  # case run -> the custom ids its last batch answered
         self.tries: dict[str, int] = {}  # custom id -> the batches that left it unanswered
         self.earlier = earlier  # --resume: the batches to collect first (each has an id and its requests)
         self.rounds = 0
@@ -7061,20 +7063,18 @@ class _Batch(_Step):
             call.error = ProviderError(str(found))
 
     def due(self) -> bool:
-        """A round is wanted: --resume's batches to collect, or case runs put off for the next."""
-        return bool(self.waiting or self.earlier)
+        """A round is wanted for its own sake: --resume's batches to collect."""
+        return bool(self.earlier)
 
-    def put_off(self, unit: int, model: Model, result: RunResult) -> RunResult | None:
-        """A case run that asked for the next batch waits for it (None). One that ran again
-        with its last batch's answers and took none of them, asking something else instead,
-        ends as that error: its requests differ from run to run, which --batch cannot answer."""
+    def put_off(self, model: Model, result: RunResult, fresh: Collection[str]) -> RunResult | _Waiting:
+        """A case run that asked for the next batch waits for it: its model and the calls it put
+        off, for the runner to hand back with the round. One that ran again with its last batch's
+        answers (``fresh``) and took none of them, asking something else instead, ends as that
+        error: its requests differ from run to run, which --batch cannot answer."""
         if (mine := model.ledger.notes.get(self)) is None or not mine.asked:
             return result
-        fresh = self.fresh.pop(unit, set())
-        if not fresh or fresh & mine.used:
-            with self.lock:
-                self.waiting[unit] = (model, mine.asked)
-            return None
+        if not fresh or not mine.used.isdisjoint(fresh):
+            return model, mine.asked
         for custom in fresh:  # paid for all the same
             if isinstance(answer := self.answers.get(custom), Completion):
                 model.ledger.note_spent(answer.usage)
@@ -7088,29 +7088,26 @@ class _Batch(_Step):
         )
         return dataclasses.replace(result, error=error, usage=model.usage, reply=None, score=None, traceback=None)
 
-    def go(self, decision: _Round, contender: Model, judge: Model | None) -> None:
+    def go(self, waiting: Mapping[int, _Waiting], contender: Model, judge: Model | None) -> _Round:
         """The round the runner found due (on a thread of its own): --resume's batches collected,
-        or the next batch sent, waited for and taken; ``decision`` says what came of it. A failure
-        of the harness's own stops the run (and --resume collects the batch)."""
+        or the case runs ``waiting`` sent as the next batch, waited for and taken; what came of it.
+        A failure of the harness's own stops the run (and --resume collects the batch)."""
+        earlier = bool(self.earlier)
         try:
-            if self.earlier:
-                decision.earlier = True
-                self.collect_earlier(decision, contender, judge)
-            else:
-                self.send(decision)
+            return self.collect_earlier(contender, judge) if earlier else self.send(waiting)
         except BaseException as e:
-            decision.stop = f"batch [{self.dataset}] {self.label}: {_describe(e)[0]}"
+            return _Round(earlier=earlier, stop=f"batch [{self.dataset}] {self.label}: {_describe(e)[0]}")
 
-    def send(self, decision: _Round) -> None:
+    def send(self, waiting: Mapping[int, _Waiting]) -> _Round:
         """One round: send, wait, take the answers; the case runs to run again (none when the
         run stopped meanwhile: the batch goes on at the provider, and --resume collects it)."""
         # in case order, whichever thread put each case off first: the same batch for the same run
-        with self.lock:
-            waiting, self.waiting = dict(sorted(self.waiting.items())), {}
+        waiting = dict(sorted(waiting.items()))
         asked = {c: (model, request, hold) for _, calls in waiting.values() for c, request, hold, model in calls}
         cases = {custom: model.ledger.case for model, calls in waiting.values() for custom, *_ in calls}
         self.rounds += 1
         sent: list[tuple[list[str], str | BatchState | None, Model]] = []
+        stop = halted = ""
         for part in self.pieces(asked):  # one model each, within its provider's limits, journaled before it goes
             requests, model = {custom: cases[custom] for custom in part}, asked[part[0]][0]
             # a judge's batch says so: --resume collects it from the judge's provider
@@ -7119,19 +7116,19 @@ class _Batch(_Step):
             try:
                 sent.append((part, model.provider.submit(model, [(c, asked[c][1]) for c in part]), model))
             except ProviderError as e:  # refused: said in the journal, so --resume knows nothing is running
-                _stop_if_fatal(e, self.stop)
-                unsure = str(e).startswith((_UNSURE, _UNSENT))  # maybe taken, or not sent: its cases are not run
                 why = _redact(str(e))
+                stop = stop or (why if e.stops_run else "")  # a refused key: the run stops with this round
+                unsure = str(e).startswith((_UNSURE, _UNSENT))  # maybe taken, or not sent: its cases are not run
                 failed = head | {"failed": why}
                 sent.append((part, None if unsure else BatchState("failed", error=why), model))
                 self.write(_json_dumps({"batch": failed}) + "\n")
-                decision.sent.append(failed)  # logged: --resume names what was lost
+                self.logs(failed)  # logged: --resume names what was lost
                 continue
             record: dict[str, object] = {"id": sent[-1][1], **head}
             self.write(_json_dumps({"batch": record}) + "\n")
-            decision.sent.append(record)
-        stopped = False
-        for part, batch, model in sent:  # the run stopped: the holds of every part are let go, the batches run on
+            self.logs(record)
+        stopped = bool(stop)
+        for part, batch, model in sent:  # the run stops: the holds of every part are let go, the batches run on
             state = (
                 None
                 if stopped or batch is None
@@ -7139,12 +7136,13 @@ class _Batch(_Step):
                 if isinstance(batch, BatchState)
                 else self.wait(model, batch, len(part))
             )
-            self.settle(decision, state, {custom: asked[custom] for custom in part})
+            stop, state = (state, None) if isinstance(state, str) else (stop, state)
+            halted = self.settle(state, {custom: asked[custom] for custom in part}) or halted
             stopped = stopped or state is None
-        if not stopped:
-            for unit, (_, calls) in waiting.items():
-                self.fresh[unit] = {custom for custom, *_ in calls if custom in self.answers}
-            decision.replay = list(waiting)
+        if stopped:
+            return _Round(halted=halted, stop=stop)
+        replay = {unit: frozenset(c for c, *_ in calls if c in self.answers) for unit, (_, calls) in waiting.items()}
+        return _Round(replay, halted=halted)
 
     @staticmethod
     def pieces(asked: Mapping[str, tuple[Model, dict[str, object], _Hold | None]]) -> list[list[str]]:
@@ -7167,26 +7165,27 @@ class _Batch(_Step):
                 size += weight
         return batches
 
-    def collect_earlier(self, decision: _Round, contender: Model, judge: Model | None) -> None:
+    def collect_earlier(self, contender: Model, judge: Model | None) -> _Round:
         """--resume: the batches the run it continues sent, collected (never sent again); a
         judge's from the judge's provider."""
-        earlier, self.earlier = self.earlier, ()
+        earlier, self.earlier, halted = self.earlier, (), ""
         for record in earlier:
             self.write(_json_dumps({"batch": record}) + "\n")
-            decision.sent.append(dict(record))
+            self.logs(dict(record))
             requests = _fields(record.get("requests"))
             model = judge if record.get("judge") else contender
             if model is None or model.id != record.get("judge", model.id):
                 why = f"batch {record['id']} asked judge {record['judge']}; name it with --judge to collect it"
-                decision.stop = f"--resume: {why}"
-                return
+                return _Round(earlier=True, halted=halted, stop=f"--resume: {why}")
             state = self.wait(model, str(record["id"]), len(requests))
-            if state is None:
-                return
-            self.settle(decision, state, {custom: (model, {}, None) for custom in requests})
+            if not isinstance(state, BatchState):
+                return _Round(earlier=True, halted=halted, stop=state or "")
+            halted = self.settle(state, {custom: (model, {}, None) for custom in requests}) or halted
+        return _Round(earlier=True, halted=halted)
 
-    def wait(self, model: Model, batch_id: str, size: int) -> BatchState | None:
-        """Look at the batch until it ends, saying how it stands as it changes; None when the run stops."""
+    def wait(self, model: Model, batch_id: str, size: int) -> BatchState | str | None:
+        """Look at the batch until it ends, saying how it stands as it changes; None when the run
+        stops, why it should when the provider keeps failing to say."""
         first = _seconds_env("AGENT_EVALS_BATCH_POLL", 10.0)
         whose = f"judge {model.id} of {self.label}" if model.ledger.judge else self.label
         label = f"batch {self.number()} [{self.dataset}] {whose} ({batch_id}, {_n(size, 'request')})"
@@ -7198,8 +7197,7 @@ class _Batch(_Step):
             except ProviderError as e:
                 failures += 1
                 if e.stops_run or failures >= 5:
-                    self.stop.set(f"{label}: {_redact(str(e))}; it goes on at the provider: --resume collects it")
-                    return None
+                    return f"{label}: {_redact(str(e))}; it goes on at the provider: --resume collects it"
                 continue
             failures = 0
             if (
@@ -7211,12 +7209,10 @@ class _Batch(_Step):
         self.say(f"{label}: it goes on at the provider; --resume --batch collects it, sending nothing twice")
         return None
 
-    def settle(
-        self, decision: _Round, state: BatchState | None, asked: Mapping[str, tuple[Model, object, _Hold | None]]
-    ) -> None:
+    def settle(self, state: BatchState | None, asked: Mapping[str, tuple[Model, object, _Hold | None]]) -> str:
         """Take a batch's answers; what it left unanswered is asked again (the next batch, or
-        now with --batch-fallback sync); a batch refused as a whole stops its contender. None:
-        the run stopped while it waited, and only the holds are let go."""
+        now with --batch-fallback sync); a batch refused as a whole stops its contender (why,
+        returned). None: the run stopped while it waited, and only the holds are let go."""
         results, budget, gone = (state.results or {}) if state else {}, self.budget, []
         failed = state is not None and state.status == "failed" and not results  # refused as a whole
         refused = f"the batch was refused: {state.error or 'failed'}" if state and failed else ""
@@ -7231,9 +7227,7 @@ class _Batch(_Step):
             if hold is not None and budget is not None:
                 budget.end(hold, model, answer.usage if isinstance(answer, Completion) else None)
         if state is None:
-            return
-        if refused and self.fallback == "batch":
-            decision.halted = f"{refused} (ask it without --batch, or --batch-fallback sync)"
+            return ""
         for custom in gone:
             self.tries[custom] = self.tries.get(custom, 0) + 1
             if self.fallback != "batch":
@@ -7249,6 +7243,11 @@ class _Batch(_Step):
                 f"batch [{self.dataset}] {self.label}: {state.status}{why}; "
                 f"{_n(len(gone), 'request')} of {len(asked)} unanswered are asked again {then}"
             )
+        return (
+            f"{refused} (ask it without --batch, or --batch-fallback sync)"
+            if refused and self.fallback == "batch"
+            else ""
+        )
 
 
 # A case run's states in its experiment's table (_ExperimentRun.state), which _move alone changes:
@@ -7325,10 +7324,12 @@ class _ExperimentRun:
         earlier = run.earlier_batches.get(key, ())  # --resume collects the batches a run sent, --batch or not
         from functools import partial
 
-        uses = (run.stop, run.progress.say, run.number, partial(run.journal_write, self.journal))
+        uses = (run.stop, run.progress.say, run.number, partial(run.journal_write, self.journal), self._sent)
         # without --batch or batches to collect: one that is never a step, and never holds a case
         self.batch = _Batch(run.batch, earlier, run.budget, uses, (experiment.dataset, experiment.contender.label))
-        self.round: _Round | None = None  # the batch round at the provider, on a thread of its own
+        self.sending = False  # a batch round is at the provider, on a thread of its own
+        self.waiting: dict[int, _Waiting] = {}  # the case runs put off, with what each asked of the next round
+        self.fresh: dict[int, frozenset[str]] = {}  # a replaying case run's answers, from its round
         self.replays: list[int] = []  # the replaying case runs, to run first: they hold their round's answers
         # what each model call walks: the response cache, the key's credit, the batch, the budget
         steps = (run.cache, run.credit, (run.batch or earlier) and self.batch, run.budget)
@@ -7445,9 +7446,12 @@ class _ExperimentRun:
                 except BaseException as e:  # the harness's own failure: still that case's row
                     took = time.perf_counter() - started
                     result = _result(self.experiment, self._case(place), model, took, None, None, *_describe(e))
-                if (ended := self.batch.put_off(i, model, result)) is None:
-                    with run.lock:
+                with run.lock:
+                    fresh = self.fresh.pop(i, frozenset())
+                if not isinstance(ended := self.batch.put_off(model, result, fresh), RunResult):
+                    with run.lock:  # a case run that timed out meanwhile goes too: its holds end with the round
                         self.inflight.pop(i, None)
+                        self.waiting[i] = ended
                         self._move(i, _PUT_OFF, _RUNNING)
                     continue  # it waits for the next batch
                 result = ended
@@ -7569,7 +7573,7 @@ class _ExperimentRun:
             return "cases"
         if self.active == self.blocked and self._due():
             return "round"
-        return "finish" if self.active == 0 and self.round is None else ""
+        return "finish" if self.active == 0 and not self.sending else ""
 
     def _settle(self) -> None:
         """Hand the experiment to the main thread (``advance``) once it needs it (the caller holds the lock)."""
@@ -7584,29 +7588,34 @@ class _ExperimentRun:
             self.queued = False
             if (step := self.next_step()) != "round":
                 return step
-            self.round = _Round()
-        threading.Thread(target=self._round, args=(self.round,), name="batch", daemon=True).start()
+            self.sending, waiting, self.waiting = True, self.waiting, {}
+        threading.Thread(target=self._round, args=(waiting,), name="batch", daemon=True).start()
         return ""
 
     def _due(self) -> bool:
         """A batch round is wanted and may go: none is at the provider and the run goes on."""
-        return self.round is None and self.batch.due() and not self.run.stop.event.is_set()
+        return not self.sending and bool(self.waiting or self.batch.due()) and not self.run.stop.event.is_set()
 
-    def _round(self, decision: _Round) -> None:
-        """The round ``advance`` found due, on a thread of its own; what it decided is applied: its
-        batches logged, its contender halted or the run stopped, then the case runs it answered
-        (after --resume's batches: the cases to ask) go back to the runner, which starts threads
-        for them once their dataset's turn comes."""
+    def _sent(self, record: dict[str, object]) -> None:
+        """A batch its round sent (or collected), logged as it goes: a run abandoned meanwhile has it."""
+        with self.run.lock:
+            self.experiment.batches.append(record)
+
+    def _round(self, waiting: Mapping[int, _Waiting]) -> None:
+        """The round ``advance`` found due, on a thread of its own, sent with the case runs put
+        off; what it decided is applied: its contender halted or the run stopped, then the case
+        runs it answered (after --resume's batches: the cases to ask) go back to the runner,
+        which starts threads for them once their dataset's turn comes."""
         contender = self.experiment.model(stop=self.run.stop, pace=self.run.pace)
-        self.batch.go(decision, contender, self.judge_model(contender.ledger))
+        decision = self.batch.go(waiting, contender, self.judge_model(contender.ledger))
         if decision.stop:
             self.run.stop.set(decision.stop)
         with self.run.lock:
-            self.experiment.batches += decision.sent
             self.experiment.halted = self.experiment.halted or decision.halted or None
-            self.round = None
-            for unit in decision.replay:
+            self.sending = False
+            for unit, fresh in decision.replay.items():
                 if self._move(unit, _REPLAYING, _PUT_OFF):  # not given up on (timed out) meanwhile
+                    self.fresh[unit] = fresh
                     self.replays.append(unit)
         threads = len(self.todo) if decision.earlier else len(decision.replay)
         self.wake(min(self.experiment.parallelism, threads))
@@ -7658,8 +7667,6 @@ class _ExperimentRun:
             if self.closed:
                 return
             self.closed = True
-            if self.round is not None:  # abandoned at the provider: its batches are logged, --resume collects them
-                experiment.batches += self.round.sent
             for i, (result, line) in abandoned:
                 if self._move(i, _DONE, _RUNNING):
                     self.results[i], self.lines[i] = result, line
@@ -7703,11 +7710,17 @@ class _Decider:
     its own copy of what they stored; the runner asks it what to run and applies its verdicts."""
 
     def __init__(
-        self, dataset: str, labels: Sequence[str], primary: str, lock: threading.Lock, stop: _Stop, notes: list[str]
+        self,
+        dataset: str,
+        labels: Sequence[str],
+        primary: str,
+        lock: threading.Lock,
+        stop: _Stop,
+        say: Callable[[str], None],
     ) -> None:
         self.dataset, self.labels, self.primary = dataset, labels, primary
-        # on the run's lock (the runner holds it as it stores a case run), its stop, and where its decisions are said
-        self.cond, self.stop, self.notes = threading.Condition(lock), stop, notes
+        # on the run's lock (the runner holds it as it stores a case run), its stop, and what says its decisions
+        self.cond, self.stop, self.say = threading.Condition(lock), stop, say
         self.results: dict[int, list[RunResult | None]] = {}  # by seat: its case runs, in case order
         self.missing: dict[int, int] = {}  # by seat: its case runs of the rounds so far not yet stored
         self.out: dict[int, str] = {}  # by seat: why it is asked no more (its verdict, or "" when it halted)
@@ -7794,7 +7807,7 @@ class _Decider:
         for seat, why, n in verdicts:
             self.out[seat] = why
             after = f" after {_n(n, 'case')}" if n else ""
-            self.notes.append(f"decided [{self.dataset}] {self.labels[seat]}: {why}{after}")
+            self.say(f"decided [{self.dataset}] {self.labels[seat]}: {why}{after}")
         return [(seat, why) for seat, why, _ in verdicts]
 
 
@@ -8083,7 +8096,7 @@ def _schedule(run: _Session, experiments: list[Experiment], concurrency: int, ru
     # --until-decided asks a dataset's contenders side by side: all at once
     rivals = {d: [e for e in pending if e.dataset == d] for d in order}  # each dataset's contenders, in order
     deciders = {
-        d: _Decider(d, [e.contender.label for e in es], primary, run.lock, run.stop, run.decisions)
+        d: _Decider(d, [e.contender.label for e in es], primary, run.lock, run.stop, run.decisions.append)
         for d, es in rivals.items()
         if (primary := run.until_decided)
     }
@@ -8092,7 +8105,7 @@ def _schedule(run: _Session, experiments: list[Experiment], concurrency: int, ru
     failed: dict[str, str] = {}  # datasets whose prepare raised: none of their cases runs after it
 
     def room() -> bool:  # a -j slot free: an experiment waiting for its batch holds none
-        return concurrency == 0 or bool(deciders) or sum(r.round is None for r in running) < concurrency
+        return concurrency == 0 or bool(deciders) or sum(not r.sending for r in running) < concurrency
 
     while pending or running:
         stopped = run.stop.event.is_set()

@@ -39,7 +39,10 @@ from conftest import ROOT
 # in turn by label --fixed and any question's own walk): +727
 # #72: a cut never under the pace last taken whole, a pace held just under one cut, the next run starting at
 # the last pace taken whole (what a cut took no longer kept): +45
-CEILING = 110119
+# #73: a batch round's decision returned (_Round a value; send handed the case runs put off, which the runner
+# holds with what each asked and its round's answers; the batches sent logged through a function; the stop
+# said, never set by _Batch; _Decider's verdicts said through one): +113
+CEILING = 110233
 SOURCE = (ROOT / "agent_evals.py").read_text(encoding="utf-8")
 
 
@@ -327,3 +330,37 @@ def test_no_hidden_channels() -> None:
         for n in ast.walk(tree)
         if isinstance(n, ast.Attribute) and n.attr == "credit" and ast.unparse(n.value) == "provider"
     ]
+
+
+def test_a_batch_round_returns_its_decision_and_neither_part_stops_the_run_or_fills_what_it_was_handed() -> None:
+    # #73: _Batch holds what is the batch's, not a case run's; it is handed the case runs put off and its send
+    # returns the _Round; it and _Decider say why the run should stop, never stop it, and write nothing they
+    # were handed (a list, a round): what they report goes through a function the runner hands in (a step's
+    # before and after answer the call they are handed, as every step of a model call does)
+    tree = ast.parse(SOURCE)
+    batch = _class(tree, "_Batch")
+    fields = {t.attr for node in ast.walk(batch) for t in _targets(node) if isinstance(t, ast.Attribute)}
+    fields |= {
+        e.attr
+        for node in ast.walk(batch)
+        for t in _targets(node)
+        if isinstance(t, ast.Tuple)
+        for e in t.elts
+        if isinstance(e, ast.Attribute)
+    }
+    assert not fields & {"waiting", "fresh", "replay", "round"}, fields
+    send = next(n for n in batch.body if isinstance(n, ast.FunctionDef) and n.name == "send")
+    assert send.returns is not None and ast.unparse(send.returns) == "_Round"
+    for name in ("_Batch", "_Decider"):
+        body = _class(tree, name)
+        for method in (n for n in body.body if isinstance(n, ast.FunctionDef) and n.name not in ("before", "after")):
+            given = {a.arg for a in method.args.args[1:]}
+            for node in ast.walk(method):
+                for target in _targets(node):
+                    for t in target.elts if isinstance(target, ast.Tuple) else [target]:
+                        written = t.value if isinstance(t, ast.Attribute | ast.Subscript) else None
+                        assert not (isinstance(written, ast.Name) and written.id in given), (name, ast.unparse(t))
+                if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+                    receiver = ast.unparse(node.func.value)
+                    assert not (node.func.attr == "set" and receiver.endswith("stop")), (name, ast.unparse(node))
+                    assert not (node.func.attr in ("append", "extend") and receiver.split(".")[-1] in given), name
