@@ -85,10 +85,9 @@ def run(
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--runs", type=int, default=300)
-    parser.add_argument("--cases", type=int, default=2000, help="enough that neither runs out of cases")
-    args = parser.parse_args()
-    rng = np.random.default_rng(71)
+    for flag, default in (("--runs", 300), ("--cases", 2000)):  # cases enough that neither walk runs out
+        parser.add_argument(flag, type=int, default=default)
+    args, rng = parser.parse_args(), np.random.default_rng(71)
     print(f"{args.cases} cases, {args.runs} runs a setting; labels to decide a 10-point difference")
     print("judge          a     uniform: decided labels   chosen: decided labels   saved")
     for kind in ("calibrated", "overconfident", "sharp"):
