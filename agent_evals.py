@@ -14176,11 +14176,12 @@ def _label_until_decided(
     questions: list[_Question], labels: dict[tuple[str, ...], float], path: Path, metric: str, cap: int | None
 ) -> int:
     """``label`` with a question: each line's cases asked in their dataset's one order, both
-    sides' answers of a case together (a shared answer once), and after each case an
-    anytime-valid interval (``_sequence``, at ALPHA over the lines) of the corrected difference
-    (or of the figure against the bar): a line is decided once the interval leaves 0 (the bar)
-    and the figure the gate reads says the same, from ``EARLIEST`` cases on; asked until every
-    line is decided, its cases run out, or ``cap`` labels were given."""
+    sides' answers of a case together (a shared answer once; past the labelled samples, only
+    the cases whose answers differ: ``_to_ask``), and after each case an anytime-valid interval
+    (``_sequence``, at ALPHA over the lines) of the corrected difference (or of the figure
+    against the bar): a line is decided once the interval leaves 0 (the bar) and the figure the
+    gate reads says the same, from ``EARLIEST`` cases on; asked until every line is decided, its
+    cases run out, or ``cap`` labels were given."""
     alpha, added, quit_, planned = ALPHA / len(questions), 0, False, _planned(labels, metric)
     for q in questions:
         held = (any(i[0][:2] in planned for side in q.sides for i in (side or {}).get(u, ())) for u in q.units)
