@@ -7446,8 +7446,7 @@ class _ExperimentRun:
                 except BaseException as e:  # the harness's own failure: still that case's row
                     took = time.perf_counter() - started
                     result = _result(self.experiment, self._case(place), model, took, None, None, *_describe(e))
-                with run.lock:
-                    fresh = self.fresh.pop(i, frozenset())
+                fresh = self.fresh.pop(i, frozenset()) if self.fresh else frozenset()  # a replay's answers (atomic)
                 if not isinstance(ended := self.batch.put_off(model, result, fresh), RunResult):
                     with run.lock:  # a case run that timed out meanwhile goes too: its holds end with the round
                         self.inflight.pop(i, None)
