@@ -6155,7 +6155,7 @@ def _units(
         d: (held, len(plan)) for d, plan in plans.items() if (held := sum(u not in gaps for u in plan)) < len(plan)
     }
     truths: dict[tuple[str, str], list[float]] = {}  # labels for values (an answer in the sample: in turn)
-    for key, value, *_, later in entries:
+    for key, value, *_, later in entries if labels else ():  # a metric no judge gave has none
         truths.setdefault(key, []).append(value if later is None else later)
     truth = _means(truths, flaky)
     labels |= {u: truth[u] for d, plan in plans.items() if d not in short for u in plan}
