@@ -3745,7 +3745,7 @@ class _Limiter:
         self.turn = threading.Condition(threading.Lock())
         self.rate = rate  # requests a second; None: not paced
         self.issued, self.first, self.at, self.held, self.flying = 0, 0.0, 0.0, 0, 0
-        self.window = None if rate else start  # the slow start's most requests in flight; None once paced
+        self.window, self.start = None if rate else start, start  # the slow start's most in flight; None once paced
         self.rounds: dict[int, list[int]] = {}  # [sent, back, refused] of each round not judged yet
         self.round, self.opened, self.span = 0, -math.inf, self.ROUND  # the round open now: since when, how long
         # of the last verdicts, the pace last cut (a pace given, known or documented: probed from gently), round
@@ -3809,7 +3809,8 @@ class _Limiter:
     def _judge(self, sent: int, refused: int, now: float, whole: bool) -> None:
         """A round's verdict: the pace becomes the share of it the key took, ``PROBE`` more."""
         if (rate := self.rate) is None:  # a slow start's clump refused says nothing of the rate: half of it, as TCP
-            return self._set(max(sent - refused, sent / 2 if self.window is not None else 0) / self.span, now)
+            clump = max(sent, min(self.window, self.start)) if self.window is not None else 0  # all sent, or to be
+            return self._set(max(sent - refused, clump / 2) / self.span, now)
         (older, last), share, noisy = self.shares, refused / sent, 2 * self.PROBE  # twice a pace's own at the limit
         if whole and min(share, last, older) > noisy and share >= last / 2 and last >= older / 2 and rate > self.FLOOR:
             return self._set(None, now)

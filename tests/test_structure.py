@@ -42,8 +42,9 @@ from conftest import ROOT
 # #73: a batch round's decision returned (_Round a value; send handed the case runs put off, which the runner
 # holds with what each asked and its round's answers; the batches sent logged through a function; the stop
 # said, never set by _Batch; _Decider's verdicts said through one; a replay's answers read without the lock): +116;
-# a metric no judge gave skips the labels' truths: +4
-CEILING = 110241
+# a metric no judge gave skips the labels' truths: +4; #72: a slow start's clump counted whole while its threads
+# still start (the first verdict came on 13 of -p 64 sent): +22
+CEILING = 110264
 SOURCE = (ROOT / "agent_evals.py").read_text(encoding="utf-8")
 
 
@@ -78,9 +79,10 @@ def test_no_function_runs_past_sixty_lines() -> None:
 
 def test_the_limiter_is_one_rule_in_a_hundred_lines() -> None:
     # #49: its rule held in one class a reader takes in at once, its constants in one place; #72's floor
-    # under a cut (the pace last taken whole) and the hold just under a pace cut: four lines more
+    # under a cut (the pace last taken whole) and the hold just under a pace cut: four lines more; a slow
+    # start's clump counted whole while its threads still start: one
     (limiter,) = (node for node in ast.parse(SOURCE).body if isinstance(node, ast.ClassDef) and node.name == "_Limiter")
-    assert limiter.end_lineno - limiter.lineno + 1 <= 104
+    assert limiter.end_lineno - limiter.lineno + 1 <= 105
     first_method = min(node.lineno for node in limiter.body if isinstance(node, ast.FunctionDef))
     assert all(node.lineno < first_method for node in limiter.body if isinstance(node, ast.Assign))
 
