@@ -482,20 +482,15 @@ def test_a_slow_starts_small_clump_refused_paces_at_half_of_it_not_at_the_few_it
     half of what went (TCP's ssthresh after a loss), whatever fewer it answered."""
     drive = rigs.drive(rigs.Bucket(lambda now: 40.0, burst=1.0), 800, 64, start=12, **rigs.REAL)
     assert drive.wall / (800 / 40 + 1) < 1.6, drive  # 1.79 when paced at what the clump answered
-    limiter = ae._Limiter(12.0)
-    for _ in range(12):
-        limiter.went(0.0)
-    for _ in range(10):
-        limiter.landed(1, refused=True)
-    assert limiter.rate == 6.0
-    # the first ten refusals back before the other threads of -p 64 had sent (seen against nginx: 13 had, so
-    # the pace began at 6.5 a second and the run took 1.44x): the clump is what the slow start lets go at once
-    starting = ae._Limiter(64.0)
-    for _ in range(13):
-        starting.went(0.0)
-    for _ in range(10):
-        starting.landed(1, refused=True)
-    assert starting.rate == 32.0
+    # and the first ten refusals back before the other threads of -p 64 had sent (seen against nginx: 13 had,
+    # so the pace began at 6.5 a second and the run took 1.44x): the clump is what the slow start lets go at once
+    for start, sent, pace in ((12.0, 12, 6.0), (64.0, 13, 32.0)):
+        limiter = ae._Limiter(start)
+        for _ in range(sent):
+            limiter.went(0.0)
+        for _ in range(10):
+            limiter.landed(1, refused=True)
+        assert limiter.rate == pace, (start, sent, limiter.rate)
 
 
 def test_a_limit_with_no_burst_is_met_near_it_and_the_next_runs_start_there() -> None:
