@@ -14011,10 +14011,7 @@ def _cmd_label(args: argparse.Namespace) -> int:
         while (queue := min((q for q in queues if q[2]), key=lambda q: q[1][0], default=None)) and added != args.cap:
             name, counts, items, _ = queue
             key, case, output, verdict, _ = items.pop(0)
-            if key not in labels and (value := labels.get((*key, _PAIRED))) is not None:
-                _add_label(path, key, value)  # labelled for a question of two sides, now reached in turn
-                labels[key] = value
-            elif key not in labels:  # not labelled since: another contender's same answer may have been
+            if not _taken_in_turn(path, labels, key) and key not in labels:  # another's same answer may have been
                 value = _ask_label(case, output, verdict, graded, added + 1, missing)
                 if value is None:
                     break
@@ -14031,6 +14028,16 @@ def _cmd_label(args: argparse.Namespace) -> int:
         return _interruption()[2]
     print(f"label: {_n(added, 'label')} added to {_display(path)} ({len(labels)} in all); compare and diff use them")
     return EXIT_OK
+
+
+def _taken_in_turn(path: Path, labels: dict[tuple[str, ...], float], key: tuple[str, ...]) -> bool:
+    """An answer labelled for a question of two sides (``_PAIRED``), now reached in turn: its label
+    written plain, in place of asking it again."""
+    if key in labels or (value := labels.get((*key, _PAIRED))) is None:
+        return False
+    _add_label(path, key, value)
+    labels[key] = value
+    return True
 
 
 def _need_said(name: str, need: tuple[int, int, bool]) -> str:
@@ -14196,9 +14203,7 @@ def _label_until_decided(
         while not quit_ and (left := [q for q in questions if not q.said and q.at < len(q.units)]) and added != cap:
             question = min(left, key=lambda q: q.at)
             for item in _to_ask(question, labels, question.at + 1, question.at):
-                if (value := labels.get((*item[0], _PAIRED))) is not None:  # asked for two sides: now in turn
-                    _add_label(path, item[0], value)
-                    labels[item[0]] = value
+                if _taken_in_turn(path, labels, item[0]):
                     continue
                 value = _ask_label(item[1], item[2], item[3], graded, added + 1, total)
                 if value is None or value < 0:
